@@ -1,0 +1,31 @@
+"""textrecords: text -> TFRecord training data (BERT, word2vec, translation)."""
+
+import re
+
+from setuptools import find_packages, setup
+
+with open("textrecords/__init__.py", encoding="utf-8") as f:
+  VERSION = re.search(r'__version__ = "([^"]+)"', f.read()).group(1)
+
+setup(
+    name="textrecords",
+    version=VERSION,
+    description="Turn raw text into TFRecord training data with matching tf.data parsers.",
+    packages=find_packages(include=["textrecords", "textrecords.*", "bert_data",
+                                    "bert_data.*", "w2v_data", "w2v_data.*",
+                                    "mt_data", "mt_data.*"]),
+    package_data={"bert_data": ["sample/*"], "mt_data": ["sample/*"], "w2v_data": ["sample/*"]},
+    python_requires=">=3.10",
+    install_requires=[
+        "absl-py>=1.0",
+        "numpy>=1.24",
+        "tokenizers>=0.15",
+        "google-crc32c>=1.5",
+    ],
+    extras_require={
+        "cpu": ["tensorflow-cpu>=2.21,<2.22"],
+        "gpu": ["tensorflow[and-cuda]>=2.21,<2.22"],
+        "plot": ["matplotlib>=3.7"],
+        "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7"],
+    },
+)

@@ -1,0 +1,190 @@
+"""Writes a set of files as one unit: atomic, resumable, never half-replaced.
+
+Protocol:
+  1. Each file is written under a temporary name (".NAME.tmp-PID") and, once
+     complete, renamed to a hidden finished name (".NAME.done"); its size and
+     sha256 are appended to a hidden progress file keyed by a fingerprint of
+     the run's inputs and flags.
+  2. `finalize` removes the old metadata (if any), renames every finished file
+     to its final name, then writes the metadata, last.
+A run killed at any point leaves either the earlier complete dataset or hidden
+files only: nothing looks complete. With `resume=True`, finished files whose
+fingerprint and sha256 match are kept and not rewritten. An existing complete
+dataset is only replaced with `overwrite=True`.
+"""
+
+import json
+import os
+from typing import Callable, Dict, List
+
+from textrecords import metadata
+from textrecords import tfrecord
+from textrecords.errors import UserError
+
+
+def _done_path(path: str) -> str:
+  d, base = os.path.split(path)
+  return os.path.join(d, f".{base}.done")
+
+
+class DatasetWriter:
+  """Manages the files of one output dataset (one metadata file).
+
+  Args:
+    meta_path: where the metadata JSON goes.
+    fingerprint: JSON-able dict of everything that determines the bytes
+      (inputs' sizes/mtimes, flags, version); resume keeps files only when
+      it matches.
+    overwrite: allow replacing an existing complete dataset.
+    resume: keep finished files of an interrupted run with the same fingerprint.
+  """
+
+  def __init__(self, meta_path: str, fingerprint: dict, *, overwrite: bool = False,
+               resume: bool = False):
+    self.meta_path = meta_path
+    self.dir = os.path.dirname(os.path.abspath(meta_path))
+    self.fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True))
+    self.progress_path = os.path.join(
+        self.dir, f".{os.path.basename(meta_path)}.progress")
+    self._finished: Dict[str, dict] = {}
+    self._check_destination(overwrite, resume)
+    if resume:
+      self._load_progress()
+    else:
+      self._write_progress_header()
+
+  def _check_destination(self, overwrite: bool, resume: bool):
+    if not os.path.isdir(self.dir):
+      try:
+        os.makedirs(self.dir, exist_ok=True)
+      except OSError as e:
+        raise UserError(f"cannot create output folder {self.dir}: {e.strerror}") from e
+    if not os.access(self.dir, os.W_OK):
+      raise UserError(f"output folder {self.dir} is not writable")
+    if os.path.exists(self.meta_path) and not (overwrite or resume):
+      raise UserError(f"{self.meta_path} exists (a complete earlier output); "
+                      "pass --overwrite to replace it")
+
+  def _write_progress_header(self):
+    w = tfrecord.AtomicWriter(self.progress_path)
+    w.write((json.dumps({"fingerprint": self.fingerprint}, sort_keys=True) + "\n").encode())
+    w.commit()
+
+  def _load_progress(self):
+    try:
+      with open(self.progress_path, "rb") as f:
+        lines = f.read().decode("utf-8").splitlines()
+      header = json.loads(lines[0])
+    except (OSError, ValueError, IndexError):
+      self._write_progress_header()
+      return
+    if header.get("fingerprint") != self.fingerprint:
+      self._write_progress_header()
+      return
+    for line in lines[1:]:
+      try:
+        info = json.loads(line)
+      except ValueError:
+        continue  # a line cut by the kill
+      done = os.path.join(self.dir, f".{info['name']}.done")
+      if (os.path.exists(done) and os.path.getsize(done) == info["bytes"]
+          and tfrecord.file_sha256(done) == info["sha256"]):
+        self._finished[info["name"]] = info
+
+  def is_finished(self, path: str) -> bool:
+    """True if `path` was completed by an earlier run being resumed."""
+    return os.path.basename(path) in self._finished
+
+  def open(self, path: str, compression: str = "") -> "FileHandle":
+    """A writer for one output file; call `.commit()` when it is complete."""
+    self._remove_stale_temps(path)
+    return FileHandle(self, path, compression)
+
+  def write_bytes(self, path: str, data: bytes) -> dict:
+    """Writes a small file (vocab, ...) as part of the dataset."""
+    with self.open(path) as h:
+      h.write(data)
+      return h.commit()
+
+  def _remove_stale_temps(self, path: str):
+    d, base = os.path.split(path)
+    prefix = f".{base}.tmp-"
+    for name in os.listdir(d or "."):
+      if name.startswith(prefix):
+        try:
+          os.remove(os.path.join(d, name))
+        except OSError:
+          pass
+
+  def _record_finished(self, path: str, info: dict):
+    os.replace(info.pop("_tmp"), _done_path(path))
+    self._finished[info["name"]] = info
+    with open(self.progress_path, "ab") as f:
+      f.write((json.dumps(info, sort_keys=True) + "\n").encode())
+      f.flush()
+      os.fsync(f.fileno())
+
+  def file_info(self, path: str) -> dict:
+    return dict(self._finished[os.path.basename(path)])
+
+  def finalize(self, paths: List[str], build_meta: Callable[[List[dict]], dict]) -> dict:
+    """Moves finished files into place and writes the metadata last.
+
+    Args:
+      paths: every file of the dataset, all finished.
+      build_meta: called with the file infos (name, bytes, sha256, records),
+        returns the metadata dict (its "files" key is set from the infos).
+    Returns:
+      The metadata written.
+    """
+    infos = [self.file_info(p) for p in paths]
+    meta = build_meta(infos)
+    meta["files"] = infos
+    old_files = self._old_listed_files()
+    if os.path.exists(self.meta_path):
+      os.remove(self.meta_path)
+    for p in paths:
+      os.replace(_done_path(p), p)
+    for stale in old_files - {os.path.basename(p) for p in paths}:
+      try:
+        os.remove(os.path.join(self.dir, stale))
+      except OSError:
+        pass
+    metadata.write(self.meta_path, meta)
+    try:
+      os.remove(self.progress_path)
+    except OSError:
+      pass
+    return meta
+
+  def _old_listed_files(self) -> set:
+    try:
+      with open(self.meta_path, "rb") as f:
+        old = json.loads(f.read().decode("utf-8"))
+      return {f["name"] for f in old.get("files", []) if "/" not in f["name"]}
+    except (OSError, ValueError, KeyError, TypeError):
+      return set()
+
+
+class FileHandle(tfrecord.AtomicWriter):
+  """An AtomicWriter whose commit renames to the hidden finished name."""
+
+  def __init__(self, owner: DatasetWriter, path: str, compression: str):
+    super().__init__(path, compression)
+    self._owner = owner
+
+  def commit(self) -> dict:
+    try:
+      if self._gz is not None:
+        self._gz.close()
+      self._raw.flush()
+      os.fsync(self._raw.fileno())
+      self._raw.close()
+    except OSError as e:
+      self.abort()
+      raise UserError(f"cannot write {self.path}: {e.strerror}") from e
+    info = {"name": os.path.basename(self.path), "bytes": self.size,
+            "sha256": self._hash.hexdigest(), "records": self.records,
+            "_tmp": self.tmp}
+    self._owner._record_finished(self.path, info)  # pylint: disable=protected-access
+    return dict(self._owner.file_info(self.path))

@@ -1,0 +1,78 @@
+"""Bounded-memory global ordering: spill records to hash buckets, sort per bucket.
+
+Records carry a 64-bit order key. `SpillWriter` appends each record to the
+bucket file for the top bits of its key; buckets are contiguous key ranges,
+so reading buckets in order and sorting each one in memory yields the global
+order while holding only one bucket at a time. Any number of writers (one per
+worker process) may spill into the same folder under distinct prefixes.
+"""
+
+import glob
+import os
+import struct
+from typing import Iterator, List, Tuple
+
+_HEADER = struct.Struct("<QI")
+
+
+class SpillWriter:
+  """Appends (key, record) pairs to bucket files `<dir>/<prefix>-b<bucket>.spill`."""
+
+  def __init__(self, directory: str, prefix: str, num_buckets: int,
+               buffer_bytes: int = 1 << 20):
+    self.dir = directory
+    self.prefix = prefix
+    self.num_buckets = num_buckets
+    self._buffers: List[List[bytes]] = [[] for _ in range(num_buckets)]
+    self._sizes = [0] * num_buckets
+    self._limit = max(4096, buffer_bytes // max(1, num_buckets) * 4)
+    self.count = 0
+
+  def bucket_of(self, key: int) -> int:
+    return (key * self.num_buckets) >> 64
+
+  def add(self, key: int, record: bytes):
+    b = (key * self.num_buckets) >> 64
+    chunk = _HEADER.pack(key, len(record)) + record
+    self._buffers[b].append(chunk)
+    self._sizes[b] += len(chunk)
+    self.count += 1
+    if self._sizes[b] >= self._limit:
+      self._flush(b)
+
+  def _flush(self, b: int):
+    if not self._buffers[b]:
+      return
+    with open(os.path.join(self.dir, f"{self.prefix}-b{b:05d}.spill"), "ab") as f:
+      f.write(b"".join(self._buffers[b]))
+    self._buffers[b] = []
+    self._sizes[b] = 0
+
+  def close(self):
+    for b in range(self.num_buckets):
+      self._flush(b)
+
+
+def read_bucket(directory: str, bucket: int) -> List[Tuple[int, bytes]]:
+  """All (key, record) pairs of one bucket from every writer, sorted.
+
+  Sorting by (key, record) makes the order independent of which writer spilled
+  what, even in the (astronomically unlikely) case of equal keys.
+  """
+  items = []
+  for path in sorted(glob.glob(os.path.join(directory, f"*-b{bucket:05d}.spill"))):
+    with open(path, "rb") as f:
+      data = f.read()
+    items.extend(_parse(data))
+  items.sort()
+  return items
+
+
+def _parse(data: bytes) -> Iterator[Tuple[int, bytes]]:
+  pos, n = 0, len(data)
+  unpack = _HEADER.unpack_from
+  while pos < n:
+    key, length = unpack(data, pos)
+    pos += _HEADER.size
+    yield key, data[pos:pos + length]
+    pos += length

@@ -1,0 +1,212 @@
+"""TFRecord framing, reading and atomic file writing, without TensorFlow.
+
+A TFRecord file is a sequence of records, each framed as:
+  uint64 length (little endian), uint32 masked_crc32c(length bytes),
+  data bytes, uint32 masked_crc32c(data).
+The mask is ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2**32).
+"""
+
+import gzip
+import hashlib
+import os
+import struct
+import zlib
+from typing import Iterator, Optional
+
+from textrecords.errors import UserError
+
+try:
+  import google_crc32c as _crc32c_mod
+
+  def crc32c(data: bytes) -> int:
+    return _crc32c_mod.value(data)
+except ImportError:  # pragma: no cover - exercised only without the C module
+  _TABLE = []
+  for _i in range(256):
+    _c = _i
+    for _ in range(8):
+      _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    _TABLE.append(_c)
+
+  def crc32c(data: bytes) -> int:
+    c = 0xFFFFFFFF
+    for b in data:
+      c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+COMPRESSIONS = ("", "GZIP")
+
+
+def masked_crc(data: bytes) -> int:
+  c = crc32c(data)
+  return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def frame(record: bytes) -> bytes:
+  """One record in TFRecord framing."""
+  header = struct.pack("<Q", len(record))
+  return b"".join((header, struct.pack("<I", masked_crc(header)), record,
+                   struct.pack("<I", masked_crc(record))))
+
+
+def check_compression(compression: Optional[str]) -> str:
+  """Normalises a compression name ("" or "GZIP"); raises UserError otherwise."""
+  c = (compression or "").upper()
+  if c in ("NONE",):
+    c = ""
+  if c not in COMPRESSIONS:
+    raise UserError(f"--compression={compression!r}: must be one of '' (none) or GZIP")
+  return c
+
+
+def temp_path_for(path: str) -> str:
+  """The temporary name a file is written under before being renamed to `path`."""
+  d, base = os.path.split(path)
+  return os.path.join(d, f".{base}.tmp-{os.getpid()}")
+
+
+def is_temp_name(name: str) -> bool:
+  return name.startswith(".") and ".tmp-" in name
+
+
+class AtomicWriter:
+  """A binary file written under a temp name, renamed into place on `commit`.
+
+  Tracks size and sha256 of the bytes as they would appear on disk. If the
+  writer is closed without `commit` (error, exception), the temp file is
+  removed and `path` is untouched.
+  """
+
+  def __init__(self, path: str, compression: str = ""):
+    self.path = path
+    self.tmp = temp_path_for(path)
+    try:
+      self._raw = open(self.tmp, "wb")
+    except OSError as e:
+      raise UserError(f"cannot write {path}: {e.strerror}") from e
+    self._hash = hashlib.sha256()
+    self.size = 0
+    self.records = 0
+    self._gz = None
+    if compression == "GZIP":
+      # mtime=0 and no file name keep gzip bytes identical run to run.
+      self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=_HashingFile(self),
+                               mtime=0, compresslevel=6)
+
+  def _raw_write(self, data: bytes):
+    self._raw.write(data)
+    self._hash.update(data)
+    self.size += len(data)
+
+  def write(self, data: bytes):
+    try:
+      if self._gz is not None:
+        self._gz.write(data)
+      else:
+        self._raw_write(data)
+    except OSError as e:
+      self.abort()
+      raise UserError(f"cannot write {self.path}: {e.strerror}") from e
+
+  def write_record(self, record: bytes):
+    self.write(frame(record))
+    self.records += 1
+
+  def commit(self) -> dict:
+    """Flushes, fsyncs and renames into place; returns {name, bytes, sha256, records}."""
+    try:
+      if self._gz is not None:
+        self._gz.close()
+      self._raw.flush()
+      os.fsync(self._raw.fileno())
+      self._raw.close()
+      os.replace(self.tmp, self.path)
+    except OSError as e:
+      self.abort()
+      raise UserError(f"cannot write {self.path}: {e.strerror}") from e
+    return {"name": os.path.basename(self.path), "bytes": self.size,
+            "sha256": self._hash.hexdigest(), "records": self.records}
+
+  def abort(self):
+    try:
+      self._raw.close()
+    except OSError:
+      pass
+    try:
+      os.remove(self.tmp)
+    except OSError:
+      pass
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, exc_type, exc, tb):
+    if exc_type is not None:
+      self.abort()
+
+
+class _HashingFile:
+  """File-like sink for GzipFile that forwards to an AtomicWriter."""
+
+  def __init__(self, writer: AtomicWriter):
+    self._w = writer
+
+  def write(self, data):
+    self._w._raw_write(bytes(data))  # pylint: disable=protected-access
+    return len(data)
+
+  def flush(self):
+    pass
+
+
+def file_sha256(path: str) -> str:
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      h.update(block)
+  return h.hexdigest()
+
+
+def read_records(path: str, compression: str = "") -> Iterator[bytes]:
+  """Yields the records of a TFRecord file, checking both CRCs.
+
+  Raises:
+    UserError: naming the file and record index on truncation or CRC mismatch.
+  """
+  opener = gzip.open if compression == "GZIP" else open
+  with opener(path, "rb") as f:
+    index = 0
+    while True:
+      try:
+        header = f.read(12)
+      except (OSError, EOFError, zlib.error) as e:
+        raise UserError(f"{path}: corrupt compressed data at record {index}: {e}") from e
+      if not header:
+        return
+      if len(header) < 12:
+        raise UserError(f"{path}: truncated record header at record {index}")
+      (length,), (hcrc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
+      if masked_crc(header[:8]) != hcrc:
+        raise UserError(f"{path}: corrupt record length at record {index}")
+      try:
+        body = f.read(length + 4)
+      except (OSError, EOFError, zlib.error) as e:
+        raise UserError(f"{path}: corrupt compressed data at record {index}: {e}") from e
+      if len(body) < length + 4:
+        raise UserError(f"{path}: truncated record {index}")
+      data, (dcrc,) = body[:length], struct.unpack("<I", body[length:])
+      if masked_crc(data) != dcrc:
+        raise UserError(f"{path}: corrupt record {index} (data checksum mismatch)")
+      yield data
+      index += 1
+
+
+def shard_paths(output: str, num_shards: int) -> list:
+  """TFDS-style shard names; a single shard keeps the plain name.
+
+  >>> shard_paths("out/train.tfrecord", 2)
+  ['out/train.tfrecord-00000-of-00002', 'out/train.tfrecord-00001-of-00002']
+  """
+  if num_shards == 1:
+    return [output]
+  return [f"{output}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
