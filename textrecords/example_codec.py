@@ -18,8 +18,7 @@ import numpy as np
 from textrecords import features as F
 
 
-def _varint(n: int) -> bytes:
-  """Protobuf base-128 varint of a non-negative int below 2**64."""
+def _varint_slow(n: int) -> bytes:
   out = bytearray()
   while True:
     b = n & 0x7F
@@ -29,6 +28,14 @@ def _varint(n: int) -> bytes:
     else:
       out.append(b)
       return bytes(out)
+
+
+_SMALL = [_varint_slow(i) for i in range(1 << 14)]
+
+
+def _varint(n: int) -> bytes:
+  """Protobuf base-128 varint of a non-negative int below 2**64."""
+  return _SMALL[n] if n < 16384 else _varint_slow(n)
 
 
 def _int64_payload(values) -> bytes:
@@ -56,6 +63,23 @@ def _len_delimited(tag: int, payload: bytes) -> bytes:
   return bytes([tag]) + _varint(len(payload)) + payload
 
 
+def int64_feature_from_payload(payload: bytes) -> bytes:
+  """A serialized Int64 `Feature` from already-packed varint bytes."""
+  inner = _len_delimited(0x0A, payload) if payload else b""
+  return _len_delimited(0x1A, inner)
+
+
+def float_feature_from_payload(payload: bytes) -> bytes:
+  """A serialized Float `Feature` from little-endian float32 bytes."""
+  inner = _len_delimited(0x0A, payload) if payload else b""
+  return _len_delimited(0x12, inner)
+
+
+def varint_table(n: int) -> list:
+  """`table[i]` = varint bytes of i, for 0 <= i < n (fast packing of ids)."""
+  return [_varint(i) for i in range(n)]
+
+
 def encode_feature(dtype: str, values) -> bytes:
   """Serialized `tf.train.Feature` holding `values` of the given dtype."""
   if dtype == F.INT64:
@@ -80,17 +104,29 @@ class ExampleEncoder:
   Fixed-length features are checked: a wrong length raises ValueError.
   """
 
-  def __init__(self, schema: Sequence[F.FeatureSpec]):
+  def __init__(self, schema: Sequence[F.FeatureSpec], key_order: str = "sorted"):
+    """Args:
+      schema: the features, in schema order.
+      key_order: "sorted" (as `SerializeToString(deterministic=True)`) or
+        "schema" (map entries in schema order, as the pure-Python protobuf
+        backend writes a map filled in that order). Both are byte-stable.
+    """
+    if key_order not in ("sorted", "schema"):
+      raise ValueError(f"key_order={key_order!r}")
     self.schema = tuple(schema)
-    self._sorted = sorted(self.schema, key=lambda s: s.name.encode("utf-8"))
+    self._sorted = (sorted(self.schema, key=lambda s: s.name.encode("utf-8"))
+                    if key_order == "sorted" else list(self.schema))
     self._keys = {s.name: _len_delimited(0x0A, s.name.encode("utf-8"))
                   for s in self.schema}
+    # Per feature, in output order: the map-entry prefix up to the Feature bytes.
+    self._order = [s.name for s in self._sorted]
 
   def encode_features(self, encoded: Mapping[str, bytes]) -> bytes:
     """Assembles an Example from already-serialized Feature messages."""
+    keys = self._keys
     entries = []
-    for s in self._sorted:
-      body = self._keys[s.name] + _len_delimited(0x12, encoded[s.name])
+    for name in self._order:
+      body = keys[name] + _len_delimited(0x12, encoded[name])
       entries.append(_len_delimited(0x0A, body))
     return _len_delimited(0x0A, b"".join(entries))
 

@@ -1,0 +1,74 @@
+"""`python -m bert_data.create`: BERT pretraining records from text.
+
+Same flags and defaults as google-research/bert's create_pretraining_data.py,
+plus --reference_compatible and the shared textrecords flags (workers, shards,
+compression, resume/overwrite, decode errors).
+
+Example:
+  python -m bert_data.create --input_file=corpus/*.txt \\
+      --output_file=out/train.tfrecord --vocab_file=vocab.txt --num_shards=8
+"""
+
+import sys
+
+from absl import flags
+
+from bert_data.config import BertConfig
+from textrecords import cli
+from textrecords import text_input
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the flags (called only when run as a program)."""
+  flags.DEFINE_string("input_file", None, "Comma-separated input text files or globs.")
+  flags.DEFINE_string("output_file", None, "Comma-separated output TFRecord files "
+                      "(instances go round-robin over them).")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocab file (one token per line).")
+  flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents.")
+  flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words, not single wordpieces.")
+  flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions.")
+  flags.DEFINE_integer("random_seed", 12345, "Random seed.")
+  flags.DEFINE_integer("dupe_factor", 10, "Passes over the corpus, each masked differently.")
+  flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+  flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
+  flags.DEFINE_bool("reference_compatible", False,
+                    "Output equal to google-research/bert, record for record "
+                    "(one RNG; tokenizing is still parallel).")
+  cli.define_common_flags()
+
+
+def config_from_flags() -> BertConfig:
+  files = tuple(text_input.expand_patterns(FLAGS.input_file or "", "--input_file"))
+  outputs = tuple(p.strip() for p in (FLAGS.output_file or "").split(",") if p.strip())
+  if not FLAGS.vocab_file:
+    from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
+    raise UserError("--vocab_file is required")
+  return BertConfig(
+      input_files=files, output_files=outputs, vocab_file=FLAGS.vocab_file,
+      do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask,
+      max_seq_length=FLAGS.max_seq_length,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+      random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
+      masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
+      reference_compatible=FLAGS.reference_compatible,
+      num_workers=cli.num_workers(FLAGS.num_workers), num_shards=FLAGS.num_shards,
+      compression=FLAGS.compression, overwrite=FLAGS.overwrite, resume=FLAGS.resume,
+      on_decode_error=FLAGS.on_decode_error, quiet=FLAGS.quiet).validate()
+
+
+def main(argv):
+  if len(argv) > 1:
+    from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
+    raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+  from bert_data import pipeline  # pylint: disable=import-outside-toplevel
+  summary = pipeline.create(config_from_flags())
+  print(f"bert_data: {summary['documents']:,} documents, {summary['tokens']:,} tokens, "
+        f"{summary['instances']:,} instances -> {FLAGS.output_file}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+  define_flags()
+  cli.run(main)

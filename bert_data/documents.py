@@ -1,0 +1,181 @@
+"""Documents: text files -> tokenized corpus, compact (one int32 array).
+
+Reading follows the reference: lines end at "\\n", every "\\r" byte is dropped,
+each line is decoded as UTF-8 and `str.strip()`ped; an empty line starts a new
+document; a line with tokens is one segment of the current document. Documents
+continue across file boundaries. Empty documents are removed.
+
+The corpus is held as `tokens` (all ids), `seg_starts` (segment boundaries in
+`tokens`) and `doc_starts` (document boundaries in segments), so a 40 GB
+corpus costs 4 bytes a token, not Python lists.
+"""
+
+import dataclasses
+from typing import Iterable, Iterator, List, Sequence, Tuple
+
+import numpy as np
+
+from textrecords import text_input
+from textrecords.errors import UserError
+
+# A line batch sent to a tokenizer worker: (lines, is_break flags).
+_BATCH_LINES = 4096
+
+
+@dataclasses.dataclass
+class Corpus:
+  """A tokenized corpus.
+
+  Example (two documents: [[5, 6], [7]] and [[8]]):
+    >>> c = Corpus(np.array([5, 6, 7, 8], np.int32), np.array([0, 2, 3, 4]),
+    ...            np.array([0, 2, 3]))
+    >>> c.num_docs, c.document(0), c.document(1)
+    (2, [[5, 6], [7]], [[8]])
+  """
+  tokens: np.ndarray
+  seg_starts: np.ndarray
+  doc_starts: np.ndarray
+
+  @property
+  def num_docs(self) -> int:
+    return len(self.doc_starts) - 1
+
+  @property
+  def num_tokens(self) -> int:
+    return int(self.tokens.size)
+
+  def document(self, d: int) -> List[List[int]]:
+    """Document d as a list of segments (lists of ids)."""
+    s0, s1 = int(self.doc_starts[d]), int(self.doc_starts[d + 1])
+    bounds = self.seg_starts[s0:s1 + 1].tolist()
+    flat = self.tokens[bounds[0]:bounds[-1]].tolist()
+    base = bounds[0]
+    return [flat[a - base:b - base] for a, b in zip(bounds[:-1], bounds[1:])]
+
+  def num_segments(self, d: int) -> int:
+    return int(self.doc_starts[d + 1] - self.doc_starts[d])
+
+  def tokens_from(self, d: int, start: int, min_tokens: int) -> List[int]:
+    """Segments start, start+1, ... of document d, concatenated, stopping once
+    at least `min_tokens` are taken (or at the document's end)."""
+    s0 = int(self.doc_starts[d]) + start
+    s_end = int(self.doc_starts[d + 1])
+    t0 = int(self.seg_starts[s0])
+    ends = self.seg_starts[s0 + 1:s_end + 1]
+    k = int(np.searchsorted(ends, t0 + max(min_tokens, 1), side="left"))
+    t1 = int(ends[min(k, len(ends) - 1)])
+    return self.tokens[t0:t1].tolist()
+
+  def reordered(self, order: Sequence[int]) -> "Corpus":
+    """The same documents in another order (order[i] = old index of new doc i)."""
+    docs_tokens, seg_lens, doc_nsegs = [], [], []
+    for d in order:
+      s0, s1 = int(self.doc_starts[d]), int(self.doc_starts[d + 1])
+      t0, t1 = int(self.seg_starts[s0]), int(self.seg_starts[s1])
+      docs_tokens.append(self.tokens[t0:t1])
+      seg_lens.append(np.diff(self.seg_starts[s0:s1 + 1]))
+      doc_nsegs.append(s1 - s0)
+    return Corpus(np.concatenate(docs_tokens) if docs_tokens else self.tokens[:0],
+                  _starts(np.concatenate(seg_lens) if seg_lens else np.zeros(0, np.int64)),
+                  _starts(np.asarray(doc_nsegs, np.int64)))
+
+
+def _starts(lengths: np.ndarray) -> np.ndarray:
+  out = np.zeros(len(lengths) + 1, np.int64)
+  np.cumsum(lengths, out=out[1:])
+  return out
+
+
+def iter_line_batches(files: Sequence[str], on_decode_error: str,
+                      batch: int = _BATCH_LINES) -> Iterator[List[str]]:
+  """Yields lists of stripped lines across all files ('' = document break)."""
+  out = []
+  for path in files:
+    for _, line in text_input.read_lines(path, on_decode_error, drop_cr=True):
+      out.append(line.strip())
+      if len(out) >= batch:
+        yield out
+        out = []
+  if out:
+    yield out
+
+
+def encode_lines(lines: Sequence[str], encode_batch) -> Tuple[np.ndarray, np.ndarray]:
+  """Tokenizes a batch of stripped lines into (flat ids, lengths).
+
+  A length of -1 marks an empty line (a document break); 0 a line without
+  tokens.
+
+  >>> encode_lines(["a b", "", "c"], lambda ls: [[len(w) for w in l.split()] for l in ls])
+  (array([1, 1, 1], dtype=int32), array([ 2, -1,  1], dtype=int32))
+  """
+  ids = encode_batch([line for line in lines if line])
+  lengths = np.full(len(lines), -1, np.int32)
+  flat = []
+  k = 0
+  for i, line in enumerate(lines):
+    if line:
+      lengths[i] = len(ids[k])
+      flat.extend(ids[k])
+      k += 1
+  return np.asarray(flat, np.int32), lengths
+
+
+class CorpusBuilder:
+  """Accumulates tokenized line batches into a Corpus, by the reference's rules."""
+
+  def __init__(self):
+    self._tokens: List[np.ndarray] = []
+    self._seg_lens: List[np.ndarray] = []
+    self._doc_nsegs: List[int] = []
+    self._cur = 0   # segments in the current document
+    self.lines = 0
+
+  def add(self, flat: np.ndarray, lengths: np.ndarray):
+    """Adds one batch from `encode_lines`."""
+    self.lines += len(lengths)
+    self._tokens.append(flat)
+    self._seg_lens.append(lengths[lengths > 0])
+    breaks = np.flatnonzero(lengths < 0)
+    segs = lengths > 0
+    start = 0
+    for b in breaks.tolist():
+      self._cur += int(np.count_nonzero(segs[start:b]))
+      self._end_document()
+      start = b + 1
+    self._cur += int(np.count_nonzero(segs[start:]))
+
+  def _end_document(self):
+    if self._cur:
+      self._doc_nsegs.append(self._cur)
+    self._cur = 0
+
+  def build(self) -> Corpus:
+    self._end_document()
+    tokens = np.concatenate(self._tokens) if self._tokens else np.zeros(0, np.int32)
+    seg_lens = (np.concatenate(self._seg_lens).astype(np.int64) if self._seg_lens
+                else np.zeros(0, np.int64))
+    return Corpus(tokens, _starts(seg_lens), _starts(np.asarray(self._doc_nsegs, np.int64)))
+
+
+def read_corpus(tokenized_batches: Iterable[Tuple[np.ndarray, np.ndarray]],
+                files: Sequence[str], progress=None) -> Corpus:
+  """Builds a Corpus from `encode_lines` batches in reading order.
+
+  Args:
+    tokenized_batches: `(flat, lengths)` per batch of `iter_line_batches`.
+    files: the input files (for the error message).
+    progress: optional callable taking the builder after each batch.
+  Raises:
+    UserError: if the files hold no document with a token.
+  """
+  builder = CorpusBuilder()
+  for flat, lengths in tokenized_batches:
+    builder.add(flat, lengths)
+    if progress:
+      progress(builder)
+  corpus = builder.build()
+  if corpus.num_docs == 0:
+    raise UserError(f"--input_file: {', '.join(files)} hold no text "
+                    "(no line yields a token)")
+  return corpus

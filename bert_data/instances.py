@@ -1,0 +1,106 @@
+"""Training instances from documents: the reference algorithm, RNG passed in.
+
+`instances_from_document` makes the reference's RNG calls in the reference's
+order. Reference-compatible mode feeds it one `random.Random` for the whole
+run; the default mode feeds it an RNG per (dupe round, document).
+"""
+
+import dataclasses
+from typing import List
+
+from bert_data import masking
+
+
+@dataclasses.dataclass
+class Instance:
+  """One pretraining example, before padding.
+
+  Attributes:
+    tokens: [CLS] A [SEP] B [SEP] ids, with masked positions replaced.
+    num_a: length of segment 0 ([CLS], A and the first [SEP]).
+    is_random_next: B is from a random document.
+    positions: masked positions (ascending); labels: the original ids there.
+  """
+  tokens: List[int]
+  num_a: int
+  is_random_next: bool
+  positions: List[int]
+  labels: List[int]
+
+
+def truncate_pair(a: list, b: list, max_num_tokens: int, rng) -> None:
+  """Shortens a and b in place until they fit, one token at a time.
+
+  Each step trims the longer one (b on ties) at the front or the back with
+  equal chance.
+
+  >>> import random
+  >>> a, b = list(range(5)), list(range(3))
+  >>> truncate_pair(a, b, 6, random.Random(1)); len(a), len(b)
+  (3, 3)
+  """
+  while len(a) + len(b) > max_num_tokens:
+    longer = a if len(a) > len(b) else b
+    if rng.random() < 0.5:
+      del longer[0]
+    else:
+      longer.pop()
+
+
+def _random_next(d: int, docs, target_b: int, rng) -> list:
+  """Tokens of B drawn from a random other document (the reference's draw)."""
+  r = d
+  for _ in range(10):
+    r = rng.randint(0, docs.num_docs - 1)
+    if r != d:
+      break
+  start = rng.randint(0, docs.num_segments(r) - 1)
+  return docs.tokens_from(r, start, target_b)
+
+
+def instances_from_document(d: int, document: List[List[int]], docs, rng,
+                            max_num_tokens: int,
+                            short_seq_prob: float, cls_id: int, sep_id: int,
+                            mask_params: masking.MaskingParams) -> List[Instance]:
+  """All instances of document `d` for one pass.
+
+  Args:
+    d: the document's index (compared with the random document's index).
+    document: its segments (lists of ids).
+    docs: all documents, for the random next document: has `num_docs`,
+      `num_segments(r)` and `tokens_from(r, start, min_tokens)` (a `Corpus`).
+    rng: a `random.Random`; the call sequence is the reference's.
+  """
+  target = max_num_tokens
+  if rng.random() < short_seq_prob:
+    target = rng.randint(2, max_num_tokens)
+  out = []
+  chunk: List[List[int]] = []
+  chunk_len = 0
+  i = 0
+  n = len(document)
+  while i < n:
+    seg = document[i]
+    chunk.append(seg)
+    chunk_len += len(seg)
+    if i == n - 1 or chunk_len >= target:
+      if chunk:
+        a_end = 1
+        if len(chunk) >= 2:
+          a_end = rng.randint(1, len(chunk) - 1)
+        a = [t for s in chunk[:a_end] for t in s]
+        if len(chunk) == 1 or rng.random() < 0.5:
+          is_random_next = True
+          b = _random_next(d, docs, target - len(a), rng)
+          i -= len(chunk) - a_end
+        else:
+          is_random_next = False
+          b = [t for s in chunk[a_end:] for t in s]
+        truncate_pair(a, b, max_num_tokens, rng)
+        tokens = [cls_id] + a + [sep_id] + b + [sep_id]
+        output, positions, labels = masking.mask_tokens(tokens, rng, mask_params)
+        out.append(Instance(output, len(a) + 2, is_random_next, positions, labels))
+      chunk = []
+      chunk_len = 0
+    i += 1
+  return out

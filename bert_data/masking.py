@@ -1,0 +1,130 @@
+"""Masked-LM choice, exactly as the reference draws it (pure Python).
+
+The caller passes the RNG; the sequence of RNG calls is the reference's, so
+with the reference's single `random.Random` the output is the reference's.
+"""
+
+import dataclasses
+from typing import List, Sequence, Tuple
+
+
+def shuffle_in_place(x: list, rng) -> None:
+  """`random.Random.shuffle`, inlined: same calls on `rng`, same result.
+
+  Python 3.11's shuffle draws j = randbelow(i + 1) for i = n-1 .. 1, where
+  randbelow(m) takes k = m.bit_length() bits and redraws while >= m. Doing it
+  here saves two method calls per element (the shuffle dominates masking).
+
+  >>> import random
+  >>> a, b = list(range(50)), list(range(50))
+  >>> random.Random(3).shuffle(a); shuffle_in_place(b, random.Random(3)); a == b
+  True
+  """
+  getrandbits = rng.getrandbits
+  for i in range(len(x) - 1, 0, -1):
+    m = i + 1
+    k = m.bit_length()
+    j = getrandbits(k)
+    while j >= m:
+      j = getrandbits(k)
+    x[i], x[j] = x[j], x[i]
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingParams:
+  """What masking needs to know about the vocab and flags.
+
+  Attributes:
+    masked_lm_prob, max_predictions_per_seq, do_whole_word_mask: the flags.
+    cls_id, sep_id, mask_id: ids of [CLS], [SEP], [MASK].
+    random_ids: ids of the vocab's tokens in file order (first occurrence of
+      each), the pool for the 10% random replacements.
+    is_subword: `is_subword[id]` true for tokens starting with "##".
+  """
+  masked_lm_prob: float
+  max_predictions_per_seq: int
+  do_whole_word_mask: bool
+  cls_id: int
+  sep_id: int
+  mask_id: int
+  random_ids: Tuple[int, ...]
+  is_subword: bytes
+
+
+def num_to_predict(n_tokens: int, p: MaskingParams) -> int:
+  return min(p.max_predictions_per_seq, max(1, int(round(n_tokens * p.masked_lm_prob))))
+
+
+def candidate_groups(tokens: Sequence[int], p: MaskingParams) -> list:
+  """Positions that may be masked, as groups (whole words with wwm).
+
+  >>> p = MaskingParams(0.15, 20, True, 101, 102, 103, (), bytes([0] * 200 + [1]))
+  >>> candidate_groups([101, 7, 200, 102, 9, 102], p)
+  [[1, 2], [4]]
+  """
+  cls_id, sep_id = p.cls_id, p.sep_id
+  if not p.do_whole_word_mask:
+    return [[i] for i, t in enumerate(tokens) if t != cls_id and t != sep_id]
+  groups: List[List[int]] = []
+  is_subword = p.is_subword
+  for i, t in enumerate(tokens):
+    if t == cls_id or t == sep_id:
+      continue
+    if groups and is_subword[t]:
+      groups[-1].append(i)
+    else:
+      groups.append([i])
+  return groups
+
+
+def mask_tokens(tokens: List[int], rng, p: MaskingParams):
+  """Chooses masked positions and replacements.
+
+  Args:
+    tokens: [CLS] A [SEP] B [SEP] as ids; not modified.
+    rng: a `random.Random`.
+  Returns:
+    (output_tokens, positions, labels): positions sorted ascending, labels
+    the original ids there; output has [MASK] (80%), the original (10%) or a
+    random vocab id (10%) at each position.
+
+  Example (positions are a subset of the non-special positions, labels are
+  the original tokens there):
+    >>> import random
+    >>> p = MaskingParams(0.5, 2, False, 1, 2, 3, (4, 5), bytes(10))
+    >>> out, pos, lab = mask_tokens([1, 6, 7, 2, 8, 2], random.Random(0), p)
+    >>> len(pos), all(lab[k] == [1, 6, 7, 2, 8, 2][i] for k, i in enumerate(pos))
+    (2, True)
+  """
+  if p.do_whole_word_mask:
+    groups = candidate_groups(tokens, p)
+  else:
+    cls_id, sep_id = p.cls_id, p.sep_id
+    groups = [i for i, t in enumerate(tokens) if t != cls_id and t != sep_id]
+  shuffle_in_place(groups, rng)
+  limit = num_to_predict(len(tokens), p)
+  output = list(tokens)
+  masked = []
+  random_ = rng.random
+  mask_id, pool = p.mask_id, p.random_ids
+  covered = set()
+  for g in groups:
+    if len(masked) >= limit:
+      break
+    if p.do_whole_word_mask:
+      if len(masked) + len(g) > limit or any(i in covered for i in g):
+        continue
+      members = g
+    else:
+      members = (g,)
+    for i in members:
+      covered.add(i)
+      if random_() < 0.8:
+        output[i] = mask_id
+      elif random_() < 0.5:
+        pass
+      else:
+        output[i] = pool[rng.randint(0, len(pool) - 1)]
+      masked.append((i, tokens[i]))
+  masked.sort()
+  return output, [m[0] for m in masked], [m[1] for m in masked]

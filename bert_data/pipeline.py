@@ -1,0 +1,305 @@
+"""The bert_data run: corpus -> instances -> records -> files + metadata.
+
+No TensorFlow here. Worker processes (fork) tokenize line batches and, in the
+default mode, build, encode and spill the instances of (dupe, document-range)
+tasks; every draw depends only on (seed, dupe, document), so the output is the
+same for any number of workers.
+"""
+
+import dataclasses
+import hashlib
+import math
+import os
+import random
+import shutil
+import tempfile
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from bert_data import masking
+from bert_data import records
+from bert_data.config import BertConfig
+from bert_data.documents import Corpus, encode_lines, iter_line_batches, read_corpus
+from bert_data.instances import instances_from_document
+from textrecords import __version__
+from textrecords import cli
+from textrecords import dataset_writer
+from textrecords import features
+from textrecords import metadata
+from textrecords import parallel
+from textrecords import seeding
+from textrecords import spill
+from textrecords import tfrecord
+from textrecords.errors import UserError
+
+_DOCS_PER_TASK = 32
+_BUCKET_BYTES = 32 << 20
+
+# Per-process state: set before forking workers, or by the initializer.
+_STATE: Dict[str, object] = {}
+
+
+def load_tokenizer(config: BertConfig):
+  """The WordPiece tokenizer, with a UserError for an unusable vocab."""
+  from bert_data.tokenizer import WordPieceTokenizer  # pylint: disable=import-outside-toplevel
+  if not os.path.isfile(config.vocab_file):
+    raise UserError(f"--vocab_file: {config.vocab_file} not found")
+  try:
+    tok = WordPieceTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+  except (OSError, ValueError, UnicodeDecodeError) as e:
+    raise UserError(f"--vocab_file: cannot load {config.vocab_file}: {e}") from e
+  missing = [t for t in ("[CLS]", "[SEP]", "[MASK]", "[UNK]") if tok.token_to_id(t) is None]
+  if missing:
+    raise UserError(f"--vocab_file: {config.vocab_file} lacks {', '.join(missing)}")
+  return tok
+
+
+def masking_params(config: BertConfig, tok) -> masking.MaskingParams:
+  words = tok.vocab_words()
+  is_subword = bytearray(tok.vocab_size)
+  for w in words:
+    if w.startswith("##"):
+      is_subword[tok.token_to_id(w)] = 1
+  return masking.MaskingParams(
+      masked_lm_prob=config.masked_lm_prob,
+      max_predictions_per_seq=config.max_predictions_per_seq,
+      do_whole_word_mask=config.do_whole_word_mask,
+      cls_id=tok.token_to_id("[CLS]"), sep_id=tok.token_to_id("[SEP]"),
+      mask_id=tok.token_to_id("[MASK]"),
+      random_ids=tuple(tok.token_to_id(w) for w in words),
+      is_subword=bytes(is_subword))
+
+
+# ---------------------------------------------------------------- tokenizing
+
+def _tokenize_batch(lines):
+  return encode_lines(lines, _STATE["tokenizer"].encode_batch)
+
+
+def _init_tokenizer(tok):
+  _STATE["tokenizer"] = tok
+
+
+def build_corpus(config: BertConfig, tok, progress: cli.Progress) -> Corpus:
+  """Reads and tokenizes all input files (tokenizing in worker processes)."""
+  batches = iter_line_batches(config.input_files, config.on_decode_error)
+  results = parallel.ordered_map(_tokenize_batch, batches, config.num_workers,
+                                 initializer=_init_tokenizer, initargs=(tok,))
+
+  def report(builder):
+    progress.update(lambda: f"read {builder.lines:,} lines")
+
+  return read_corpus(results, config.input_files, report)
+
+
+# ---------------------------------------------------------------- instances
+
+@dataclasses.dataclass
+class _Context:
+  config: BertConfig
+  corpus: Corpus
+  mask: masking.MaskingParams
+  encoder: records.BertRecordEncoder
+  spill_dir: str = ""
+  num_buckets: int = 1
+
+
+def _doc_instances(ctx: _Context, d: int, rng):
+  c = ctx.config
+  return instances_from_document(
+      d, ctx.corpus.document(d), ctx.corpus, rng, c.max_num_tokens, c.short_seq_prob,
+      ctx.mask.cls_id, ctx.mask.sep_id, ctx.mask)
+
+
+def _default_task(task):
+  """Worker: instances of documents [d0, d1) in round `dupe`, spilled by order key."""
+  dupe, d0, d1 = task
+  ctx: _Context = _STATE["ctx"]
+  seed = ctx.config.random_seed
+  writer = spill.SpillWriter(ctx.spill_dir, f"w{os.getpid()}", ctx.num_buckets)
+  encode = ctx.encoder.encode
+  for d in range(d0, d1):
+    rng = seeding.rng_for(seed, dupe, d)
+    for k, inst in enumerate(_doc_instances(ctx, d, rng)):
+      writer.add(seeding.order_key(seed, dupe, d, k), encode(inst))
+  writer.close()
+  return writer.count
+
+
+def _tasks(config: BertConfig, num_docs: int):
+  for dupe in range(config.dupe_factor):
+    for d0 in range(0, num_docs, _DOCS_PER_TASK):
+      yield dupe, d0, min(num_docs, d0 + _DOCS_PER_TASK)
+
+
+def _estimate_buckets(config: BertConfig, corpus: Corpus, num_shards: int) -> int:
+  est_records = corpus.num_tokens * config.dupe_factor / max(1, config.max_num_tokens * 0.8)
+  est_bytes = est_records * (config.max_seq_length * 3 + config.max_predictions_per_seq * 8 + 200)
+  per_shard = max(1, math.ceil(est_bytes / _BUCKET_BYTES / num_shards))
+  return num_shards * per_shard
+
+
+def spill_default_mode(ctx: _Context, progress: cli.Progress) -> int:
+  """Builds all instances in workers, spilled to hash buckets; returns the count."""
+  _STATE["ctx"] = ctx
+  total = 0
+  tasks = list(_tasks(ctx.config, ctx.corpus.num_docs))
+  for n, count in enumerate(parallel.ordered_map(_default_task, tasks,
+                                                 ctx.config.num_workers)):
+    total += count
+    progress.update(lambda: f"instances: {total:,} ({n + 1}/{len(tasks)} tasks)")
+  return total
+
+
+def default_mode_records(ctx: _Context):
+  """Yields (bucket, record) in final order (ascending order key)."""
+  for b in range(ctx.num_buckets):
+    for _, rec in spill.read_bucket(ctx.spill_dir, b):
+      yield b, rec
+
+
+def reference_mode_records(ctx: _Context, rng: random.Random, spill_path: str,
+                           progress: cli.Progress):
+  """Yields records in the reference's order (one RNG, all instances shuffled).
+
+  Records are spilled to one file as they are made; the final shuffle permutes
+  indices (shuffle draws depend only on the length), then records are read
+  back in that order.
+  """
+  c = ctx.config
+  offsets = [0]
+  encode = ctx.encoder.encode
+  with open(spill_path, "wb") as f:
+    for _ in range(c.dupe_factor):
+      for d in range(ctx.corpus.num_docs):
+        for inst in _doc_instances(ctx, d, rng):
+          rec = encode(inst)
+          f.write(rec)
+          offsets.append(offsets[-1] + len(rec))
+        progress.update(lambda: f"instances: {len(offsets) - 1:,}")
+  order = list(range(len(offsets) - 1))
+  rng.shuffle(order)
+  offs = np.asarray(offsets, np.int64)
+  with open(spill_path, "rb") as f:
+    data = f.read() if offs[-1] < (1 << 31) else None
+    for i in order:
+      a, b = int(offs[i]), int(offs[i + 1])
+      if data is not None:
+        yield data[a:b]
+      else:
+        f.seek(a)
+        yield f.read(b - a)
+
+
+# ---------------------------------------------------------------- outputs
+
+def _fingerprint(config: BertConfig, vocab_sha: str) -> dict:
+  inputs = [[p, os.path.getsize(p), os.stat(p).st_mtime_ns] for p in config.input_files]
+  flags = dataclasses.asdict(config)
+  for k in ("num_workers", "overwrite", "resume", "quiet"):
+    flags.pop(k)
+  return {"inputs": inputs, "flags": flags, "vocab_sha256": vocab_sha, "version": __version__}
+
+
+def _meta_path(output: str) -> str:
+  return output + ".meta.json"
+
+
+def create(config: BertConfig) -> dict:
+  """Runs the whole job; returns a summary dict (also stored in the metadata)."""
+  config.validate()
+  progress = cli.Progress(config.quiet)
+  tok = load_tokenizer(config)
+  with open(config.vocab_file, "rb") as f:
+    vocab_sha = hashlib.sha256(f.read()).hexdigest()
+  compression = tfrecord.check_compression(config.compression)
+  fingerprint = _fingerprint(config, vocab_sha)
+
+  # Destinations: several --output_file paths are separate datasets, filled
+  # round-robin; one path with --num_shards is one dataset of N shards.
+  if len(config.output_files) > 1:
+    groups = [(_meta_path(p), [p]) for p in config.output_files]
+  else:
+    groups = [(_meta_path(config.output_files[0]),
+               tfrecord.shard_paths(config.output_files[0], config.num_shards))]
+  writers = [dataset_writer.DatasetWriter(m, dict(fingerprint, meta=m),
+                                          overwrite=config.overwrite, resume=config.resume)
+             for m, _ in groups]
+  all_paths = [p for _, ps in groups for p in ps]
+
+  corpus = build_corpus(config, tok, progress)
+  progress.update(lambda: f"read {corpus.num_docs:,} documents, "
+                  f"{corpus.num_tokens:,} tokens", force=True)
+  mask = masking_params(config, tok)
+  encoder = records.BertRecordEncoder(config.max_seq_length,
+                                      config.max_predictions_per_seq, tok.vocab_size)
+  out_dir = os.path.dirname(os.path.abspath(all_paths[0]))
+  tmp = tempfile.mkdtemp(prefix=".bert_data-spill-", dir=out_dir)
+  handles = []
+  try:
+    if config.reference_compatible:
+      rng = random.Random(config.random_seed)
+      order = list(range(corpus.num_docs))
+      rng.shuffle(order)
+      ctx = _Context(config, corpus.reordered(order), mask, encoder)
+      stream = ((None, r) for r in reference_mode_records(
+          ctx, rng, os.path.join(tmp, "records"), progress))
+    else:
+      nb = _estimate_buckets(config, corpus, config.num_shards)
+      ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb)
+      spill_default_mode(ctx, progress)
+      stream = default_mode_records(ctx)
+    handles = [None if w.is_finished(p) else w.open(p, compression)
+               for w, (_, ps) in zip(writers, groups) for p in ps]
+    count = _write_stream(stream, handles, config, len(all_paths),
+                          ctx.num_buckets if not config.reference_compatible else 1,
+                          progress)
+    handles = []
+  finally:
+    for h in handles:
+      if h is not None:
+        h.abort()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+  summary = {"documents": corpus.num_docs, "tokens": corpus.num_tokens,
+             "instances": count}
+  schema = features.schema_to_json(encoder.schema)
+  flags = dataclasses.asdict(config)
+  for w, (m, ps) in zip(writers, groups):
+    def build(infos, ps=ps):
+      meta = metadata.base_meta("bert_data")
+      meta.update({
+          "schema": schema, "max_seq_length": config.max_seq_length,
+          "max_predictions_per_seq": config.max_predictions_per_seq,
+          "compression": compression, "vocab_sha256": vocab_sha,
+          "vocab_size": tok.vocab_size, "random_seed": config.random_seed,
+          "mode": "reference" if config.reference_compatible else "default",
+          "flags": flags, "counts": dict(summary, records=sum(i["records"] for i in infos)),
+          "datasets": [os.path.basename(p) for p in config.output_files],
+      })
+      return meta
+    w.finalize(ps, build)
+  progress.update(lambda: f"wrote {count:,} instances to {len(all_paths)} file(s)",
+                  force=True)
+  return summary
+
+
+def _write_stream(stream, handles, config: BertConfig, n_files: int, num_buckets: int,
+                  progress: cli.Progress) -> int:
+  """Writes records to files: by order-key range with shards, else round-robin."""
+  by_range = config.num_shards > 1
+  per_shard = num_buckets // n_files if by_range else 0
+  count = 0
+  for bucket, rec in stream:
+    target = bucket // per_shard if by_range else count % n_files
+    h = handles[target]
+    if h is not None:
+      h.write_record(rec)
+    count += 1
+    if count % 10000 == 0:
+      progress.update(lambda: f"written {count:,} records")
+  for h in handles:
+    if h is not None:
+      h.commit()
+  return count
