@@ -47,11 +47,10 @@ class DatasetWriter:
     self.progress_path = os.path.join(
         self.dir, f".{os.path.basename(meta_path)}.progress")
     self._finished: Dict[str, dict] = {}
+    self._header_written = False  # the progress file is created at the first commit
     self._check_destination(overwrite, resume)
     if resume:
       self._load_progress()
-    else:
-      self._write_progress_header()
 
   def _check_destination(self, overwrite: bool, resume: bool):
     if not os.path.isdir(self.dir):
@@ -69,6 +68,7 @@ class DatasetWriter:
     w = tfrecord.AtomicWriter(self.progress_path)
     w.write((json.dumps({"fingerprint": self.fingerprint}, sort_keys=True) + "\n").encode())
     w.commit()
+    self._header_written = True
 
   def _load_progress(self):
     try:
@@ -76,11 +76,10 @@ class DatasetWriter:
         lines = f.read().decode("utf-8").splitlines()
       header = json.loads(lines[0])
     except (OSError, ValueError, IndexError):
-      self._write_progress_header()
       return
     if header.get("fingerprint") != self.fingerprint:
-      self._write_progress_header()
       return
+    self._header_written = True
     for line in lines[1:]:
       try:
         info = json.loads(line)
@@ -117,6 +116,8 @@ class DatasetWriter:
           pass
 
   def _record_finished(self, path: str, info: dict):
+    if not self._header_written:
+      self._write_progress_header()
     os.replace(info.pop("_tmp"), _done_path(path))
     self._finished[info["name"]] = info
     with open(self.progress_path, "ab") as f:

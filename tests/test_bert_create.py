@@ -1,0 +1,208 @@
+"""bert_data.create as a program: determinism, workers, shards, metadata, bad input."""
+
+import collections
+import hashlib
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli
+from textrecords import example_codec, tfrecord
+
+MOD = "bert_data.create"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  """A ~60-document corpus: the sample text with its documents repeated and varied."""
+  text = open(SAMPLE_TEXT, encoding="utf-8").read().strip().split("\n\n")
+  docs = []
+  for i in range(20):
+    for d in text:
+      lines = d.split("\n")
+      docs.append("\n".join(lines[i % len(lines):] + lines[:i % len(lines)]))
+  path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+  path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+  return str(path)
+
+
+def _create(out, corpus, *flags):
+  r = run_cli(MOD, f"--input_file={corpus}", f"--output_file={out}",
+              f"--vocab_file={VOCAB}", "--dupe_factor=2", "--quiet", *flags)
+  assert r.returncode == 0, r.stderr
+  return r
+
+
+def _digests(paths):
+  return [tfrecord.file_sha256(p) for p in paths]
+
+
+def test_same_bytes_for_1_2_3_workers_and_repeated_runs(tmp_path, corpus):
+  digests = []
+  for w in (1, 2, 3, 2):
+    out = tmp_path / f"w{w}-{len(digests)}" / "train.tfrecord"
+    out.parent.mkdir()
+    _create(str(out), corpus, f"--num_workers={w}", "--num_shards=3")
+    digests.append(_digests(tfrecord.shard_paths(str(out), 3)))
+  assert all(d == digests[0] for d in digests)
+
+
+def test_reference_mode_repeatable_for_any_workers(tmp_path, corpus):
+  digests = []
+  for w in (1, 2, 1):
+    out = tmp_path / f"r{len(digests)}.tfrecord"
+    _create(str(out), corpus, f"--num_workers={w}", "--reference_compatible")
+    digests.append(tfrecord.file_sha256(str(out)))
+  assert len(set(digests)) == 1
+
+
+def test_same_multiset_for_1_and_4_shards(tmp_path, corpus):
+  one, four = str(tmp_path / "one.tfrecord"), str(tmp_path / "four.tfrecord")
+  _create(one, corpus)
+  _create(four, corpus, "--num_shards=4")
+  recs = lambda paths: collections.Counter(r for p in paths for r in tfrecord.read_records(p))
+  a, b = recs([one]), recs(tfrecord.shard_paths(four, 4))
+  assert a == b and sum(a.values()) > 100
+  # The hash order decides the shard: shard i holds the i-th range of the order.
+  flat = [r for p in tfrecord.shard_paths(four, 4) for r in tfrecord.read_records(p)]
+  assert flat == list(tfrecord.read_records(one))
+
+
+def test_gzip_and_metadata(tmp_path, corpus):
+  out = str(tmp_path / "z.tfrecord")
+  _create(out, corpus, "--compression=GZIP", "--num_shards=2", "--max_seq_length=64",
+          "--max_predictions_per_seq=10")
+  meta = json.load(open(out + ".meta.json"))
+  assert meta["package"] == "bert_data" and meta["compression"] == "GZIP"
+  assert meta["max_seq_length"] == 64 and meta["flags"]["dupe_factor"] == 2
+  assert meta["vocab_sha256"] == hashlib.sha256(open(VOCAB, "rb").read()).hexdigest()
+  assert [f["name"] for f in meta["files"]] == ["z.tfrecord-00000-of-00002",
+                                                 "z.tfrecord-00001-of-00002"]
+  n = 0
+  for f in meta["files"]:
+    path = os.path.join(tmp_path, f["name"])
+    assert f["sha256"] == tfrecord.file_sha256(path)
+    recs = list(tfrecord.read_records(path, "GZIP"))
+    assert len(recs) == f["records"]
+    n += len(recs)
+    ex = example_codec.decode_example(recs[0])
+    assert len(ex["input_ids"]) == 64 and len(ex["masked_lm_ids"]) == 10
+  assert n == meta["counts"]["instances"] == meta["counts"]["records"]
+
+
+def test_default_mode_differs_by_seed_and_is_valid(tmp_path, corpus):
+  a, b = str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")
+  _create(a, corpus, "--random_seed=1")
+  _create(b, corpus, "--random_seed=2")
+  assert tfrecord.file_sha256(a) != tfrecord.file_sha256(b)
+  for rec in tfrecord.read_records(a):
+    ex = example_codec.decode_example(rec)
+    n = sum(ex["input_mask"])
+    assert ex["input_ids"][0] == 101 and ex["input_ids"][n - 1] == 102  # [CLS] ... [SEP]
+    m = int(sum(ex["masked_lm_weights"]))
+    assert 1 <= m <= 20 and all(0 < p < n for p in ex["masked_lm_positions"][:m])
+
+
+def test_progress_on_stderr(tmp_path, corpus):
+  r = run_cli(MOD, f"--input_file={corpus}", f"--output_file={tmp_path}/p.tfrecord",
+              f"--vocab_file={VOCAB}", "--dupe_factor=1")
+  assert r.returncode == 0
+  assert "documents" in r.stderr and "instances" in r.stderr
+
+
+# ------------------------------------------------------------------ bad input
+
+def _bad(tmp_path, *flags, corpus=SAMPLE_TEXT, vocab=VOCAB, out=None):
+  out = out or str(tmp_path / "out" / "x.tfrecord")
+  os.makedirs(os.path.dirname(out), exist_ok=True)
+  r = run_cli(MOD, f"--input_file={corpus}", f"--output_file={out}", f"--vocab_file={vocab}",
+              "--dupe_factor=1", "--quiet", *flags)
+  assert r.returncode != 0
+  lines = error_lines(r.stderr)
+  assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+  assert "Traceback" not in r.stderr
+  leftovers = [n for n in os.listdir(os.path.dirname(out))]
+  assert leftovers == [], leftovers
+  return lines[0]
+
+
+def test_missing_input(tmp_path):
+  assert "no file matches" in _bad(tmp_path, corpus=str(tmp_path / "nope.txt"))
+
+
+def test_empty_input(tmp_path):
+  empty = tmp_path / "empty.txt"
+  empty.write_text("\n\n  \n")
+  assert "hold no text" in _bad(tmp_path, corpus=str(empty))
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+  bad = tmp_path / "bad.txt"
+  bad.write_bytes(b"Good line.\nAnother.\n\nBad \xff byte here.\n")
+  msg = _bad(tmp_path, corpus=str(bad))
+  assert "bad.txt:4" in msg and "UTF-8" in msg
+
+
+def test_invalid_utf8_can_be_skipped(tmp_path):
+  bad = tmp_path / "bad.txt"
+  bad.write_bytes(b"Good line one.\nAnother good one.\n\nBad \xff byte.\nMore text here.\n")
+  out = str(tmp_path / "ok.tfrecord")
+  _create(out, str(bad), "--on_decode_error=skip_line")
+  assert os.path.exists(out + ".meta.json")
+
+
+def test_vocab_without_special_tokens(tmp_path):
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("[PAD]\n[UNK]\nthe\nrain\n")
+  msg = _bad(tmp_path, vocab=str(vocab))
+  assert "[CLS]" in msg and "[MASK]" in msg
+
+
+@pytest.mark.parametrize("flag,text", [
+    ("--max_seq_length=4", "max_seq_length"),
+    ("--masked_lm_prob=1.5", "masked_lm_prob"),
+    ("--short_seq_prob=-0.1", "short_seq_prob"),
+    ("--dupe_factor=0", "dupe_factor"),
+    ("--max_predictions_per_seq=-1", "max_predictions_per_seq"),
+    ("--num_workers=0", "num_workers"),
+    ("--compression=ZIP", "compression"),
+    ("--max_seq_length=abc", "max_seq_length"),
+])
+def test_bad_flags(tmp_path, flag, text):
+  assert text in _bad(tmp_path, flag)
+
+
+def test_unwritable_output(tmp_path):
+  ro = tmp_path / "ro"
+  ro.mkdir()
+  os.chmod(ro, 0o500)
+  try:
+    if os.access(str(ro), os.W_OK):
+      pytest.skip("running as a user that ignores permissions")
+    msg = _bad(tmp_path, out=str(ro / "x.tfrecord"))
+    assert "writable" in msg or "cannot" in msg
+  finally:
+    os.chmod(ro, 0o700)
+
+
+def test_output_under_a_file_is_an_error(tmp_path):
+  blocker = tmp_path / "blocker"
+  blocker.write_text("I am a file")
+  r = run_cli(MOD, f"--input_file={SAMPLE_TEXT}", f"--output_file={blocker}/x.tfrecord",
+              f"--vocab_file={VOCAB}", "--quiet")
+  assert r.returncode != 0 and len(error_lines(r.stderr)) == 1
+  assert blocker.read_text() == "I am a file"
+
+
+def test_existing_output_requires_overwrite(tmp_path, corpus):
+  out = str(tmp_path / "x.tfrecord")
+  _create(out, corpus)
+  before = tfrecord.file_sha256(out)
+  r = run_cli(MOD, f"--input_file={corpus}", f"--output_file={out}", f"--vocab_file={VOCAB}",
+              "--dupe_factor=1", "--quiet")
+  assert r.returncode != 0 and "--overwrite" in error_lines(r.stderr)[0]
+  assert tfrecord.file_sha256(out) == before
+  _create(out, corpus, "--overwrite", "--dupe_factor=1")
+  assert tfrecord.file_sha256(out) != before

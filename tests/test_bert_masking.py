@@ -1,0 +1,121 @@
+"""Masking and instance invariants over many seeds (pure Python, no TF)."""
+
+import random
+
+from hypothesis import given, settings, strategies as st
+
+from bert_data import instances, masking
+from bert_data.documents import Corpus, CorpusBuilder, encode_lines
+
+CLS, SEP, MASK = 1, 2, 3
+POOL = tuple(range(4, 60))
+SUBWORD = bytes([1 if 40 <= i < 60 else 0 for i in range(60)])
+
+
+def _params(prob=0.15, max_pred=20, wwm=False):
+  return masking.MaskingParams(prob, max_pred, wwm, CLS, SEP, MASK, POOL, SUBWORD)
+
+
+def _tokens(rng, n_a, n_b):
+  a = [rng.randrange(4, 60) for _ in range(n_a)]
+  b = [rng.randrange(4, 60) for _ in range(n_b)]
+  return [CLS] + a + [SEP] + b + [SEP]
+
+
+@given(seed=st.integers(0, 2**32), n_a=st.integers(1, 60), n_b=st.integers(1, 60),
+       prob=st.floats(0, 1), max_pred=st.integers(0, 30), wwm=st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_unmasking_restores_input(seed, n_a, n_b, prob, max_pred, wwm):
+  rng = random.Random(seed)
+  tokens = _tokens(rng, n_a, n_b)
+  p = _params(prob, max_pred, wwm)
+  out, positions, labels = masking.mask_tokens(tokens, rng, p)
+  assert positions == sorted(set(positions))
+  assert len(positions) <= max(0, min(max_pred, max(1, round(len(tokens) * prob))))
+  restored = list(out)
+  for pos, lab in zip(positions, labels):
+    assert tokens[pos] not in (CLS, SEP)
+    assert out[pos] == MASK or out[pos] == tokens[pos] or out[pos] in POOL
+    restored[pos] = lab
+  assert restored == tokens
+  changed = [i for i in range(len(tokens)) if out[i] != tokens[i]]
+  assert set(changed) <= set(positions)
+  if wwm:  # a masked word is masked whole: no masked piece next to an unmasked piece of it
+    groups = masking.candidate_groups(tokens, p)
+    chosen = set(positions)
+    for g in groups:
+      assert all(i in chosen for i in g) or not any(i in chosen for i in g)
+
+
+def test_shuffle_equals_random_shuffle():
+  for seed in range(200):
+    n = seed % 150
+    a, b = list(range(n)), list(range(n))
+    ra, rb = random.Random(seed), random.Random(seed)
+    ra.shuffle(a)
+    masking.shuffle_in_place(b, rb)
+    assert a == b and ra.random() == rb.random()
+
+
+def test_mask_rates_are_80_10_10():
+  rng = random.Random(0)
+  p = _params(0.15, 1000)
+  kinds = {"mask": 0, "same": 0, "random": 0}
+  for _ in range(2000):
+    tokens = _tokens(rng, 60, 60)
+    out, positions, _ = masking.mask_tokens(tokens, rng, p)
+    for i in positions:
+      kinds["mask" if out[i] == MASK else "same" if out[i] == tokens[i] else "random"] += 1
+  total = sum(kinds.values())
+  # "random" can pick the same id by chance (1/56), counted as "same".
+  assert abs(kinds["mask"] / total - 0.8) < 0.01
+  assert abs(kinds["same"] / total - 0.1 - 0.1 / 56) < 0.01
+  assert abs(kinds["random"] / total - 0.1 * 55 / 56) < 0.01
+
+
+def _corpus(docs):
+  b = CorpusBuilder()
+  lines = []
+  for doc in docs:
+    lines += [" ".join(str(t) for t in seg) for seg in doc] + [""]
+  b.add(*encode_lines(lines, lambda ls: [[int(w) for w in l.split()] for l in ls]))
+  return b.build()
+
+
+@given(seed=st.integers(0, 2**32), max_len=st.integers(5, 64))
+@settings(max_examples=100, deadline=None)
+def test_instances_fit_and_segments_come_from_corpus(seed, max_len):
+  rng = random.Random(seed)
+  docs = [[[rng.randrange(4, 60) for _ in range(rng.randint(1, 12))]
+           for _ in range(rng.randint(1, 6))] for _ in range(5)]
+  corpus = _corpus(docs)
+  assert corpus.num_docs == 5 and corpus.document(2) == docs[2]
+  p = _params()
+  for d in range(corpus.num_docs):
+    for inst in instances.instances_from_document(d, corpus.document(d), corpus, rng,
+                                                  max_len - 3, 0.1, CLS, SEP, p):
+      assert len(inst.tokens) <= max_len
+      assert inst.tokens[0] == CLS and inst.tokens[inst.num_a - 1] == SEP
+      assert inst.tokens[-1] == SEP
+      assert inst.num_a >= 3 and len(inst.tokens) - inst.num_a >= 2
+
+
+def test_corpus_reorder_and_tokens_from():
+  corpus = _corpus([[[5, 6], [7]], [[8, 9, 10], [11], [12, 13]]])
+  assert corpus.tokens_from(1, 0, 4) == [8, 9, 10, 11]
+  assert corpus.tokens_from(1, 1, 100) == [11, 12, 13]
+  assert corpus.tokens_from(1, 2, -3) == [12, 13]
+  swapped = corpus.reordered([1, 0])
+  assert swapped.document(0) == corpus.document(1)
+  assert swapped.document(1) == corpus.document(0)
+
+
+def test_documents_follow_reference_rules():
+  lines = ["a b", "", "", "c", "   ", "d", "?", "e"]
+  # "?" yields no token here: it is not a segment and does not break the document.
+  enc = lambda ls: [[ord(ch) for ch in l.split()[0]] if l != "?" else [] for l in ls]
+  b = CorpusBuilder()
+  b.add(*encode_lines([l.strip() for l in lines], enc))
+  c = b.build()
+  assert c.num_docs == 3
+  assert [len(c.document(d)) for d in range(3)] == [1, 1, 2]
