@@ -61,7 +61,9 @@ def _random_next(d: int, docs, target_b: int, rng) -> list:
 def instances_from_document(d: int, document: List[List[int]], docs, rng,
                             max_num_tokens: int,
                             short_seq_prob: float, cls_id: int, sep_id: int,
-                            mask_params: masking.MaskingParams) -> List[Instance]:
+                            mask_params: masking.MaskingParams,
+                            exact_draws: bool = True,
+                            clean_corpus: bool = False) -> List[Instance]:
   """All instances of document `d` for one pass.
 
   Args:
@@ -69,7 +71,9 @@ def instances_from_document(d: int, document: List[List[int]], docs, rng,
     document: its segments (lists of ids).
     docs: all documents, for the random next document: has `num_docs`,
       `num_segments(r)` and `tokens_from(r, start, min_tokens)` (a `Corpus`).
-    rng: a `random.Random`; the call sequence is the reference's.
+    rng: a `random.Random`; the call sequence is the reference's (unless
+      `exact_draws` is False, see `masking.mask_tokens`).
+    clean_corpus: no document token is [CLS] or [SEP] (lets masking skip a scan).
   """
   target = max_num_tokens
   if rng.random() < short_seq_prob:
@@ -98,7 +102,8 @@ def instances_from_document(d: int, document: List[List[int]], docs, rng,
           b = [t for s in chunk[a_end:] for t in s]
         truncate_pair(a, b, max_num_tokens, rng)
         tokens = [cls_id] + a + [sep_id] + b + [sep_id]
-        output, positions, labels = masking.mask_tokens(tokens, rng, mask_params)
+        output, positions, labels = masking.mask_tokens(
+            tokens, rng, mask_params, exact_draws, len(a) + 2 if clean_corpus else 0)
         out.append(Instance(output, len(a) + 2, is_random_next, positions, labels))
       chunk = []
       chunk_len = 0

@@ -8,6 +8,17 @@ import dataclasses
 from typing import List, Sequence, Tuple
 
 
+_PLANS = {}
+
+
+def _plan(n: int):
+  """(i, i + 1, bit length of i + 1) for i = n-1 .. 1, cached per n."""
+  plan = _PLANS.get(n)
+  if plan is None:
+    plan = _PLANS[n] = tuple((i, i + 1, (i + 1).bit_length()) for i in range(n - 1, 0, -1))
+  return plan
+
+
 def shuffle_in_place(x: list, rng) -> None:
   """`random.Random.shuffle`, inlined: same calls on `rng`, same result.
 
@@ -21,9 +32,7 @@ def shuffle_in_place(x: list, rng) -> None:
   True
   """
   getrandbits = rng.getrandbits
-  for i in range(len(x) - 1, 0, -1):
-    m = i + 1
-    k = m.bit_length()
+  for i, m, k in _plan(len(x)):
     j = getrandbits(k)
     while j >= m:
       j = getrandbits(k)
@@ -77,12 +86,19 @@ def candidate_groups(tokens: Sequence[int], p: MaskingParams) -> list:
   return groups
 
 
-def mask_tokens(tokens: List[int], rng, p: MaskingParams):
+def mask_tokens(tokens: List[int], rng, p: MaskingParams, exact_draws: bool = True,
+                num_a: int = 0):
   """Chooses masked positions and replacements.
 
   Args:
     tokens: [CLS] A [SEP] B [SEP] as ids; not modified.
     rng: a `random.Random`.
+    exact_draws: make the reference's RNG calls (a full shuffle of the
+      candidates). False (default mode, single-piece masking) draws only the
+      positions used with `rng.sample`: the same distribution, since the
+      first k of a uniform shuffle are a uniform k-sample in random order.
+    num_a: if > 0, the caller guarantees [CLS]/[SEP] occur only at 0,
+      num_a - 1 and the end, so candidates are computed without a scan.
   Returns:
     (output_tokens, positions, labels): positions sorted ascending, labels
     the original ids there; output has [MASK] (80%), the original (10%) or a
@@ -98,11 +114,17 @@ def mask_tokens(tokens: List[int], rng, p: MaskingParams):
   """
   if p.do_whole_word_mask:
     groups = candidate_groups(tokens, p)
+  elif num_a:
+    groups = list(range(1, num_a - 1))
+    groups.extend(range(num_a, len(tokens) - 1))
   else:
     cls_id, sep_id = p.cls_id, p.sep_id
     groups = [i for i, t in enumerate(tokens) if t != cls_id and t != sep_id]
-  shuffle_in_place(groups, rng)
   limit = num_to_predict(len(tokens), p)
+  if exact_draws or p.do_whole_word_mask:
+    shuffle_in_place(groups, rng)
+  else:
+    groups = rng.sample(groups, min(limit, len(groups)))
   output = list(tokens)
   masked = []
   random_ = rng.random

@@ -103,13 +103,15 @@ class _Context:
   encoder: records.BertRecordEncoder
   spill_dir: str = ""
   num_buckets: int = 1
+  clean: bool = False  # no [CLS]/[SEP] inside the documents
 
 
 def _doc_instances(ctx: _Context, d: int, rng):
   c = ctx.config
   return instances_from_document(
       d, ctx.corpus.document(d), ctx.corpus, rng, c.max_num_tokens, c.short_seq_prob,
-      ctx.mask.cls_id, ctx.mask.sep_id, ctx.mask)
+      ctx.mask.cls_id, ctx.mask.sep_id, ctx.mask, exact_draws=c.reference_compatible,
+      clean_corpus=ctx.clean)
 
 
 def _default_task(task):
@@ -157,6 +159,41 @@ def default_mode_records(ctx: _Context):
   for b in range(ctx.num_buckets):
     for _, rec in spill.read_bucket(ctx.spill_dir, b):
       yield b, rec
+
+
+def _framed_path(ctx: _Context, b: int) -> str:
+  return os.path.join(ctx.spill_dir, f"framed-{b:05d}")
+
+
+def _frame_bucket(b: int) -> int:
+  """Worker: sorts bucket b and writes its records TFRecord-framed; returns count."""
+  ctx: _Context = _STATE["ctx"]
+  items = spill.read_bucket(ctx.spill_dir, b)
+  with open(_framed_path(ctx, b), "wb") as f:
+    f.write(b"".join([tfrecord.frame(rec) for _, rec in items]))
+  for path in spill.bucket_files(ctx.spill_dir, b):
+    os.remove(path)
+  return len(items)
+
+
+def write_default_mode_shards(ctx: _Context, handles, progress: cli.Progress) -> int:
+  """Frames buckets in workers, then appends them to their shards in order."""
+  per_shard = ctx.num_buckets // len(handles)
+  counts = parallel.ordered_map(_frame_bucket, range(ctx.num_buckets), ctx.config.num_workers)
+  total = 0
+  for b, count in enumerate(counts):
+    h = handles[b // per_shard]
+    path = _framed_path(ctx, b)
+    if h is not None:
+      with open(path, "rb") as f:
+        h.write_framed(f.read(), count)
+    os.remove(path)
+    total += count
+    progress.update(lambda: f"written {total:,} records")
+  for h in handles:
+    if h is not None:
+      h.commit()
+  return total
 
 
 def reference_mode_records(ctx: _Context, rng: random.Random, spill_path: str,
@@ -234,6 +271,7 @@ def create(config: BertConfig) -> dict:
   mask = masking_params(config, tok)
   encoder = records.BertRecordEncoder(config.max_seq_length,
                                       config.max_predictions_per_seq, tok.vocab_size)
+  clean = not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
   out_dir = os.path.dirname(os.path.abspath(all_paths[0]))
   tmp = tempfile.mkdtemp(prefix=".bert_data-spill-", dir=out_dir)
   handles = []
@@ -242,19 +280,22 @@ def create(config: BertConfig) -> dict:
       rng = random.Random(config.random_seed)
       order = list(range(corpus.num_docs))
       rng.shuffle(order)
-      ctx = _Context(config, corpus.reordered(order), mask, encoder)
+      ctx = _Context(config, corpus.reordered(order), mask, encoder, clean=clean)
       stream = ((None, r) for r in reference_mode_records(
           ctx, rng, os.path.join(tmp, "records"), progress))
     else:
       nb = _estimate_buckets(config, corpus, config.num_shards)
-      ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb)
+      ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb, clean=clean)
       spill_default_mode(ctx, progress)
       stream = default_mode_records(ctx)
     handles = [None if w.is_finished(p) else w.open(p, compression)
                for w, (_, ps) in zip(writers, groups) for p in ps]
-    count = _write_stream(stream, handles, config, len(all_paths),
-                          ctx.num_buckets if not config.reference_compatible else 1,
-                          progress)
+    if config.reference_compatible or len(config.output_files) > 1:
+      count = _write_stream(stream, handles, config, len(all_paths),
+                            ctx.num_buckets if not config.reference_compatible else 1,
+                            progress)
+    else:
+      count = write_default_mode_shards(ctx, handles, progress)
     handles = []
   finally:
     for h in handles:

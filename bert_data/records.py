@@ -2,7 +2,11 @@
 
 Features are written in schema order (the reference's order), so our bytes
 equal the reference's when it runs with the pure-Python protobuf backend.
-Ids are packed from a precomputed varint table; padding is constant bytes.
+
+Speed: every header byte of a feature's map entry depends only on the length
+of its packed payload, so headers are cached per length and a record is one
+`bytes.join` of headers and payloads. Ids come from a varint table; masks,
+segments and weights from caches keyed by their lengths.
 """
 
 import struct
@@ -10,9 +14,30 @@ import struct
 from bert_data import schema as S
 from bert_data.instances import Instance
 from textrecords import example_codec as codec
+from textrecords import features as F
 
 _ONE_F32 = struct.pack("<f", 1.0)
 _ZERO_F32 = struct.pack("<f", 0.0)
+
+
+class _EntryHeaders(dict):
+  """payload length -> bytes of a map entry up to its packed payload."""
+
+  def __init__(self, spec: F.FeatureSpec):
+    super().__init__()
+    self._spec = spec
+
+  def __missing__(self, length: int) -> bytes:
+    marker = b"\x00" * length
+    wrap = (codec.float_feature_from_payload if self._spec.dtype == F.FLOAT
+            else codec.int64_feature_from_payload)
+    entry = codec.ExampleEncoder((self._spec,), "schema").encode_features(
+        {self._spec.name: wrap(marker)})
+    # entry = example header + map entry; keep only the map entry's prefix.
+    prefix = entry[:len(entry) - length]
+    _, pos = codec._read_varint(prefix, 1)  # pylint: disable=protected-access
+    self[length] = prefix[pos:]
+    return self[length]
 
 
 class BertRecordEncoder:
@@ -27,30 +52,52 @@ class BertRecordEncoder:
 
   def __init__(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int):
     self.schema = S.bert_schema(max_seq_length, max_predictions_per_seq)
-    self._example = codec.ExampleEncoder(self.schema, key_order="schema")
     self._seq = max_seq_length
     self._pred = max_predictions_per_seq
     self._table = codec.varint_table(max(vocab_size, max_seq_length) + 1)
+    self._hdr = {s.name: _EntryHeaders(s) for s in self.schema}
+    seq, pred = max_seq_length, max_predictions_per_seq
+    mask_hdr, seg_hdr, w_hdr = (self._hdr[S.INPUT_MASK][seq], self._hdr[S.SEGMENT_IDS][seq],
+                                self._hdr[S.MASKED_LM_WEIGHTS][4 * pred])
+    self._mask = [mask_hdr + b"\x01" * n + b"\x00" * (seq - n) for n in range(seq + 1)]
+    self._seg = {}
+    self._seg_hdr = seg_hdr
+    self._weights = [w_hdr + _ONE_F32 * m + _ZERO_F32 * (pred - m) for m in range(pred + 1)]
+    self._nsp = [self._hdr[S.NEXT_SENTENCE_LABELS][1] + bytes([v]) for v in (0, 1)]
+    self._pad = [b"\x00" * k for k in range(seq + 1)]
+
+  def _segments(self, num_a: int, n: int) -> bytes:
+    key = (num_a, n)
+    v = self._seg.get(key)
+    if v is None:
+      v = self._seg[key] = (self._seg_hdr + b"\x00" * num_a + b"\x01" * (n - num_a) +
+                            b"\x00" * (self._seq - n))
+    return v
 
   def encode(self, inst: Instance) -> bytes:
     """The serialized Example of one instance (raises ValueError if too long)."""
-    table = self._table
-    n, seq, pred = len(inst.tokens), self._seq, self._pred
-    m = len(inst.positions)
-    if n > seq or m > pred:
+    return self.encode_parts(inst.tokens, inst.num_a, inst.is_random_next,
+                             inst.positions, inst.labels)
+
+  def encode_parts(self, tokens, num_a, is_random_next, positions, labels) -> bytes:
+    """As `encode`, from the instance's fields."""
+    table, pad = self._table, self._pad
+    n, m = len(tokens), len(positions)
+    if n > self._seq or m > self._pred:
       raise ValueError(f"instance of {n} tokens / {m} predictions exceeds "
-                       f"{seq} / {pred}")
-    pad = b"\x00" * (seq - n)
-    pad_pred = b"\x00" * (pred - m)
-    i64 = codec.int64_feature_from_payload
-    features = {
-        S.INPUT_IDS: i64(b"".join([table[t] for t in inst.tokens]) + pad),
-        S.INPUT_MASK: i64(b"\x01" * n + pad),
-        S.SEGMENT_IDS: i64(b"\x00" * inst.num_a + b"\x01" * (n - inst.num_a) + pad),
-        S.MASKED_LM_POSITIONS: i64(b"".join([table[p] for p in inst.positions]) + pad_pred),
-        S.MASKED_LM_IDS: i64(b"".join([table[t] for t in inst.labels]) + pad_pred),
-        S.MASKED_LM_WEIGHTS: codec.float_feature_from_payload(
-            _ONE_F32 * m + _ZERO_F32 * (pred - m)),
-        S.NEXT_SENTENCE_LABELS: i64(b"\x01" if inst.is_random_next else b"\x00"),
-    }
-    return self._example.encode_features(features)
+                       f"{self._seq} / {self._pred}")
+    ids = b"".join([table[t] for t in tokens]) + pad[self._seq - n]
+    pred_pad = pad[self._pred - m]
+    pos = b"".join([table[p] for p in positions]) + pred_pad
+    lab = b"".join([table[t] for t in labels]) + pred_pad
+    hdr = self._hdr
+    body = b"".join((
+        hdr[S.INPUT_IDS][len(ids)], ids,
+        self._mask[n],
+        self._segments(num_a, n),
+        hdr[S.MASKED_LM_POSITIONS][len(pos)], pos,
+        hdr[S.MASKED_LM_IDS][len(lab)], lab,
+        self._weights[m],
+        self._nsp[1 if is_random_next else 0],
+    ))
+    return b"\x0a" + codec._varint(len(body)) + body  # pylint: disable=protected-access

@@ -119,3 +119,29 @@ def test_documents_follow_reference_rules():
   c = b.build()
   assert c.num_docs == 3
   assert [len(c.document(d)) for d in range(3)] == [1, 1, 2]
+
+
+@given(seed=st.integers(0, 2**32), n_a=st.integers(1, 60), n_b=st.integers(1, 60),
+       exact=st.booleans())
+@settings(max_examples=100, deadline=None)
+def test_candidate_fast_path_draws_identically(seed, n_a, n_b, exact):
+  tokens = _tokens(random.Random(seed), n_a, n_b)
+  slow = masking.mask_tokens(tokens, random.Random(seed), _params(), exact)
+  fast = masking.mask_tokens(tokens, random.Random(seed), _params(), exact, num_a=n_a + 2)
+  assert slow == fast
+
+
+def test_sampled_draws_choose_positions_uniformly():
+  """Default mode's rng.sample picks each candidate equally often, as the shuffle does."""
+  counts = [0] * 30
+  p = _params(0.15, 3)
+  rng = random.Random(1)
+  tokens = [CLS] + list(range(4, 18)) + [SEP] + list(range(4, 18)) + [SEP]
+  for _ in range(6000):
+    _, positions, _ = masking.mask_tokens(tokens, rng, p, exact_draws=False)
+    assert len(positions) == 3
+    for i in positions:
+      counts[i] += 1
+  used = [c for i, c in enumerate(counts) if i not in (0, 15, 30) and i < 30]
+  assert counts[0] == counts[15] == 0
+  assert max(used) / min(used) < 1.25

@@ -53,6 +53,11 @@ class SpillWriter:
       self._flush(b)
 
 
+def bucket_files(directory: str, bucket: int) -> List[str]:
+  """The spill files of one bucket (one per writer prefix), sorted by name."""
+  return sorted(glob.glob(os.path.join(directory, f"*-b{bucket:05d}.spill")))
+
+
 def read_bucket(directory: str, bucket: int) -> List[Tuple[int, bytes]]:
   """All (key, record) pairs of one bucket from every writer, sorted.
 
@@ -60,7 +65,7 @@ def read_bucket(directory: str, bucket: int) -> List[Tuple[int, bytes]]:
   what, even in the (astronomically unlikely) case of equal keys.
   """
   items = []
-  for path in sorted(glob.glob(os.path.join(directory, f"*-b{bucket:05d}.spill"))):
+  for path in bucket_files(directory, bucket):
     with open(path, "rb") as f:
       data = f.read()
     items.extend(_parse(data))

@@ -112,6 +112,11 @@ class AtomicWriter:
     self.write(frame(record))
     self.records += 1
 
+  def write_framed(self, data: bytes, num_records: int):
+    """Appends `num_records` records already in TFRecord framing."""
+    self.write(data)
+    self.records += num_records
+
   def commit(self) -> dict:
     """Flushes, fsyncs and renames into place; returns {name, bytes, sha256, records}."""
     try:
