@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Benchmark bert_data.create: both modes vs a plain-Python baseline, same run.
+
+Measures wall time, instances/s, input MB/s and peak RSS summed over the
+process tree (polled every 50 ms with psutil) for:
+  * baseline: the reference algorithm as the reference runs it: pure-Python
+    tokenizer (tests/reference_tokenizer.py), one random.Random, protobuf
+    tf.train.Example per instance, tf.io.TFRecordWriter, one process;
+  * reference-compatible mode (--reference_compatible);
+  * default mode (per-document RNGs, hash order), with --num_workers.
+
+Usage:
+  python scripts/bench_bert.py --source=../shared/data/ptb.train.txt --size_mb=6.5
+  python scripts/bench_bert.py --corpus=my_corpus.txt --skip_baseline
+  python scripts/bench_bert.py --source=... --memory   # RSS at 26 MB and 4x that
+
+The corpus is built from --source lines (blank lines ignored) grouped into
+documents of 20-90 lines by a seeded RNG, until --size_mb; or taken as is
+with --corpus.
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VOCAB = os.path.join(REPO, "tests", "testdata", "vocab_uncased.txt")
+
+
+def build_corpus(source: str, size_mb: float, path: str, seed: int = 0) -> dict:
+  lines = [l.strip() for l in open(source, encoding="utf-8") if l.strip()]
+  rng = random.Random(seed)
+  size, i, docs = 0, 0, 0
+  with open(path, "w", encoding="utf-8") as f:
+    while size < size_mb * 1e6:
+      n = rng.randint(20, 90)
+      doc = "\n".join(lines[(i + k) % len(lines)] for k in range(n)) + "\n\n"
+      i += n
+      f.write(doc)
+      size += len(doc.encode("utf-8"))
+      docs += 1
+  return {"bytes": size, "documents": docs}
+
+
+def run_measured(cmd, env=None) -> dict:
+  """Runs cmd; returns wall seconds and peak summed RSS of the process tree."""
+  start = time.perf_counter()
+  proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  root = psutil.Process(proc.pid)
+  peak = 0
+  while proc.poll() is None:
+    try:
+      procs = [root] + root.children(recursive=True)
+      rss = 0
+      for p in procs:
+        try:
+          rss += p.memory_info().rss
+        except psutil.Error:
+          pass
+      peak = max(peak, rss)
+    except psutil.Error:
+      pass
+    time.sleep(0.05)
+  out, err = proc.communicate()
+  wall = time.perf_counter() - start
+  if proc.returncode != 0:
+    raise SystemExit(f"command failed: {' '.join(cmd)}\n{err[-2000:]}")
+  return {"wall_s": wall, "peak_rss_mb": peak / 2**20, "stdout": out, "stderr": err}
+
+
+def count_records(meta_path: str) -> int:
+  with open(meta_path) as f:
+    return json.load(f)["counts"]["records"]
+
+
+def bench_ours(corpus, out_dir, flags, name):
+  out = os.path.join(out_dir, name, "train.tfrecord")
+  os.makedirs(os.path.dirname(out), exist_ok=True)
+  cmd = [sys.executable, "-m", "bert_data.create", f"--input_file={corpus}",
+         f"--output_file={out}", f"--vocab_file={VOCAB}", "--quiet", "--overwrite", *flags]
+  env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+  r = run_measured(cmd, env)
+  r["instances"] = count_records(out + ".meta.json")
+  return r
+
+
+BASELINE = r'''
+import random, sys, time
+sys.path.insert(0, {repo!r}); sys.path.insert(0, {tests!r})
+import tensorflow as tf
+from reference_tokenizer import ReferenceTokenizer
+from bert_data import masking, instances as I
+from bert_data.documents import CorpusBuilder, encode_lines
+tok = ReferenceTokenizer({vocab!r}, True)
+rng = random.Random(12345)
+lines = [l.replace("\r", "").strip() for l in open({corpus!r}, encoding="utf-8")]
+b = CorpusBuilder(); b.add(*encode_lines(lines, lambda ls: [tok.encode(l) for l in ls]))
+corpus = b.build()
+order = list(range(corpus.num_docs)); rng.shuffle(order); corpus = corpus.reordered(order)
+words = tok.vocab_words() if hasattr(tok, "vocab_words") else list(tok.vocab)
+ids = lambda t: tok.vocab[t]
+p = masking.MaskingParams(0.15, 20, False, ids("[CLS]"), ids("[SEP]"), ids("[MASK]"),
+                          tuple(ids(w) for w in words), bytes(len(tok.vocab) + 1))
+insts = []
+for _ in range({dupe}):
+  for d in range(corpus.num_docs):
+    insts += I.instances_from_document(d, corpus.document(d), corpus, rng, 125, 0.1,
+                                       p.cls_id, p.sep_id, p)
+rng.shuffle(insts)
+def f(v): return tf.train.Feature(int64_list=tf.train.Int64List(value=list(v)))
+with tf.io.TFRecordWriter({out!r}) as w:
+  for x in insts:
+    n, m = len(x.tokens), len(x.positions)
+    feats = {{"input_ids": f(x.tokens + [0] * (128 - n)), "input_mask": f([1] * n + [0] * (128 - n)),
+             "segment_ids": f([0] * x.num_a + [1] * (n - x.num_a) + [0] * (128 - n)),
+             "masked_lm_positions": f(x.positions + [0] * (20 - m)),
+             "masked_lm_ids": f(x.labels + [0] * (20 - m)),
+             "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * m + [0.0] * (20 - m))),
+             "next_sentence_labels": f([int(x.is_random_next)])}}
+    w.write(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
+print(len(insts))
+'''
+
+
+def bench_baseline(corpus, out_dir, dupe):
+  script = BASELINE.format(repo=REPO, tests=os.path.join(REPO, "tests"), vocab=VOCAB,
+                           corpus=corpus, dupe=dupe, out=os.path.join(out_dir, "baseline.tfrecord"))
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  r = run_measured([sys.executable, "-c", script], env)
+  r["instances"] = int(r["stdout"].strip().splitlines()[-1])
+  return r
+
+
+def report(name, r, mb, base=None):
+  ips = r["instances"] / r["wall_s"]
+  line = (f"| {name} | {r['instances']:,} | {r['wall_s']:.1f} | {ips:,.0f} | {mb / r['wall_s']:.2f} "
+          f"| {r['peak_rss_mb']:,.0f} |")
+  if base:
+    line += f" {ips / (base['instances'] / base['wall_s']):.1f}x |"
+  else:
+    line += " 1.0x |"
+  print(line, flush=True)
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap.add_argument("--corpus")
+  ap.add_argument("--source", default=os.path.join(REPO, "tests", "testdata", "bert_sample_text.txt"))
+  ap.add_argument("--size_mb", type=float, default=6.5)
+  ap.add_argument("--dupe_factor", type=int, default=10)
+  ap.add_argument("--num_workers", type=int, default=2)
+  ap.add_argument("--skip_baseline", action="store_true")
+  ap.add_argument("--memory", action="store_true",
+                  help="peak RSS of default mode at --size_mb=26 and 4x that")
+  args = ap.parse_args()
+  tmp = tempfile.mkdtemp(prefix="bench_bert_")
+  sizes = [26.0, 104.0] if args.memory else [args.size_mb]
+  for size in sizes:
+    corpus = args.corpus
+    if not corpus:
+      corpus = os.path.join(tmp, f"corpus_{size:g}mb.txt")
+      info = build_corpus(args.source, size, corpus)
+      print(f"corpus: {info['bytes'] / 1e6:.1f} MB, {info['documents']:,} documents, "
+            f"from {args.source}")
+    mb = os.path.getsize(corpus) / 1e6
+    print(f"\ndupe_factor={args.dupe_factor}, workers={args.num_workers}, "
+          f"cores={psutil.cpu_count()}")
+    print("| run | instances | wall s | instances/s | input MB/s | peak RSS MB | vs baseline |")
+    print("|---|---|---|---|---|---|---|")
+    base = None
+    common = [f"--dupe_factor={args.dupe_factor}", f"--num_workers={args.num_workers}"]
+    if not args.skip_baseline and not args.memory:
+      base = bench_baseline(corpus, tmp, args.dupe_factor)
+      report("baseline (reference algorithm, plain Python + protobuf)", base, mb)
+    if not args.memory:
+      report("reference-compatible", bench_ours(corpus, tmp, common + ["--reference_compatible"],
+                                                "ref"), mb, base)
+    report(f"default, {args.num_workers} workers", bench_ours(corpus, tmp, common, "default"),
+           mb, base)
+    if not args.memory:
+      report("default, 1 worker", bench_ours(corpus, tmp, [f"--dupe_factor={args.dupe_factor}",
+                                                          "--num_workers=1"], "default1"), mb, base)
+
+
+if __name__ == "__main__":
+  main()
