@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Fits a tiny BERT-style Keras 3 model on `bert_data` records (a smoke test).
+
+The point is to show that records written by `python -m bert_data.create` and
+read back by `bert_data.make_dataset` plug straight into `keras.Model.fit`:
+the dataset's `(x, y, sample_weight)` dicts match this model's input and
+output names. The model is far too small to learn anything useful; its
+masked-LM loss should still fall quickly from ln(vocab_size) as it picks up
+word frequencies.
+
+Model: token + position + segment embeddings -> LayerNorm -> N transformer
+encoder blocks (keras.layers.MultiHeadAttention, padding masked with
+input_mask) -> a masked-LM head (hidden states gathered at
+masked_lm_positions, projected to vocabulary logits) and a next-sentence head
+on the [CLS] position.
+
+  python scripts/train_bert_tiny.py --input out/train.tfrecord --steps 50
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import List, Optional
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:  # run from a checkout without installing
+  sys.path.insert(0, _ROOT)
+
+import keras  # pylint: disable=wrong-import-position
+import tensorflow as tf  # pylint: disable=wrong-import-position
+
+import bert_data  # pylint: disable=wrong-import-position
+
+MASKED_LM = "masked_lm"
+NEXT_SENTENCE = "next_sentence"
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+
+
+def read_metadata(records_path: str) -> dict:
+  """The `.meta.json` sidecar written next to `records_path` by bert_data.create."""
+  meta_path = records_path if records_path.endswith(".meta.json") else records_path + ".meta.json"
+  with open(meta_path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+class BertEmbeddings(keras.layers.Layer):
+  """Sum of token, position and segment embeddings, then LayerNorm + dropout."""
+
+  def __init__(self, vocab_size, max_seq_length, hidden, type_vocab_size=2, dropout=0.1,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size, self.max_seq_length, self.hidden = vocab_size, max_seq_length, hidden
+    self.type_vocab_size, self.dropout_rate = type_vocab_size, dropout
+    init = keras.initializers.TruncatedNormal(stddev=0.02)
+    self.token = keras.layers.Embedding(vocab_size, hidden, embeddings_initializer=init,
+                                        name="token")
+    self.position = keras.layers.Embedding(max_seq_length, hidden,
+                                           embeddings_initializer=init, name="position")
+    self.segment = keras.layers.Embedding(type_vocab_size, hidden,
+                                          embeddings_initializer=init, name="segment")
+    self.norm = keras.layers.LayerNormalization(epsilon=1e-12, name="norm")
+    self.dropout = keras.layers.Dropout(dropout)
+
+  def call(self, input_ids, segment_ids, training=None):
+    positions = tf.range(tf.shape(input_ids)[1])
+    x = (self.token(input_ids) + self.position(positions)[tf.newaxis]
+         + self.segment(segment_ids))
+    return self.dropout(self.norm(x), training=training)
+
+  def get_config(self):
+    return {**super().get_config(), "vocab_size": self.vocab_size,
+            "max_seq_length": self.max_seq_length, "hidden": self.hidden,
+            "type_vocab_size": self.type_vocab_size, "dropout": self.dropout_rate}
+
+
+class EncoderBlock(keras.layers.Layer):
+  """Post-LayerNorm transformer encoder block (self-attention + GELU MLP)."""
+
+  def __init__(self, hidden, num_heads, intermediate, dropout=0.1, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden, self.num_heads, self.intermediate = hidden, num_heads, intermediate
+    self.dropout_rate = dropout
+    init = keras.initializers.TruncatedNormal(stddev=0.02)
+    self.attention = keras.layers.MultiHeadAttention(
+        num_heads=num_heads, key_dim=hidden // num_heads, dropout=dropout,
+        kernel_initializer=init, name="attention")
+    self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="attention_norm")
+    self.up = keras.layers.Dense(intermediate, activation="gelu", kernel_initializer=init,
+                                 name="intermediate")
+    self.down = keras.layers.Dense(hidden, kernel_initializer=init, name="output")
+    self.output_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="output_norm")
+    self.dropout = keras.layers.Dropout(dropout)
+
+  def call(self, x, input_mask, training=None):
+    # (B, L) padding mask -> (B, L_query, L_key): every query sees only real keys.
+    keys = tf.cast(input_mask, tf.bool)[:, tf.newaxis, :]
+    attention_mask = tf.broadcast_to(keys, [tf.shape(x)[0], tf.shape(x)[1], tf.shape(x)[1]])
+    attended = self.attention(x, x, attention_mask=attention_mask, training=training)
+    x = self.attention_norm(x + self.dropout(attended, training=training))
+    mlp = self.down(self.up(x))
+    return self.output_norm(x + self.dropout(mlp, training=training))
+
+  def get_config(self):
+    return {**super().get_config(), "hidden": self.hidden, "num_heads": self.num_heads,
+            "intermediate": self.intermediate, "dropout": self.dropout_rate}
+
+
+class MaskedLMHead(keras.layers.Layer):
+  """Hidden states at masked_lm_positions -> transform -> logits over the vocabulary."""
+
+  def __init__(self, vocab_size, hidden, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size, self.hidden = vocab_size, hidden
+    init = keras.initializers.TruncatedNormal(stddev=0.02)
+    self.transform = keras.layers.Dense(hidden, activation="gelu", kernel_initializer=init,
+                                        name="transform")
+    self.norm = keras.layers.LayerNormalization(epsilon=1e-12, name="norm")
+    self.logits = keras.layers.Dense(vocab_size, kernel_initializer=init, name="logits")
+
+  def call(self, sequence, positions):
+    gathered = tf.gather(sequence, positions, batch_dims=1)  # (B, P, H)
+    return self.logits(self.norm(self.transform(gathered)))  # (B, P, V)
+
+  def get_config(self):
+    return {**super().get_config(), "vocab_size": self.vocab_size, "hidden": self.hidden}
+
+
+class ClsToken(keras.layers.Layer):
+  """The hidden state of the first ([CLS]) position."""
+
+  def call(self, sequence):
+    return sequence[:, 0, :]
+
+
+def build_model(vocab_size: int, max_seq_length: int, max_predictions_per_seq: int,
+                hidden: int = 64, num_layers: int = 2, num_heads: int = 2,
+                dropout: float = 0.1) -> keras.Model:
+  """A tiny BERT: dict inputs named like `make_dataset`'s x, outputs named like its y."""
+  if hidden % num_heads:
+    raise ValueError(f"hidden={hidden} must be a multiple of num_heads={num_heads}")
+  inputs = {
+      "input_ids": keras.Input((max_seq_length,), dtype="int32", name="input_ids"),
+      "input_mask": keras.Input((max_seq_length,), dtype="int32", name="input_mask"),
+      "segment_ids": keras.Input((max_seq_length,), dtype="int32", name="segment_ids"),
+      "masked_lm_positions": keras.Input((max_predictions_per_seq,), dtype="int32",
+                                         name="masked_lm_positions"),
+  }
+  x = BertEmbeddings(vocab_size, max_seq_length, hidden, dropout=dropout,
+                     name="embeddings")(inputs["input_ids"], inputs["segment_ids"])
+  for i in range(num_layers):
+    x = EncoderBlock(hidden, num_heads, 4 * hidden, dropout=dropout,
+                     name=f"encoder_{i}")(x, inputs["input_mask"])
+  mlm_logits = MaskedLMHead(vocab_size, hidden, name="mlm_head")(
+      x, inputs["masked_lm_positions"])
+  pooled = keras.layers.Dense(hidden, activation="tanh", name="pooler")(ClsToken(name="cls")(x))
+  nsp_logits = keras.layers.Dense(2, name="nsp_head")(pooled)
+  # Identity layers so that the outputs carry exactly the names in the dataset's y.
+  outputs = {
+      MASKED_LM: keras.layers.Identity(name=MASKED_LM)(mlm_logits),
+      NEXT_SENTENCE: keras.layers.Identity(name=NEXT_SENTENCE)(nsp_logits),
+  }
+  return keras.Model(inputs, outputs, name="tiny_bert")
+
+
+def _mlm_loss():
+  # Mean over real predictions (sum(loss * w) / sum(w)), as BERT reports it; older
+  # Keras 3 releases lack this reduction and average over all P slots instead.
+  try:
+    return keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction="mean_with_sample_weight")
+  except ValueError:
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def compile_model(model: keras.Model, learning_rate: float = 2e-3,
+                  jit_compile: bool = False) -> keras.Model:
+  # XLA ("auto" in Keras 3) costs more in compile time than a few dozen tiny CPU steps gain.
+  model.compile(
+      optimizer=keras.optimizers.Adam(learning_rate),
+      loss={MASKED_LM: _mlm_loss(),
+            NEXT_SENTENCE: keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
+      weighted_metrics={NEXT_SENTENCE: [keras.metrics.SparseCategoricalAccuracy(name="acc")]},
+      jit_compile=jit_compile)
+  return model
+
+
+class _StepLogger(keras.callbacks.Callback):
+  """Records each step's losses (one-step epochs, so the logs are per step)."""
+
+  def __init__(self, every: int = 0):
+    super().__init__()
+    self.every, self.rows = every, []
+
+  def on_epoch_end(self, epoch, logs=None):
+    logs = dict(logs or {})
+    self.rows.append(logs)
+    if self.every and ((epoch + 1) % self.every == 0 or epoch == 0):
+      print(f"step {epoch + 1:4d}  loss {logs.get('loss', float('nan')):.4f}  "
+            f"masked_lm {logs.get(MASKED_LM + '_loss', float('nan')):.4f}  "
+            f"next_sentence {logs.get(NEXT_SENTENCE + '_loss', float('nan')):.4f}",
+            flush=True)
+
+
+def _mlm_losses(rows: List[dict]) -> List[float]:
+  key = MASKED_LM + "_loss"
+  if rows and key not in rows[0]:
+    raise KeyError(f"Keras logs have no {key!r} (keys: {sorted(rows[0])})")
+  return [float(r[key]) for r in rows]
+
+
+def train(records_path: str, steps: int, batch_size: int = 16, seed: int = 0,
+          hidden: int = 64, num_layers: int = 2, num_heads: int = 2,
+          learning_rate: float = 2e-3, dropout: float = 0.1, log_every: int = 0,
+          return_model: bool = False):
+  """Fits a tiny BERT on `records_path` for `steps` steps.
+
+  Args:
+    records_path: an output path given to `bert_data.create` (its `.meta.json`
+      sidecar supplies vocab_size and the sequence lengths).
+    steps: optimizer steps (batches); each is one Keras epoch, so the
+      returned losses are per step, not running averages.
+    batch_size, seed, hidden, num_layers, num_heads, learning_rate, dropout:
+      the obvious; `seed` fixes weights, dropout and the record order.
+    log_every: print losses every this many steps (0: silent).
+    return_model: also return the fitted model.
+  Returns:
+    The masked-LM loss of each step (a list of `steps` floats), or
+    `(losses, model)` with `return_model`.
+  """
+  if steps < 1:
+    raise ValueError(f"steps={steps}: must be >= 1")
+  meta = read_metadata(records_path)
+  keras.utils.set_random_seed(seed)
+  ds = bert_data.make_dataset(records_path, batch_size, training=True, seed=seed, repeat=True)
+  model = compile_model(build_model(meta["vocab_size"], meta["max_seq_length"],
+                                    meta["max_predictions_per_seq"], hidden=hidden,
+                                    num_layers=num_layers, num_heads=num_heads,
+                                    dropout=dropout), learning_rate)
+  logger = _StepLogger(log_every)
+  model.fit(ds, epochs=steps, steps_per_epoch=1, callbacks=[logger], shuffle=False, verbose=0)
+  losses = _mlm_losses(logger.rows)
+  return (losses, model) if return_model else losses
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+  parser.add_argument("--input", required=True,
+                      help="records path given to bert_data.create as --output_file")
+  parser.add_argument("--steps", type=int, default=50, help="training steps (batches)")
+  parser.add_argument("--batch_size", type=int, default=16)
+  parser.add_argument("--hidden", type=int, default=64, help="hidden size")
+  parser.add_argument("--layers", type=int, default=2, help="encoder blocks")
+  parser.add_argument("--heads", type=int, default=2, help="attention heads")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--learning_rate", type=float, default=2e-3)
+  parser.add_argument("--log_every", type=int, default=5, help="print every N steps")
+  args = parser.parse_args(argv)
+
+  meta = read_metadata(args.input)
+  print(f"records: {args.input}  ({meta['counts']['records']:,} records, "
+        f"max_seq_length={meta['max_seq_length']}, "
+        f"max_predictions_per_seq={meta['max_predictions_per_seq']}, "
+        f"vocab_size={meta['vocab_size']:,})")
+  start = time.time()
+  losses, model = train(args.input, args.steps, batch_size=args.batch_size, seed=args.seed,
+                        hidden=args.hidden, num_layers=args.layers, num_heads=args.heads,
+                        learning_rate=args.learning_rate, log_every=args.log_every,
+                        return_model=True)
+  k = min(5, len(losses))
+  first, last = sum(losses[:k]) / k, sum(losses[-k:]) / k
+  print(f"model: {model.count_params():,} parameters; {args.steps} steps in "
+        f"{time.time() - start:.1f}s")
+  print(f"masked_lm loss: first {k} steps {first:.3f} -> last {k} steps {last:.3f}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
