@@ -12,7 +12,6 @@ import math
 import os
 import random
 import shutil
-import tempfile
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -272,8 +271,7 @@ def create(config: BertConfig) -> dict:
   encoder = records.BertRecordEncoder(config.max_seq_length,
                                       config.max_predictions_per_seq, tok.vocab_size)
   clean = not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
-  out_dir = os.path.dirname(os.path.abspath(all_paths[0]))
-  tmp = tempfile.mkdtemp(prefix=".bert_data-spill-", dir=out_dir)
+  tmp = writers[0].scratch_dir()
   handles = []
   try:
     if config.reference_compatible:

@@ -15,11 +15,22 @@ dataset is only replaced with `overwrite=True`.
 
 import json
 import os
+import shutil
 from typing import Callable, Dict, List
 
 from textrecords import metadata
 from textrecords import tfrecord
 from textrecords.errors import UserError
+
+
+def _pid_alive(pid: str) -> bool:
+  try:
+    os.kill(int(pid), 0)
+  except (ValueError, ProcessLookupError):
+    return False
+  except PermissionError:
+    return True
+  return True
 
 
 def _done_path(path: str) -> str:
@@ -89,6 +100,21 @@ class DatasetWriter:
       if (os.path.exists(done) and os.path.getsize(done) == info["bytes"]
           and tfrecord.file_sha256(done) == info["sha256"]):
         self._finished[info["name"]] = info
+
+  def scratch_dir(self) -> str:
+    """A new hidden scratch folder beside the outputs (for spill files).
+
+    Scratch folders left by killed runs (their process is gone) are removed.
+    The caller removes its own folder when done.
+    """
+    prefix = f".{os.path.basename(self.meta_path)}.scratch-"
+    for name in os.listdir(self.dir):
+      if name.startswith(prefix) and not _pid_alive(name[len(prefix):]):
+        shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
+    path = os.path.join(self.dir, f"{prefix}{os.getpid()}")
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
 
   def is_finished(self, path: str) -> bool:
     """True if `path` was completed by an earlier run being resumed."""

@@ -1,0 +1,83 @@
+"""bert_data under failure: a SIGKILLed run looks incomplete; --resume finishes it
+with bytes identical to an uninterrupted run."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, SAMPLE_TEXT, VOCAB, run_cli
+from textrecords import tfrecord
+
+SHARDS = 24
+
+
+@pytest.fixture(scope="module")
+def big_corpus(tmp_path_factory):
+  text = open(SAMPLE_TEXT, encoding="utf-8").read().strip().split("\n\n")
+  docs = []
+  for i in range(150):
+    for d in text:
+      lines = d.split("\n")
+      docs.append("\n".join(lines[i % len(lines):] + lines[:i % len(lines)]))
+  path = tmp_path_factory.mktemp("big") / "corpus.txt"
+  path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+  return str(path)
+
+
+def _args(corpus, out):
+  return [f"--input_file={corpus}", f"--output_file={out}", f"--vocab_file={VOCAB}",
+          "--dupe_factor=3", f"--num_shards={SHARDS}", "--num_workers=2", "--quiet"]
+
+
+def _visible(d):
+  return sorted(n for n in os.listdir(d) if not n.startswith("."))
+
+
+def test_kill_then_resume_is_byte_identical(tmp_path, big_corpus):
+  ref_dir, dir_ = tmp_path / "ref", tmp_path / "killed"
+  ref_dir.mkdir()
+  dir_.mkdir()
+  r = run_cli("bert_data.create", *_args(big_corpus, ref_dir / "t.tfrecord"))
+  assert r.returncode == 0, r.stderr
+  want = [tfrecord.file_sha256(p) for p in tfrecord.shard_paths(str(ref_dir / "t.tfrecord"), SHARDS)]
+
+  env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+  proc = subprocess.Popen([sys.executable, "-m", "bert_data.create",
+                           *_args(big_corpus, dir_ / "t.tfrecord")], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          start_new_session=True)
+  deadline = time.time() + 120
+  killed = False
+  while time.time() < deadline and proc.poll() is None:
+    done = [n for n in os.listdir(dir_) if n.endswith(".done")]
+    if len(done) >= 2:  # mid-way through writing the shards
+      os.killpg(proc.pid, signal.SIGKILL)
+      killed = True
+      break
+    time.sleep(0.005)
+  proc.wait()
+  if not killed:
+    pytest.skip("the run finished before it could be killed")
+  assert _visible(dir_) == []  # nothing looks complete
+
+  # Without --resume or --overwrite a rerun would start over; with --resume it
+  # keeps the finished shards.
+  r = run_cli("bert_data.create", *_args(big_corpus, dir_ / "t.tfrecord"), "--resume")
+  assert r.returncode == 0, r.stderr
+  got = [tfrecord.file_sha256(p) for p in tfrecord.shard_paths(str(dir_ / "t.tfrecord"), SHARDS)]
+  assert got == want
+  assert _visible(dir_) == _visible(ref_dir)
+  assert [n for n in os.listdir(dir_) if n.startswith(".")] == []
+
+
+def test_resume_of_complete_output_keeps_it(tmp_path, big_corpus):
+  out = tmp_path / "t.tfrecord"
+  assert run_cli("bert_data.create", *_args(SAMPLE_TEXT, out)).returncode == 0
+  before = [tfrecord.file_sha256(p) for p in tfrecord.shard_paths(str(out), SHARDS)]
+  r = run_cli("bert_data.create", *_args(SAMPLE_TEXT, out), "--resume")
+  assert r.returncode == 0, r.stderr
+  assert [tfrecord.file_sha256(p) for p in tfrecord.shard_paths(str(out), SHARDS)] == before
