@@ -1,0 +1,86 @@
+"""MTConfig: every setting of an `mt_data.create` run, built once from flags."""
+
+import dataclasses
+from typing import Optional
+
+from textrecords import cli
+from textrecords import text_input
+from textrecords import tfrecord
+from textrecords.errors import UserError
+
+TOKENIZERS = ("word", "bpe")
+MAX_COUNT = 10 ** 9
+
+
+@dataclasses.dataclass(frozen=True)
+class MTConfig:
+  """Settings of one run (defaults are d2l's `MTFra` ones).
+
+  Attributes:
+    input_file: comma-separated paths or globs of `src<TAB>tgt[<TAB>...]` files.
+    output_dir: folder that receives records, vocabularies and meta.json.
+    num_train: train pairs (the first ones); 0 = all but the last num_val.
+    num_val: validation pairs (right after train); 0 = all the rest.
+    min_freq: tokens seen fewer times map to `<unk>` (bpe: min merge count).
+    tokenizer: "word" (d2l) or "bpe" (Hugging Face tokenizers, trained on
+      the train pairs).
+    vocab_size: bpe only: the size of each language's vocabulary.
+  """
+  input_file: str
+  output_dir: str
+  num_train: int = 512
+  num_val: int = 128
+  min_freq: int = 2
+  tokenizer: str = "word"
+  vocab_size: int = 8000
+  num_workers: int = 1
+  num_shards: int = 1
+  compression: str = ""
+  overwrite: bool = False
+  resume: bool = False
+  on_decode_error: str = "strict"
+  quiet: bool = True
+
+  def validate(self) -> "MTConfig":
+    """Range-checks every setting before any work; raises UserError naming the flag."""
+    if not self.input_file or not self.input_file.strip():
+      raise UserError("--input_file is required (comma-separated file paths or globs)")
+    if not self.output_dir or not self.output_dir.strip():
+      raise UserError("--output_dir is required")
+    cli.check_range("num_train", self.num_train, 0, MAX_COUNT)
+    cli.check_range("num_val", self.num_val, 0, MAX_COUNT)
+    cli.check_range("min_freq", self.min_freq, 1, MAX_COUNT)
+    if self.tokenizer not in TOKENIZERS:
+      raise UserError(f"--tokenizer={self.tokenizer!r}: must be one of {', '.join(TOKENIZERS)}")
+    cli.check_range("vocab_size", self.vocab_size, 16, 10 ** 7)
+    cli.check_range("num_workers", self.num_workers, 1, 1024)
+    cli.check_range("num_shards", self.num_shards, 1, 100000)
+    tfrecord.check_compression(self.compression)
+    text_input.check_decode_mode(self.on_decode_error)
+    if self.overwrite and self.resume:
+      raise UserError("--overwrite and --resume exclude each other: pick one")
+    return self
+
+  @property
+  def compression_name(self) -> str:
+    return tfrecord.check_compression(self.compression)
+
+  def output_flags(self) -> dict:
+    """The settings that determine the output bytes (for fingerprint and metadata)."""
+    return {"num_train": self.num_train, "num_val": self.num_val,
+            "min_freq": self.min_freq, "tokenizer": self.tokenizer,
+            "vocab_size": self.vocab_size if self.tokenizer == "bpe" else None,
+            "num_shards": self.num_shards, "compression": self.compression_name,
+            "on_decode_error": self.on_decode_error}
+
+
+def from_flags(flags_values, num_workers: Optional[int]) -> MTConfig:
+  """Builds the config from parsed absl FLAGS (called once, in create.main)."""
+  f = flags_values
+  return MTConfig(
+      input_file=f.input_file or "", output_dir=f.output_dir or "",
+      num_train=f.num_train, num_val=f.num_val, min_freq=f.min_freq,
+      tokenizer=f.tokenizer, vocab_size=f.vocab_size,
+      num_workers=num_workers, num_shards=f.num_shards,
+      compression=f.compression, overwrite=f.overwrite, resume=f.resume,
+      on_decode_error=f.on_decode_error, quiet=f.quiet)

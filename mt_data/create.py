@@ -1,0 +1,285 @@
+r"""Writes English-French (or any tab-separated) translation pairs as TFRecords.
+
+    python -m mt_data.create --input_file=fra.txt --output_dir=out/mt \
+        [--num_train=512 --num_val=128 --min_freq=2 --tokenizer=word|bpe]
+
+Output in --output_dir: train.tfrecord and valid.tfrecord (or shards
+`train.tfrecord-00000-of-0000N`), src_vocab.txt, tgt_vocab.txt (and
+src_tokenizer.json / tgt_tokenizer.json for bpe), and meta.json, written last.
+Read it with `mt_data.make_dataset`.
+"""
+
+import gc
+import json
+import os
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+from absl import flags
+
+from textrecords import cli
+from textrecords import dataset_writer
+from textrecords import features
+from textrecords import metadata
+from textrecords import text_input
+from textrecords import tfrecord
+from textrecords.errors import UserError
+from textrecords import parallel
+
+from mt_data import config as config_lib
+from mt_data import preprocess
+from mt_data import records
+from mt_data import schema
+from mt_data import vocab as vocab_lib
+
+FLAGS = flags.FLAGS
+BLOCK = 8192  # records per worker task
+
+# Worker state (set by _init_worker; inherited by forked workers).
+_W: Dict[str, list] = {}
+
+
+def define_flags():
+  """Defines this tool's flags (call only when running as the main program)."""
+  cli.define_common_flags()
+  flags.DEFINE_string("input_file", None, "Comma-separated paths or globs of "
+                      "'source<TAB>target[<TAB>...]' UTF-8 files, read in order.")
+  flags.DEFINE_string("output_dir", None, "Folder for the records, vocabularies and meta.json.")
+  flags.DEFINE_integer("num_train", 512, "Train pairs: the first N pairs. 0 = all pairs "
+                       "except the last --num_val.")
+  flags.DEFINE_integer("num_val", 128, "Validation pairs, right after the train pairs. "
+                       "0 = all the rest.")
+  flags.DEFINE_integer("min_freq", 2, "Word tokens seen fewer times (over the pairs "
+                       "written) map to <unk>; bpe: minimum merge frequency.")
+  flags.DEFINE_enum("tokenizer", "word", list(config_lib.TOKENIZERS),
+                    "word: d2l's space-split words; bpe: subwords trained with Hugging "
+                    "Face tokenizers on the train pairs.")
+  flags.DEFINE_integer("vocab_size", 8000, "bpe only: vocabulary size per language.")
+
+
+def _init_worker(sources: List[List[int]], targets: List[List[int]]):
+  _W["src"] = sources
+  _W["tgt"] = targets
+
+
+def _encode_block(task):
+  start, stop = task
+  return records.framed_block(_W["src"], _W["tgt"], start, stop), stop - start
+
+
+def _check_output_dir(cfg: config_lib.MTConfig):
+  """Fails early (before reading input) on an output that cannot be written."""
+  out = os.path.abspath(cfg.output_dir)
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise UserError(f"--output_dir={cfg.output_dir}: exists and is not a folder")
+  meta_path = os.path.join(out, schema.META_NAME)
+  if os.path.exists(meta_path) and not (cfg.overwrite or cfg.resume):
+    raise UserError(f"{meta_path} exists (a complete earlier output); pass --overwrite "
+                    "to replace it")
+  probe = out
+  while not os.path.exists(probe):
+    parent = os.path.dirname(probe)
+    if parent == probe:
+      break
+    probe = parent
+  if not os.path.isdir(probe):
+    raise UserError(f"--output_dir={cfg.output_dir}: cannot create it, {probe} is not a folder")
+  if not os.access(probe, os.W_OK | os.X_OK):
+    raise UserError(f"--output_dir={cfg.output_dir}: {probe} is not writable")
+
+
+def _inputs_info(files: List[str]) -> List[dict]:
+  return [{"path": f, "bytes": os.path.getsize(f), "sha256": tfrecord.file_sha256(f)}
+          for f in files]
+
+
+def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None) -> dict:
+  """Runs the whole pipeline for one config; returns a summary dict.
+
+  Raises:
+    UserError: bad settings, unreadable or unusable input, or an output that
+      exists (without overwrite/resume) or cannot be written. Nothing visible
+      is left in the output folder on failure.
+  """
+  # Millions of small token lists stay alive until the end: the cyclic GC
+  # would rescan them over and over (it more than doubles the run time).
+  gc_was_enabled = gc.isenabled()
+  gc.disable()
+  try:
+    return _create(cfg, log)
+  finally:
+    if gc_was_enabled:
+      gc.enable()
+
+
+def _create(cfg, log):
+  t0 = time.monotonic()
+  if log is None:
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # pylint: disable=unnecessary-lambda-assignment
+  cfg.validate()
+  files = text_input.expand_patterns(cfg.input_file, flag="--input_file")
+  _check_output_dir(cfg)
+  progress = cli.Progress(cfg.quiet)
+
+  # 1. Read, clean and tokenize the pairs.
+  reader = preprocess.PairReader(files, cfg.on_decode_error,
+                                 preprocess.pairs_needed(cfg.num_train, cfg.num_val))
+  sources, targets = [], []
+  for src, tgt in reader:
+    sources.append(src)
+    targets.append(tgt)
+    if len(sources) % 65536 == 0:
+      progress.update(lambda: f"read {len(sources)} pairs")
+  skipped = reader.skipped_dict()
+  if not sources:
+    raise UserError(f"no valid pairs in {', '.join(files)}: {reader.lines} lines read, "
+                    f"skipped {json.dumps(skipped)}; expected 'source<TAB>target' lines")
+  n_train, n_val = preprocess.split_sizes(len(sources), cfg.num_train, cfg.num_val)
+  if n_train == 0:
+    raise UserError(f"no train pairs: the input has {len(sources)} valid pairs and "
+                    f"--num_val={cfg.num_val} reserves them all; lower --num_val")
+  if cfg.num_train > 0 and n_train < cfg.num_train:
+    log(f"warning: only {n_train} valid pairs for --num_train={cfg.num_train}")
+  if cfg.num_val > 0 and n_val < cfg.num_val:
+    log(f"warning: {n_val} validation pairs, fewer than --num_val={cfg.num_val}")
+  del sources[n_train + n_val:], targets[n_train + n_val:]
+  t_read = time.monotonic()
+
+  # 2. Vocabularies and ids.
+  vocab_files: Dict[str, bytes] = {}
+  if cfg.tokenizer == "word":
+    src_tokens = vocab_lib.word_vocab(sources, cfg.min_freq)
+    tgt_tokens = vocab_lib.word_vocab(targets, cfg.min_freq)
+    src_codec, tgt_codec = vocab_lib.WordCodec(src_tokens), vocab_lib.WordCodec(tgt_tokens)
+    src_ids = [src_codec.ids(s) for s in sources]
+    tgt_ids = [tgt_codec.ids(t) for t in targets]
+  else:
+    src_tok = vocab_lib.train_bpe(sources[:n_train], cfg.vocab_size, cfg.min_freq)
+    tgt_tok = vocab_lib.train_bpe(targets[:n_train], cfg.vocab_size, cfg.min_freq)
+    src_tokens, tgt_tokens = vocab_lib.bpe_tokens(src_tok), vocab_lib.bpe_tokens(tgt_tok)
+    src_ids = vocab_lib.bpe_encode_all(src_tok, sources)
+    tgt_ids = vocab_lib.bpe_encode_all(tgt_tok, targets)
+    vocab_files[schema.TOKENIZER_FILE["source"]] = vocab_lib.tokenizer_json(src_tok)
+    vocab_files[schema.TOKENIZER_FILE["target"]] = vocab_lib.tokenizer_json(tgt_tok)
+  vocab_files[schema.VOCAB_FILE["source"]] = vocab_lib.core_vocab.tokens_file_bytes(src_tokens)
+  vocab_files[schema.VOCAB_FILE["target"]] = vocab_lib.core_vocab.tokens_file_bytes(tgt_tokens)
+  split_stats = {
+      "train": _length_stats(src_ids[:n_train], tgt_ids[:n_train]),
+      "valid": _length_stats(src_ids[n_train:], tgt_ids[n_train:]),
+  }
+  unk = {"source": sum(s.count(preprocess.UNK_ID) for s in src_ids),
+         "target": sum(t.count(preprocess.UNK_ID) for t in tgt_ids)}
+  del sources, targets
+  t_vocab = time.monotonic()
+
+  # 3. Write everything through one DatasetWriter (atomic, resumable).
+  out = os.path.abspath(cfg.output_dir)
+  inputs = _inputs_info(files)
+  flags_used = cfg.output_flags()
+  fingerprint = {"package": schema.PACKAGE, "version": metadata.base_meta("")["version"],
+                 "flags": flags_used,
+                 "inputs": [{"path": os.path.abspath(i["path"]), "bytes": i["bytes"],
+                             "sha256": i["sha256"]} for i in inputs]}
+  dw = dataset_writer.DatasetWriter(os.path.join(out, schema.META_NAME), fingerprint,
+                                    overwrite=cfg.overwrite, resume=cfg.resume)
+  all_paths = []
+  kept = 0
+  for name in sorted(vocab_files):
+    path = os.path.join(out, name)
+    all_paths.append(path)
+    if dw.is_finished(path):
+      kept += 1
+    else:
+      dw.write_bytes(path, vocab_files[name])
+
+  compression = cfg.compression_name
+  split_names: Dict[str, List[str]] = {}
+  tasks, plan = [], []  # plan: (path, task indices) per unfinished shard
+  offsets = {"train": (0, n_train), "valid": (n_train, n_train + n_val)}
+  for split in schema.SPLITS:
+    lo, hi = offsets[split]
+    paths = tfrecord.shard_paths(os.path.join(out, schema.RECORD_FILE[split]), cfg.num_shards)
+    split_names[split] = [os.path.basename(p) for p in paths]
+    all_paths.extend(paths)
+    for path, (s, e) in zip(paths, records.shard_ranges(hi - lo, cfg.num_shards)):
+      if dw.is_finished(path):
+        kept += 1
+        continue
+      first = len(tasks)
+      tasks.extend(records.blocks(lo + s, lo + e, BLOCK))
+      plan.append((path, first, len(tasks)))
+  results = parallel.ordered_map(_encode_block, tasks, cfg.num_workers,
+                                 initializer=_init_worker, initargs=(src_ids, tgt_ids))
+  written = 0
+  for path, first, last in plan:
+    h = dw.open(path, compression)
+    try:
+      for _ in range(first, last):
+        blob, count = next(results)
+        h.write(blob)
+        h.records += count
+      h.commit()
+    except BaseException:
+      h.abort()
+      raise
+    written += 1
+    progress.update(lambda: f"wrote {written}/{len(plan)} record files")
+  t_write = time.monotonic()
+
+  def build_meta(infos):
+    meta = metadata.base_meta(schema.PACKAGE)
+    meta.update({
+        "schema": features.schema_to_json(schema.SCHEMA),
+        "tokenizer": cfg.tokenizer,
+        "reserved_tokens": list(preprocess.RESERVED),
+        "flags": flags_used,
+        "inputs": inputs,
+        "lines_read": reader.lines,
+        "skipped_lines": skipped,
+        "compression": compression,
+        "splits": {
+            split: {"pairs": n, "files": split_names[split], **split_stats[split]}
+            for split, n in (("train", n_train), ("valid", n_val))},
+        "vocab": {
+            side: {"file": schema.VOCAB_FILE[side], "size": len(toks),
+                   "sha256": vocab_lib.core_vocab.sha256_bytes(vocab_files[schema.VOCAB_FILE[side]])}
+            for side, toks in (("source", src_tokens), ("target", tgt_tokens))},
+        "unk_tokens": unk,
+    })
+    if cfg.tokenizer == "bpe":
+      for side in ("source", "target"):
+        meta["vocab"][side]["tokenizer_file"] = schema.TOKENIZER_FILE[side]
+    return meta
+
+  meta = dw.finalize(all_paths, build_meta)
+  t_end = time.monotonic()
+  summary = {k: meta[k] for k in ("lines_read", "skipped_lines", "splits", "vocab", "tokenizer")}
+  summary["output_dir"] = out
+  summary["files_kept_from_earlier_run"] = kept
+  summary["seconds"] = {"read": round(t_read - t0, 3), "vocab": round(t_vocab - t_read, 3),
+                        "write": round(t_write - t_vocab, 3), "total": round(t_end - t0, 3)}
+  return summary
+
+
+def _length_stats(src_ids: List[List[int]], tgt_ids: List[List[int]]) -> dict:
+  """Token counts (with <eos>) of one split."""
+  def stats(seqs):
+    if not seqs:
+      return {"max_len": 0, "mean_len": 0.0}
+    lens = [len(s) for s in seqs]
+    return {"max_len": max(lens), "mean_len": round(sum(lens) / len(lens), 4)}
+  return {"source": stats(src_ids), "target": stats(tgt_ids)}
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise UserError(f"unexpected arguments {argv[1:]}: every setting is a --flag")
+  cfg = config_lib.from_flags(FLAGS, cli.num_workers(FLAGS.num_workers))
+  summary = create(cfg)
+  print(json.dumps(summary, indent=1, sort_keys=True, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+  define_flags()
+  cli.run(main)

@@ -1,0 +1,180 @@
+"""`make_dataset`: mt_data records -> `(x, y, sample_weight)` batches for Keras.
+
+Fixed length (`num_steps=T`, d2l's arrays):
+  source          = source ids (with <eos>) padded with <pad> or trimmed to T
+  label           = target ids (with <eos>) padded or trimmed to T
+  decoder_input   = [<bos>] + label[:T-1]
+  source_valid_len = number of non-<pad> ids in source
+  sample_weight   = 1.0 where label != <pad>, else 0.0
+
+Bucketing (`bucket_boundaries=[...]`, `num_steps=None`): the same arrays with
+T = the longest sequence of the batch (source or target), each pair going to
+the bucket of max(len(source), len(target)) via
+`tf.data.Dataset.bucket_by_sequence_length`.
+"""
+
+import os
+from typing import Optional, Sequence
+
+from textrecords import features
+from textrecords import metadata
+from textrecords import tf_input
+from textrecords.errors import UserError
+from textrecords.tf_import import require_tf
+
+from mt_data import preprocess
+from mt_data import schema
+
+
+def read_meta(output_dir: str) -> dict:
+  """The checked metadata of an mt_data output folder (UserError if not one)."""
+  meta_path = os.path.join(output_dir, schema.META_NAME)
+  meta = metadata.read(meta_path, package=schema.PACKAGE)
+  if features.schema_from_json(meta.get("schema", [])) != schema.SCHEMA:
+    raise UserError(f"{meta_path}: record schema differs from this mt_data version's; "
+                    "rewrite the dataset with python -m mt_data.create")
+  return meta
+
+
+def record_files(output_dir: str, split: str, *, verify: str = "checksum",
+                 skip_corrupt: bool = False, log=print):
+  """(meta, checked file paths) of one split."""
+  if split not in schema.SPLITS:
+    raise ValueError(f"split={split!r}: must be one of {', '.join(schema.SPLITS)}")
+  meta = read_meta(output_dir)
+  names = meta["splits"][split]["files"]
+  if meta["splits"][split]["pairs"] == 0:
+    raise UserError(f"{output_dir}: the {split!r} split has no pairs (see --num_train/"
+                    "--num_val of mt_data.create)")
+  files = metadata.verified_files(meta, os.path.join(output_dir, schema.META_NAME), names,
+                                  verify=verify, skip_corrupt=skip_corrupt, log=log)
+  return meta, files
+
+
+def _check_args(batch_size, num_steps, bucket_boundaries):
+  if not isinstance(batch_size, int) or batch_size < 1:
+    raise ValueError(f"batch_size={batch_size!r}: must be an int >= 1")
+  if bucket_boundaries is None:
+    if num_steps is None or not isinstance(num_steps, int) or num_steps < 1:
+      raise ValueError(f"num_steps={num_steps!r}: must be an int >= 1 (or None with "
+                       "bucket_boundaries)")
+    return None
+  if num_steps is not None:
+    raise ValueError("bucket_boundaries pads each batch to its own length: pass "
+                     "num_steps=None with it (or drop bucket_boundaries for fixed T)")
+  bounds = list(bucket_boundaries)
+  if not bounds or any(not isinstance(b, int) or b < 1 for b in bounds) or any(
+      a >= b for a, b in zip(bounds, bounds[1:])):
+    raise ValueError(f"bucket_boundaries={bucket_boundaries!r}: must be a non-empty, "
+                     "strictly increasing list of ints >= 1")
+  return bounds
+
+
+def make_dataset(output_dir: str, split: str, batch_size: int, *,
+                 num_steps: Optional[int] = 9, training: Optional[bool] = None,
+                 bucket_boundaries: Optional[Sequence[int]] = None,
+                 seed: Optional[int] = None, shuffle_buffer: int = 10000,
+                 drop_remainder: bool = False, input_context=None,
+                 verify: str = "checksum", skip_corrupt: bool = False, log=print):
+  """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
+
+  Args:
+    output_dir: the --output_dir of `python -m mt_data.create`.
+    split: "train" or "valid".
+    batch_size: pairs per batch (the last batch may be smaller unless
+      drop_remainder).
+    num_steps: T, the fixed length of every array (d2l's num_steps). None
+      with `bucket_boundaries`.
+    training: shuffle (files and pairs); default: split == "train". Not
+      training: pairs in file order, nothing dropped.
+    bucket_boundaries: length boundaries for bucketing; batches are padded
+      to their own longest sequence.
+    seed: makes the shuffle order reproducible.
+    verify: "checksum" (size + sha256 of every file against meta.json),
+      "size" or "none".
+    skip_corrupt: skip (and log) bad files instead of raising.
+
+  Returns:
+    Dataset of (x, y, w): x = {"source": int32 (B, T), "decoder_input":
+    int32 (B, T), "source_valid_len": int32 (B,)}, y = int32 (B, T),
+    w = float32 (B, T).
+
+  Raises:
+    UserError: missing/foreign metadata, a missing or corrupt file.
+    ValueError: bad arguments (num_steps < 1, ...).
+
+  Example:
+    >>> ds = make_dataset("out/mt", "train", 64, num_steps=9, seed=1)  # doctest: +SKIP
+    >>> model.fit(ds, epochs=10)  # doctest: +SKIP
+  """
+  bounds = _check_args(batch_size, num_steps, bucket_boundaries)
+  if training is None:
+    training = split == "train"
+  meta, files = record_files(output_dir, split, verify=verify, skip_corrupt=skip_corrupt,
+                             log=log)
+  tf = require_tf()
+  ds = tf_input.record_dataset(files, meta.get("compression", ""), training=training,
+                               seed=seed, input_context=input_context)
+  if training:
+    ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+  spec = features.parse_spec(schema.SCHEMA)
+  src_key, tgt_key = schema.SOURCE_IDS.name, schema.TARGET_IDS.name
+
+  if bounds is None:
+    steps = num_steps
+
+    def to_arrays(serialized):
+      parsed = tf.io.parse_example(serialized, spec)
+      src = tf.cast(parsed[src_key].to_tensor(preprocess.PAD_ID, shape=[None, steps]), tf.int32)
+      label = tf.cast(parsed[tgt_key].to_tensor(preprocess.PAD_ID, shape=[None, steps]),
+                      tf.int32)
+      return _outputs(tf, src, label)
+
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    if input_context is None or input_context.num_input_pipelines == 1:
+      # Known length: Keras shows progress totals and needs no end-of-data guess.
+      num = _num_records(meta, files)
+      batches = num // batch_size if drop_remainder else -(-num // batch_size)
+      ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
+    ds = ds.map(to_arrays, num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=not training or seed is not None)
+  else:
+    def parse_one(serialized):
+      parsed = tf.io.parse_single_example(serialized, spec)
+      return (tf.cast(parsed[src_key], tf.int32), tf.cast(parsed[tgt_key], tf.int32))
+
+    def length(src, tgt):
+      return tf.maximum(tf.shape(src)[0], tf.shape(tgt)[0])
+
+    def pad_batch(src, tgt):
+      steps = tf.maximum(tf.shape(src)[1], tf.shape(tgt)[1])
+      src = tf.pad(src, [[0, 0], [0, steps - tf.shape(src)[1]]])
+      label = tf.pad(tgt, [[0, 0], [0, steps - tf.shape(tgt)[1]]])
+      return _outputs(tf, src, label)
+
+    ds = ds.map(parse_one, num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=not training or seed is not None)
+    ds = ds.bucket_by_sequence_length(
+        length, bucket_boundaries=bounds, bucket_batch_sizes=[batch_size] * (len(bounds) + 1),
+        padding_values=(preprocess.PAD_ID, preprocess.PAD_ID),
+        drop_remainder=drop_remainder)
+    ds = ds.map(pad_batch, num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=not training or seed is not None)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _num_records(meta: dict, files) -> int:
+  by_name = {f["name"]: f.get("records", 0) for f in meta.get("files", [])}
+  return sum(by_name[os.path.basename(f)] for f in files)
+
+
+def _outputs(tf, src, label):
+  """(x, y, w) from padded source and label matrices of equal width T."""
+  steps = tf.shape(label)[1]
+  bos = tf.fill([tf.shape(label)[0], 1], preprocess.BOS_ID)
+  decoder_input = tf.concat([bos, label], axis=1)[:, :steps]
+  valid_len = tf.reduce_sum(tf.cast(tf.not_equal(src, preprocess.PAD_ID), tf.int32), axis=1)
+  weight = tf.cast(tf.not_equal(label, preprocess.PAD_ID), tf.float32)
+  x = {schema.X_SOURCE: src, schema.X_DECODER_INPUT: decoder_input,
+       schema.X_SOURCE_VALID_LEN: valid_len}
+  return x, label, weight

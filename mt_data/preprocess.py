@@ -1,0 +1,172 @@
+"""Cleaning, tokenizing and reading translation pairs (pure Python, no TF).
+
+The rules follow d2l's `MTFra` reader, applied to each column separately:
+
+* clean: U+202F and U+00A0 become a space, the text is lowercased, and a
+  space is inserted before each of ``, . ! ?`` whose previous character is
+  not a space (nothing is inserted at position 0);
+* tokenize: split on the space character, drop empty tokens, append `<eos>`.
+
+Lines are ``source<TAB>target[<TAB>anything]``: extra columns (the attribution
+column of newer Tatoeba exports) are ignored. Lines with fewer than two
+columns, and lines whose source or target has no token, are skipped and
+counted by reason.
+"""
+
+import collections
+import re
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from textrecords import text_input
+
+PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
+RESERVED = (PAD, UNK, BOS, EOS)
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+# Reasons a line is skipped (keys of the `skipped` counter in the summary).
+SKIP_BLANK = "blank_line"
+SKIP_COLUMNS = "fewer_than_2_columns"
+SKIP_EMPTY = "empty_source_or_target"
+SKIP_REASONS = (SKIP_BLANK, SKIP_COLUMNS, SKIP_EMPTY)
+
+# The empty position before a punctuation mark whose previous character (in
+# the text being cleaned) exists and is not a space. re.sub looks behind into
+# the original string, so in "hi!!" both marks get a space: "hi ! !".
+_BEFORE_PUNCT = re.compile(r"(?<=[^ ])(?=[,.!?])")
+
+Pair = Tuple[List[str], List[str]]
+
+
+def clean(text: str) -> str:
+  """Normalises one side of a pair.
+
+  >>> clean("Va\\u202f!")
+  'va !'
+  >>> clean("Hi!! Who, me?")
+  'hi ! ! who , me ?'
+  >>> clean("...")
+  '. . .'
+  """
+  text = text.replace("\u202f", " ").replace("\u00a0", " ").lower()
+  return _BEFORE_PUNCT.sub(" ", text)
+
+
+def tokenize(cleaned: str) -> List[str]:
+  """Space-split tokens of a cleaned text, without empties, plus `<eos>`.
+
+  >>> tokenize("va  !")
+  ['va', '!', '<eos>']
+  >>> tokenize("")
+  ['<eos>']
+  """
+  tokens = [t for t in cleaned.split(" ") if t]
+  tokens.append(EOS)
+  return tokens
+
+
+def parse_line(line: str) -> Tuple[Optional[Pair], Optional[str]]:
+  """Splits, cleans and tokenizes one input line.
+
+  Returns:
+    ((source_tokens, target_tokens), None) for a usable pair, or
+    (None, reason) with reason in SKIP_REASONS.
+
+  >>> parse_line("Go.\\tVa !\\tCC-BY 2.0 (France) Attribution: tatoeba.org")
+  ((['go', '.', '<eos>'], ['va', '!', '<eos>']), None)
+  >>> parse_line("Hi.\\t ")
+  (None, 'empty_source_or_target')
+  """
+  if not line.strip(" "):
+    return None, SKIP_BLANK
+  parts = line.split("\t")
+  if len(parts) < 2:
+    return None, SKIP_COLUMNS
+  src = tokenize(clean(parts[0]))
+  tgt = tokenize(clean(parts[1]))
+  if len(src) < 2 or len(tgt) < 2:
+    return None, SKIP_EMPTY
+  return (src, tgt), None
+
+
+class PairReader:
+  """Reads pairs from files in order, counting lines and skips.
+
+  Args:
+    files: input paths, read in this order.
+    on_decode_error: "strict" | "replace" | "skip_line" (see text_input).
+    limit: stop after this many pairs (None: read everything).
+
+  Attributes (after iteration):
+    lines: lines read; skipped: Counter by reason; decode_skipped: lines
+    dropped as invalid UTF-8 (skip_line mode, counted as lines read - kept).
+  """
+
+  def __init__(self, files: Sequence[str], on_decode_error: str = "strict",
+               limit: Optional[int] = None):
+    self.files = list(files)
+    self.on_decode_error = on_decode_error
+    self.limit = limit
+    self.lines = 0
+    self.skipped = collections.Counter()
+
+  def __iter__(self) -> Iterator[Pair]:
+    kept = 0
+    for path in self.files:
+      for _, text in text_input.read_lines(path, self.on_decode_error):
+        if self.limit is not None and kept >= self.limit:
+          return
+        self.lines += 1
+        pair, reason = parse_line(text)
+        if pair is None:
+          self.skipped[reason] += 1
+          continue
+        kept += 1
+        yield pair
+
+  def skipped_dict(self) -> dict:
+    return {r: self.skipped.get(r, 0) for r in SKIP_REASONS}
+
+
+def split_sizes(total: int, num_train: int, num_val: int) -> Tuple[int, int]:
+  """How many of `total` pairs go to train and to validation.
+
+  Train is always pairs[:n_train] and validation the pairs right after it,
+  pairs[n_train:n_train + n_val].
+
+  * num_train > 0: train = the first num_train pairs; validation = the next
+    num_val pairs, or all the rest when num_val == 0.
+  * num_train == 0: train = everything except the last num_val pairs, which
+    are validation (num_val == 0 too: everything is train, no validation).
+
+  >>> split_sizes(1000, 512, 128)
+  (512, 128)
+  >>> split_sizes(1000, 512, 0)
+  (512, 488)
+  >>> split_sizes(1000, 0, 128)
+  (872, 128)
+  >>> split_sizes(100, 512, 128)
+  (100, 0)
+  """
+  if num_train > 0:
+    n_train = min(num_train, total)
+    rest = total - n_train
+    n_val = rest if num_val == 0 else min(num_val, rest)
+  else:
+    n_val = min(num_val, total)
+    n_train = total - n_val
+  return n_train, n_val
+
+
+def pairs_needed(num_train: int, num_val: int) -> Optional[int]:
+  """Pairs to read before stopping (None = the whole input)."""
+  if num_train > 0 and num_val > 0:
+    return num_train + num_val
+  return None
+
+
+def count_tokens(sentences: Iterable[Sequence[str]]) -> "collections.Counter":
+  """A Counter of tokens filled in first-occurrence order."""
+  counts = collections.Counter()
+  for s in sentences:
+    counts.update(s)
+  return counts

@@ -1,0 +1,57 @@
+"""Pairs of token-id sequences -> serialized, framed TFRecord bytes (no TF).
+
+Sharding: the records of a split are cut into `num_shards` contiguous ranges,
+shard i holding records [i*n//N, (i+1)*n//N) in input order, so reading the
+shards in name order gives the pairs in input order.
+"""
+
+from typing import List, Sequence, Tuple
+
+from textrecords import example_codec
+from textrecords import tfrecord
+
+from mt_data import schema
+
+_ENCODER = example_codec.ExampleEncoder(schema.SCHEMA)
+
+
+def encode_pair(source_ids: Sequence[int], target_ids: Sequence[int]) -> bytes:
+  """The serialized tf.train.Example of one pair.
+
+  >>> rec = encode_pair([4, 3], [5, 6, 3])
+  >>> example_codec.decode_example(rec)
+  {'source_ids': [4, 3], 'target_ids': [5, 6, 3]}
+  """
+  return _ENCODER.encode_features({
+      schema.SOURCE_IDS.name: example_codec.encode_feature(schema.SOURCE_IDS.dtype, source_ids),
+      schema.TARGET_IDS.name: example_codec.encode_feature(schema.TARGET_IDS.dtype, target_ids),
+  })
+
+
+def framed_block(sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
+                 start: int, stop: int) -> bytes:
+  """TFRecord-framed records for pairs[start:stop], concatenated."""
+  frame = tfrecord.frame
+  return b"".join(frame(encode_pair(sources[i], targets[i])) for i in range(start, stop))
+
+
+def shard_ranges(n: int, num_shards: int) -> List[Tuple[int, int]]:
+  """Contiguous [start, stop) ranges of n records over num_shards shards.
+
+  >>> shard_ranges(10, 3)
+  [(0, 3), (3, 6), (6, 10)]
+  """
+  return [(i * n // num_shards, (i + 1) * n // num_shards) for i in range(num_shards)]
+
+
+def blocks(start: int, stop: int, block: int) -> List[Tuple[int, int]]:
+  """[start, stop) cut into pieces of at most `block` records (at least one piece).
+
+  >>> blocks(0, 5, 2)
+  [(0, 2), (2, 4), (4, 5)]
+  >>> blocks(3, 3, 2)
+  [(3, 3)]
+  """
+  if stop <= start:
+    return [(start, start)]
+  return [(s, min(s + block, stop)) for s in range(start, stop, block)]

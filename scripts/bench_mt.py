@@ -1,0 +1,91 @@
+r"""Times mt_data on a whole corpus (d2l's fra.txt: 167,130 pairs).
+
+    python scripts/bench_mt.py --input_file=/path/to/fra.txt [--repeats=3]
+
+Runs `python -m mt_data.create --num_train=0` (all pairs but the last 128 as
+train, the last 128 as validation) as a subprocess, wall-clock timed, for
+--num_workers=1 and 2 (word tokenizer) and once with --tokenizer=bpe; checks
+the outputs of the worker counts are byte-identical; then reads the whole
+train split once through `mt_data.make_dataset` (batch 128, num_steps 9).
+Prints a JSON report (best of --repeats for each create timing).
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def tree_digest(d):
+  h = hashlib.sha256()
+  for name in sorted(os.listdir(d)):
+    with open(os.path.join(d, name), "rb") as f:
+      h.update(name.encode() + b"\0" + hashlib.sha256(f.read()).digest())
+  return h.hexdigest()
+
+
+def timed_create(input_file, out, extra, repeats):
+  best, summary = None, None
+  for _ in range(repeats):
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "mt_data.create", f"--input_file={input_file}",
+                        f"--output_dir={out}", "--num_train=0", "--quiet", *extra],
+                       capture_output=True, text=True, env=ENV, check=False)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+      raise SystemExit(f"error: mt_data.create failed: {p.stderr.strip().splitlines()[-1]}")
+    if best is None or wall < best:
+      best, summary = wall, json.loads(p.stdout)
+  return {"wall_s": round(best, 2), "phases_s": summary["seconds"],
+          "train_pairs": summary["splits"]["train"]["pairs"],
+          "valid_pairs": summary["splits"]["valid"]["pairs"],
+          "vocab_sizes": [summary["vocab"]["source"]["size"], summary["vocab"]["target"]["size"]],
+          "digest": tree_digest(out)}
+
+
+def read_throughput(out):
+  import mt_data  # pylint: disable=import-outside-toplevel
+  ds = mt_data.make_dataset(out, "train", 128, num_steps=9, seed=0)
+  t0 = time.monotonic()
+  n = 0
+  for _, y, _ in ds:
+    n += int(y.shape[0])
+  dt = time.monotonic() - t0
+  return {"pairs": n, "seconds": round(dt, 2), "pairs_per_s": int(n / dt)}
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--input_file", required=True)
+  p.add_argument("--repeats", type=int, default=3)
+  a = p.parse_args()
+  if not os.path.isfile(a.input_file):
+    print(f"error: --input_file={a.input_file}: no such file", file=sys.stderr)
+    return 2
+  report = {"input_file": a.input_file, "cpus": os.cpu_count()}
+  with tempfile.TemporaryDirectory() as tmp:
+    for workers in (1, 2):
+      report[f"word_workers_{workers}"] = timed_create(
+          a.input_file, os.path.join(tmp, f"w{workers}"), [f"--num_workers={workers}"],
+          a.repeats)
+    report["identical_for_any_num_workers"] = (
+        report["word_workers_1"]["digest"] == report["word_workers_2"]["digest"])
+    report["bpe_8000_workers_1"] = timed_create(
+        a.input_file, os.path.join(tmp, "bpe"), ["--tokenizer=bpe", "--vocab_size=8000",
+                                                 "--num_workers=1"], 1)
+    report["make_dataset_read"] = read_throughput(os.path.join(tmp, "w1"))
+  print(json.dumps(report, indent=1))
+  return 0 if report["identical_for_any_num_workers"] else 1
+
+
+if __name__ == "__main__":
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  sys.exit(main())

@@ -1,0 +1,162 @@
+"""mt_data.make_dataset: d2l's arrays, bucketing, shuffling, argument checks."""
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+from textrecords.errors import UserError
+
+from mt_data import config as mt_config
+from mt_data import create as mt_create
+from mt_data import vocab as mt_vocab
+
+tf = pytest.importorskip("tensorflow")
+import mt_data  # pylint: disable=wrong-import-position
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PAIRS = os.path.join(HERE, "testdata", "mt_pairs.txt")
+ROOT = os.path.dirname(HERE)
+
+
+def load_check_script():
+  spec = importlib.util.spec_from_file_location(
+      "check_mt_d2l", os.path.join(ROOT, "scripts", "check_mt_d2l.py"))
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+  d = str(tmp_path_factory.mktemp("mt") / "out")
+  mt_create.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=30,
+                                      num_val=12, num_shards=2), log=lambda m: None)
+  return d
+
+
+def all_batches(ds):
+  return [({k: v.numpy() for k, v in x.items()}, y.numpy(), w.numpy()) for x, y, w in ds]
+
+
+def test_arrays_equal_d2l_reimplementation(tmp_path):
+  check = load_check_script()
+  report = check.run_check(PAIRS, num_train=30, num_val=12, num_steps=9, min_freq=2,
+                           work_dir=str(tmp_path))
+  assert report["pairs_compared"] == 42 and report["d2l_pairs_kept"] == 43  # d2l's extra pair
+  assert report["train"]["rows"] == 30 and report["valid"]["rows"] == 12
+  assert report["equal"], report
+
+
+def test_first_rows_by_hand(out):
+  src, tgt = mt_vocab.load_codecs(out)
+  (x, y, w), = all_batches(mt_data.make_dataset(out, "train", 64, training=False))
+  assert x["source"].shape == (30, 9) and x["decoder_input"].shape == (30, 9)
+  assert x["source"].dtype == np.int32 and w.dtype == np.float32
+  pad = ["<pad>"] * 6
+  # "Go.\tVa !": "go" and "va" occur once in the 42 pairs -> <unk>.
+  assert src.id_tokens(x["source"][0]) == ["<unk>", ".", "<eos>"] + pad
+  assert tgt.id_tokens(x["decoder_input"][0]) == ["<bos>", "<unk>", "!", "<eos>"] + pad[1:]
+  assert tgt.id_tokens(y[0]) == ["<unk>", "!", "<eos>"] + pad
+  assert x["source_valid_len"][0] == 3
+  assert w[0].tolist() == [1, 1, 1, 0, 0, 0, 0, 0, 0]
+  # Row 39 is longer than 9 tokens: trimmed, no <eos>, valid_len 9 (valid split row 9).
+  (xv, yv, wv), = all_batches(mt_data.make_dataset(out, "valid", 64))
+  assert src.id_tokens(xv["source"][9]) == "i <unk> the cat is <unk> , <unk> the".split()
+  assert xv["source_valid_len"][9] == 9 and wv[9].sum() == 9
+  assert tgt.id_tokens(xv["decoder_input"][9])[1:] == tgt.id_tokens(yv[9])[:-1]
+
+
+def test_num_steps_longer_than_sequences(out):
+  (x, y, w), = all_batches(mt_data.make_dataset(out, "valid", 64, num_steps=30))
+  assert x["source"].shape == (12, 30)
+  assert (y[:, -1] == 0).all() and (w.sum(axis=1) == (y != 0).sum(axis=1)).all()
+
+
+def record_rows(out, split):
+  """Untrimmed (source, target) id rows via a fixed T larger than any sequence."""
+  (x, y, _), = all_batches(mt_data.make_dataset(out, split, 1000, num_steps=64))
+  rows = []
+  for s, t in zip(x["source"], y):
+    rows.append((tuple(s[s != 0]), tuple(t[t != 0])))
+  return rows
+
+
+@pytest.mark.parametrize("split", ["train", "valid"])
+def test_bucketing_bounds_and_nothing_dropped(out, split):
+  bounds = [5, 7, 10]
+  edges = [0] + bounds + [10 ** 9]
+  ds = mt_data.make_dataset(out, split, 4, num_steps=None, bucket_boundaries=bounds,
+                            training=False)
+  seen = []
+  for x, y, w in all_batches(ds):
+    steps = y.shape[1]
+    assert x["source"].shape[1] == steps and x["decoder_input"].shape[1] == steps
+    assert x["source"].shape[0] <= 4
+    lens = [max((s != 0).sum(), (t != 0).sum()) for s, t in zip(x["source"], y)]
+    assert steps == max(lens)                             # padded to the batch's longest
+    bucket = [i for i in range(len(edges) - 1) if edges[i] <= lens[0] < edges[i + 1]][0]
+    assert all(edges[bucket] <= n < edges[bucket + 1] for n in lens), (lens, bucket)
+    assert (x["decoder_input"][:, 0] == 2).all()
+    assert (x["decoder_input"][:, 1:] == y[:, :-1]).all()
+    assert (w == (y != 0)).all()
+    assert (x["source_valid_len"] == (x["source"] != 0).sum(axis=1)).all()
+    seen += [(tuple(s[s != 0]), tuple(t[t != 0])) for s, t in zip(x["source"], y)]
+  assert sorted(seen) == sorted(record_rows(out, split))   # every pair, once
+
+
+def test_training_shuffle_is_seeded_and_complete(out):
+  def order(seed):
+    return [tuple(r) for x, _, _ in all_batches(
+        mt_data.make_dataset(out, "train", 8, seed=seed)) for r in x["source"]]
+  a, b, c = order(1), order(1), order(2)
+  assert a == b and a != c
+  assert sorted(a) == sorted(order(None))
+  assert len(a) == 30
+
+
+def test_bucketing_training(out):
+  ds = mt_data.make_dataset(out, "train", 4, num_steps=None, bucket_boundaries=[6], seed=3)
+  assert sum(x["source"].shape[0] for x, _, _ in all_batches(ds)) == 30
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"num_steps": 0}, "num_steps=0"),
+    ({"num_steps": -3}, "num_steps=-3"),
+    ({"num_steps": None}, "num_steps=None"),
+    ({"bucket_boundaries": [5, 8]}, "num_steps=None"),
+    ({"num_steps": None, "bucket_boundaries": [8, 5]}, "strictly increasing"),
+    ({"num_steps": None, "bucket_boundaries": []}, "non-empty"),
+])
+def test_bad_arguments(out, kwargs, match):
+  with pytest.raises(ValueError, match=match) as e:
+    mt_data.make_dataset(out, "train", 4, **kwargs)
+  assert "\n" not in str(e.value)
+
+
+def test_bad_split_and_batch_size(out):
+  with pytest.raises(ValueError, match="split='test'"):
+    mt_data.make_dataset(out, "test", 4)
+  with pytest.raises(ValueError, match="batch_size=0"):
+    mt_data.make_dataset(out, "train", 0)
+
+
+def test_empty_valid_split_refused(tmp_path):
+  d = str(tmp_path / "o")
+  mt_create.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=0, num_val=0),
+                   log=lambda m: None)
+  with pytest.raises(UserError, match="'valid' split has no pairs"):
+    mt_data.make_dataset(d, "valid", 4)
+  assert sum(y.shape[0] for _, y, _ in all_batches(mt_data.make_dataset(d, "train", 16))) == 50
+
+
+def test_gzip_and_bpe_read(tmp_path):
+  d = str(tmp_path / "o")
+  mt_create.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=40, num_val=10,
+                                      tokenizer="bpe", vocab_size=100, min_freq=1,
+                                      compression="GZIP"), log=lambda m: None)
+  src, _ = mt_vocab.load_codecs(d)
+  (x, _, _), = all_batches(mt_data.make_dataset(d, "valid", 16, num_steps=40))
+  assert x["source"].shape == (10, 40)
+  assert src.decode(x["source"][-1]) == "i am not hungry ."
