@@ -86,7 +86,7 @@ def run(main: Callable):
       print("error: interrupted", file=sys.stderr)
       sys.exit(130)
     except Exception as e:  # pylint: disable=broad-except
-      if FLAGS.verbose:
+      if "verbose" in FLAGS and FLAGS.verbose:
         raise
       print(f"error: {type(e).__name__}: {e} (rerun with --verbose for a traceback)",
             file=sys.stderr)

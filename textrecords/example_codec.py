@@ -40,6 +40,14 @@ def _varint(n: int) -> bytes:
 
 def _int64_payload(values) -> bytes:
   """Packed varints of int64 values (negatives as 10-byte two's complement)."""
+  if isinstance(values, (list, tuple)):
+    if not values:
+      return b""
+    try:
+      if min(values) >= 0 and max(values) < 16384:
+        return b"".join([_SMALL[v] for v in values])
+    except TypeError:  # not plain ints: let numpy convert
+      pass
   arr = np.asarray(values, dtype=np.int64)
   if arr.size and arr.min() >= 0 and arr.max() < 128:
     return arr.astype(np.uint8).tobytes()
