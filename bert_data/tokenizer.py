@@ -260,6 +260,9 @@ def _environment_verified() -> bool:
 class _TranslationTable(dict):
   """A ``str.translate`` table filled lazily, one code point at a time.
 
+  Concurrent fills from several threads are harmless: each writes the same
+  value for a code point.
+
   Args:
     replacement: Function from a code point to its ``str.translate`` value.
   """
@@ -308,7 +311,6 @@ class _PythonPathSelector:
   """
 
   def __init__(self, verified: bool):
-    self._verified = verified
     if verified:
       codes = (code for code in range(0x80, 0x10000) if _hf_differs_on(code))
       self._bmp_pattern = re.compile(f"[{_code_ranges_pattern(codes)}]")
@@ -344,9 +346,18 @@ def _full_pipeline(vocab: Dict[str, int], do_lower_case: bool) -> Tokenizer:
   return tokenizer
 
 
-def _wordpiece_only(vocab: Dict[str, int]) -> Tokenizer:
-  """Hugging Face WordPiece over already split words (no normalizer)."""
-  return Tokenizer(_wordpiece_model(vocab))
+def _wordpiece_over_spaces(vocab: Dict[str, int]) -> Tokenizer:
+  """Hugging Face WordPiece over words joined by spaces (no normalizer).
+
+  Words from the Python basic pass hold no character that Python's
+  ``str.split()`` splits on, and every character Rust's ``is_whitespace``
+  (used by WhitespaceSplit) accepts is one of those, so splitting the joined
+  words on whitespace gives back exactly the same words. This is faster than
+  handing Hugging Face pre-tokenized lists.
+  """
+  tokenizer = Tokenizer(_wordpiece_model(vocab))
+  tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+  return tokenizer
 
 
 # ---------------------------------------------------------------- tokenizer
@@ -382,7 +393,7 @@ class WordPieceTokenizer:
       warnings.warn(
           "bert_data.tokenizer: Hugging Face table differences were not measured "
           f"for Unicode {unicodedata.unidata_version} / tokenizers "
-          f"{tokenizers.__version__}; non-ASCII lines use the slower Python pass",
+          f"{tokenizers.__version__}; every non-ASCII line takes the Python basic pass",
           RuntimeWarning, stacklevel=3)
     self.vocab_file = vocab_file
     self.do_lower_case = do_lower_case
@@ -392,7 +403,7 @@ class WordPieceTokenizer:
     self._selector = _PythonPathSelector(verified)
     self._python_basic = _PythonBasicTokenizer(do_lower_case)
     self._hf_full = _full_pipeline(vocab, do_lower_case)
-    self._hf_wordpiece = _wordpiece_only(vocab)
+    self._hf_wordpiece = _wordpiece_over_spaces(vocab)
 
   def __getstate__(self):
     return {"vocab_file": self.vocab_file, "lines": self._lines,
@@ -445,10 +456,13 @@ class WordPieceTokenizer:
   def _encoding(self, text: str):
     """The Hugging Face encoding of one text, by the path it needs."""
     if self._selector.needs_python_path(text):
-      words = self._python_basic.tokenize(text)
-      return self._hf_wordpiece.encode(words, is_pretokenized=True,
+      return self._hf_wordpiece.encode(self._python_basic_pass(text),
                                        add_special_tokens=False)
     return self._hf_full.encode(text, add_special_tokens=False)
+
+  def _python_basic_pass(self, text: str) -> str:
+    """The reference basic tokens of ``text``, joined by single spaces."""
+    return " ".join(self._python_basic.tokenize(text))
 
   def _encodings(self, texts: Sequence[str]) -> list:
     """Hugging Face encodings of many texts, in order."""
@@ -463,9 +477,8 @@ class WordPieceTokenizer:
                                                 add_special_tokens=False)
     for i, encoding in zip(fast, fast_encodings):
       results[i] = encoding
-    words = [self._python_basic.tokenize(texts[i]) for i in slow]
     slow_encodings = self._hf_wordpiece.encode_batch(
-        words, is_pretokenized=True, add_special_tokens=False)
+        [self._python_basic_pass(texts[i]) for i in slow], add_special_tokens=False)
     for i, encoding in zip(slow, slow_encodings):
       results[i] = encoding
     return results
