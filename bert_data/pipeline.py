@@ -83,6 +83,9 @@ def _init_tokenizer(tok):
 def build_corpus(config: BertConfig, tok, progress: cli.Progress) -> Corpus:
   """Reads and tokenizes all input files (tokenizing in worker processes)."""
   batches = iter_line_batches(config.input_files, config.on_decode_error)
+  if config.num_workers > 1:
+    # Worker processes are the parallelism; Hugging Face threads would oversubscribe.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
   results = parallel.ordered_map(_tokenize_batch, batches, config.num_workers,
                                  initializer=_init_tokenizer, initargs=(tok,))
 

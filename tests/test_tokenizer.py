@@ -69,11 +69,14 @@ EDGE_CASES = [
 ]
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["uncased", "cased"])
+@pytest.fixture(scope="module", params=[(True, "python"), (False, "python"), (True, "hf"),
+                                        (False, "hf")],
+                ids=["uncased", "cased", "uncased-hf", "cased-hf"])
 def pair(request):
   """(fast tokenizer, oracle) for one case mode."""
-  return (WordPieceTokenizer(VOCAB, do_lower_case=request.param),
-          ref.ReferenceTokenizer(VOCAB, do_lower_case=request.param))
+  lower, basic_pass = request.param
+  return (WordPieceTokenizer(VOCAB, do_lower_case=lower, basic_pass=basic_pass),
+          ref.ReferenceTokenizer(VOCAB, do_lower_case=lower))
 
 
 @pytest.fixture(scope="module")
@@ -190,14 +193,17 @@ def code_point_lines():
   return [f"a{chr(c)}b A{chr(c)} {chr(c)}\u0301" for c in _code_points_to_check()]
 
 
+@pytest.mark.parametrize("basic_pass", ["python", "hf"])
 @pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
-def test_every_code_point_matches_oracle(char_vocab_file, code_point_lines, do_lower_case):
-  tok = WordPieceTokenizer(char_vocab_file, do_lower_case=do_lower_case)
+def test_every_code_point_matches_oracle(char_vocab_file, code_point_lines, do_lower_case,
+                                         basic_pass):
+  tok = WordPieceTokenizer(char_vocab_file, do_lower_case=do_lower_case, basic_pass=basic_pass)
   oracle = ref.ReferenceTokenizer(char_vocab_file, do_lower_case=do_lower_case)
   lines = code_point_lines
-  selector = tok._selector  # pylint: disable=protected-access
-  fast_lines = sum(not selector.needs_python_path(line) for line in lines)
-  assert fast_lines > len(lines) // 2  # most lines exercise the Hugging Face path
+  if basic_pass == "hf":
+    selector = tok._selector  # pylint: disable=protected-access
+    fast_lines = sum(not selector.needs_python_path(line) for line in lines)
+    assert fast_lines > len(lines) // 2  # most lines exercise the Hugging Face path
   got = tok.encode_batch(lines)
   mismatches = [line for line, ids in zip(lines, got) if ids != oracle.encode(line)]
   assert not mismatches[:20]
@@ -368,7 +374,7 @@ def test_thread_safety(uncased):
 def test_unverified_environment_falls_back_to_python(monkeypatch):
   monkeypatch.setattr(tokenizer_module, "_VERIFIED_UNIDATA_VERSION", "0.0.0")
   with pytest.warns(RuntimeWarning, match="Python basic pass"):
-    tok = WordPieceTokenizer(VOCAB)
+    tok = WordPieceTokenizer(VOCAB, basic_pass="hf")
   oracle = ref.ReferenceTokenizer(VOCAB)
   assert tok._selector.needs_python_path("café")  # pylint: disable=protected-access
   assert not tok._selector.needs_python_path("cafe")  # pylint: disable=protected-access
