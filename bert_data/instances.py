@@ -74,6 +74,7 @@ def instances_from_document(d: int, document: List[List[int]], docs, rng,
     rng: a `random.Random`; the call sequence is the reference's (unless
       `exact_draws` is False, see `masking.mask_tokens`).
     clean_corpus: no document token is [CLS] or [SEP] (lets masking skip a scan).
+    mask_params: None returns unmasked instances, for batch masking.
   """
   target = max_num_tokens
   if rng.random() < short_seq_prob:
@@ -102,9 +103,12 @@ def instances_from_document(d: int, document: List[List[int]], docs, rng,
           b = [t for s in chunk[a_end:] for t in s]
         truncate_pair(a, b, max_num_tokens, rng)
         tokens = [cls_id] + a + [sep_id] + b + [sep_id]
-        output, positions, labels = masking.mask_tokens(
-            tokens, rng, mask_params, exact_draws, len(a) + 2 if clean_corpus else 0)
-        out.append(Instance(output, len(a) + 2, is_random_next, positions, labels))
+        if mask_params is None:  # the caller masks (see masking.mask_batch)
+          out.append(Instance(tokens, len(a) + 2, is_random_next, [], []))
+        else:
+          output, positions, labels = masking.mask_tokens(
+              tokens, rng, mask_params, exact_draws, len(a) + 2 if clean_corpus else 0)
+          out.append(Instance(output, len(a) + 2, is_random_next, positions, labels))
       chunk = []
       chunk_len = 0
     i += 1

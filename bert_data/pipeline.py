@@ -122,13 +122,35 @@ def _default_task(task):
   ctx: _Context = _STATE["ctx"]
   seed = ctx.config.random_seed
   writer = spill.SpillWriter(ctx.spill_dir, f"w{os.getpid()}", ctx.num_buckets)
-  encode = ctx.encoder.encode
   for d in range(d0, d1):
-    rng = seeding.rng_for(seed, dupe, d)
-    for k, inst in enumerate(_doc_instances(ctx, d, rng)):
-      writer.add(seeding.order_key(seed, dupe, d, k), encode(inst))
+    for k, rec in enumerate(_default_mode_document(ctx, dupe, d)):
+      writer.add(seeding.order_key(seed, dupe, d, k), rec)
   writer.close()
   return writer.count
+
+
+def _default_mode_document(ctx: _Context, dupe: int, d: int) -> list:
+  """Encoded instances of document d in round `dupe` (default mode).
+
+  Instances are built with a `random.Random` keyed by (seed, dupe, d); with
+  single-piece masking on a clean corpus they are masked together by
+  `masking.mask_batch` with a numpy Generator keyed by (seed, dupe, d, "mask").
+  """
+  c = ctx.config
+  rng = seeding.rng_for(c.random_seed, dupe, d)
+  if c.do_whole_word_mask or not ctx.clean:
+    return [ctx.encoder.encode(inst) for inst in _doc_instances(ctx, d, rng)]
+  insts = instances_from_document(
+      d, ctx.corpus.document(d), ctx.corpus, rng, c.max_num_tokens, c.short_seq_prob,
+      ctx.mask.cls_id, ctx.mask.sep_id, None)
+  if not insts:
+    return []
+  nrng = seeding.np_rng_for(c.random_seed, dupe, d, "mask")
+  num_as = [i.num_a for i in insts]
+  ids, lengths, positions, labels, counts = masking.mask_batch(
+      [i.tokens for i in insts], num_as, nrng, ctx.mask, c.max_seq_length)
+  return ctx.encoder.encode_arrays(ids, lengths, num_as, [i.is_random_next for i in insts],
+                                   positions, labels, counts)
 
 
 def _tasks(config: BertConfig, num_docs: int):

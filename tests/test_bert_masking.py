@@ -145,3 +145,71 @@ def test_sampled_draws_choose_positions_uniformly():
   used = [c for i, c in enumerate(counts) if i not in (0, 15, 30) and i < 30]
   assert counts[0] == counts[15] == 0
   assert max(used) / min(used) < 1.25
+
+
+def _batch(seed, b=40):
+  rng = random.Random(seed)
+  toks, num_as = [], []
+  for _ in range(b):
+    n_a, n_b = rng.randint(1, 60), rng.randint(1, 60)
+    toks.append(_tokens(rng, n_a, n_b))
+    num_as.append(n_a + 2)
+  return toks, num_as
+
+
+@given(seed=st.integers(0, 2**32), prob=st.floats(0, 1), max_pred=st.integers(0, 25))
+@settings(max_examples=60, deadline=None)
+def test_mask_batch_invariants(seed, prob, max_pred):
+  import numpy as np
+  toks, num_as = _batch(seed)
+  p = _params(prob, max_pred)
+  ids, lengths, positions, labels, counts = masking.mask_batch(
+      toks, num_as, np.random.default_rng(seed), p, 128)
+  for i, t in enumerate(toks):
+    k = int(counts[i])
+    assert k == min(max_pred, max(1, round(len(t) * prob)), len(t) - 3)
+    pos = positions[i, :k].tolist()
+    assert pos == sorted(set(pos)) and all(positions[i, k:] == 0) and all(labels[i, k:] == 0)
+    assert all(q not in (0, num_as[i] - 1, len(t) - 1) for q in pos)
+    restored = ids[i, :len(t)].tolist()
+    for q, lab in zip(pos, labels[i, :k].tolist()):
+      assert t[q] == lab
+      assert restored[q] in (MASK, lab) or restored[q] in POOL
+      restored[q] = lab
+    assert restored == t and all(ids[i, len(t):] == 0)
+
+
+def test_mask_batch_rates():
+  import numpy as np
+  kinds = {"mask": 0, "same": 0, "random": 0}
+  hits = [0] * 128
+  rng = np.random.default_rng(0)
+  for seed in range(60):
+    toks, num_as = _batch(seed)
+    ids, _, positions, labels, counts = masking.mask_batch(toks, num_as, rng, _params(), 128)
+    for i in range(len(toks)):
+      for q, lab in zip(positions[i, :counts[i]], labels[i, :counts[i]]):
+        got = ids[i, q]
+        kinds["mask" if got == MASK else "same" if got == lab else "random"] += 1
+  total = sum(kinds.values())
+  assert abs(kinds["mask"] / total - 0.8) < 0.015
+  assert abs(kinds["random"] / total - 0.1 * 55 / 56) < 0.015
+
+
+def test_encode_arrays_equals_encode():
+  import numpy as np
+  from bert_data.instances import Instance
+  from bert_data.records import BertRecordEncoder
+  toks, num_as = _batch(3)
+  toks = [[t * 500 % 30000 + (t > 3) for t in ts] for ts in toks]  # multi-byte varints
+  p = _params()
+  ids, lengths, positions, labels, counts = masking.mask_batch(
+      toks, num_as, np.random.default_rng(1), p, 128)
+  enc = BertRecordEncoder(128, 20, 30522)
+  rnd = [i % 2 == 0 for i in range(len(toks))]
+  got = enc.encode_arrays(ids, lengths, num_as, rnd, positions, labels, counts)
+  for i in range(len(toks)):
+    k, n = int(counts[i]), int(lengths[i])
+    inst = Instance(ids[i, :n].tolist(), num_as[i], rnd[i], positions[i, :k].tolist(),
+                    labels[i, :k].tolist())
+    assert got[i] == enc.encode(inst)
