@@ -47,6 +47,43 @@ def truncate_pair(a: list, b: list, max_num_tokens: int, rng) -> None:
       longer.pop()
 
 
+def truncation_counts(len_a: int, len_b: int, max_num_tokens: int):
+  """How many tokens `truncate_pair` removes from a and from b.
+
+  Which list loses a token depends only on the lengths (the longer one, b on
+  ties), not on the front/back draws, so the counts have a closed form.
+
+  >>> truncation_counts(10, 4, 8), truncation_counts(5, 5, 7), truncation_counts(3, 3, 9)
+  ((6, 0), (1, 2), (0, 0))
+  """
+  excess = len_a + len_b - max_num_tokens
+  if excess <= 0:
+    return 0, 0
+  if len_a > len_b:
+    first = min(excess, len_a - len_b)
+    da, db = first, 0
+  else:
+    first = min(excess, len_b - len_a)
+    da, db = 0, first
+  rest = excess - first
+  return da + rest // 2, db + (rest + 1) // 2
+
+
+def truncate_pair_sampled(a: list, b: list, max_num_tokens: int, rng) -> None:
+  """`truncate_pair` in distribution, with one draw per list (default mode).
+
+  Each removal is from the front or the back with equal chance, so the
+  number of front removals from a list is Binomial(removals, 1/2): the
+  popcount of that many random bits.
+  """
+  da, db = truncation_counts(len(a), len(b), max_num_tokens)
+  for lst, d in ((a, da), (b, db)):
+    if d:
+      front = bin(rng.getrandbits(d)).count("1")
+      del lst[len(lst) - (d - front):]
+      del lst[:front]
+
+
 def _random_next(d: int, docs, target_b: int, rng) -> list:
   """Tokens of B drawn from a random other document (the reference's draw)."""
   r = d
@@ -101,7 +138,10 @@ def instances_from_document(d: int, document: List[List[int]], docs, rng,
         else:
           is_random_next = False
           b = [t for s in chunk[a_end:] for t in s]
-        truncate_pair(a, b, max_num_tokens, rng)
+        if exact_draws:
+          truncate_pair(a, b, max_num_tokens, rng)
+        else:
+          truncate_pair_sampled(a, b, max_num_tokens, rng)
         tokens = [cls_id] + a + [sep_id] + b + [sep_id]
         if mask_params is None:  # the caller masks (see masking.mask_batch)
           out.append(Instance(tokens, len(a) + 2, is_random_next, [], []))

@@ -11,6 +11,8 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
+from textrecords import seeding
+
 
 _PLANS = {}
 
@@ -161,7 +163,7 @@ def mask_tokens(tokens: List[int], rng, p: MaskingParams, exact_draws: bool = Tr
   return output, [m[0] for m in masked], [m[1] for m in masked]
 
 
-def mask_batch(token_lists: Sequence[List[int]], num_as: Sequence[int], rng,
+def mask_batch(token_lists: Sequence[List[int]], num_as: Sequence[int], keys,
                p: MaskingParams, seq_len: int):
   """Vectorized single-piece masking of many instances (default mode).
 
@@ -170,11 +172,13 @@ def mask_batch(token_lists: Sequence[List[int]], num_as: Sequence[int], rng,
   non-special positions, each replaced by [MASK] (80%), itself (10%) or a
   random vocab id (10%); but all draws come from one numpy Generator in a
   few array operations. Assumes [CLS]/[SEP] only at 0, num_a - 1 and the end.
+  Instance i's draws depend only on keys[i] (counter-based, see
+  `textrecords.seeding.uniform_grid`), never on the rest of the batch.
 
   Args:
     token_lists: [CLS] A [SEP] B [SEP] ids per instance.
     num_as: segment-0 length per instance.
-    rng: a `numpy.random.Generator`.
+    keys: one uint64 key per instance (its order key).
     seq_len: the padded length (max_seq_length).
   Returns:
     (ids, lengths, positions, labels, counts): ids (B, seq_len) int64 with the
@@ -184,7 +188,7 @@ def mask_batch(token_lists: Sequence[List[int]], num_as: Sequence[int], rng,
   Example:
     >>> import numpy as np
     >>> p = MaskingParams(0.5, 3, False, 1, 2, 3, (4, 5), bytes(10))
-    >>> ids, n, pos, lab, k = mask_batch([[1, 6, 7, 2, 8, 2]], [4], np.random.default_rng(0), p, 8)
+    >>> ids, n, pos, lab, k = mask_batch([[1, 6, 7, 2, 8, 2]], [4], [12345], p, 8)
     >>> int(k[0]), all(0 < q < 5 and q != 3 for q in pos[0][:k[0]])
     (3, True)
   """
@@ -202,18 +206,19 @@ def mask_batch(token_lists: Sequence[List[int]], num_as: Sequence[int], rng,
       col[None, :] != lengths[:, None] - 1)
   counts = np.minimum(counts, candidate.sum(axis=1))
   width = max(1, maxp)
-  keys = np.where(candidate, rng.random((b, seq_len)), 2.0)
-  chosen = np.argsort(keys, axis=1, kind="stable")[:, :width]
+  keys = np.asarray(keys, np.uint64)
+  order = np.where(candidate, seeding.uniform_grid(keys, 0, seq_len), 2.0)
+  chosen = np.argsort(order, axis=1, kind="stable")[:, :width]
   used = np.arange(width)[None, :] < counts[:, None]
   positions = np.where(used, chosen, seq_len)      # unused slots sort last
   positions.sort(axis=1)
   positions = np.where(used, positions, 0)
   rows = np.arange(b)[:, None]
   labels = np.where(used, ids[rows, positions], 0)
-  u = rng.random((b, width))
-  same = rng.random((b, width)) < 0.5
+  u = seeding.uniform_grid(keys, 1, width)
+  same = seeding.uniform_grid(keys, 2, width) < 0.5
   pool = p.random_ids_array
-  random_ids = pool[rng.integers(0, len(pool), (b, width))]
+  random_ids = pool[(seeding.uniform_grid(keys, 3, width) * len(pool)).astype(np.int64)]
   replacement = np.where(u < 0.8, p.mask_id, np.where(same, labels, random_ids))
   pr, pc = np.nonzero(used)
   ids[pr, positions[pr, pc]] = replacement[pr, pc]

@@ -117,40 +117,44 @@ def _doc_instances(ctx: _Context, d: int, rng):
 
 
 def _default_task(task):
-  """Worker: instances of documents [d0, d1) in round `dupe`, spilled by order key."""
+  """Worker: instances of documents [d0, d1) in round `dupe`, spilled by order key.
+
+  Each document's instances are built with a `random.Random` keyed by
+  (seed, dupe, document); each instance's order key (seed, dupe, document, k)
+  also keys its masking draws, so the task's instances are masked and encoded
+  together as arrays without any draw depending on the task's extent.
+  """
   dupe, d0, d1 = task
   ctx: _Context = _STATE["ctx"]
-  seed = ctx.config.random_seed
+  c = ctx.config
+  seed = c.random_seed
   writer = spill.SpillWriter(ctx.spill_dir, f"w{os.getpid()}", ctx.num_buckets)
+  python_masking = c.do_whole_word_mask or not ctx.clean
+  insts, keys = [], []
   for d in range(d0, d1):
-    for k, rec in enumerate(_default_mode_document(ctx, dupe, d)):
-      writer.add(seeding.order_key(seed, dupe, d, k), rec)
+    rng = seeding.rng_for(seed, dupe, d)
+    doc_insts = instances_from_document(
+        d, ctx.corpus.document(d), ctx.corpus, rng, c.max_num_tokens, c.short_seq_prob,
+        ctx.mask.cls_id, ctx.mask.sep_id, ctx.mask if python_masking else None,
+        exact_draws=False, clean_corpus=ctx.clean)
+    insts.extend(doc_insts)
+    keys.extend(seeding.order_key(seed, dupe, d, k) for k in range(len(doc_insts)))
+  if python_masking:
+    records_ = [ctx.encoder.encode(inst) for inst in insts]
+  elif insts:
+    num_as = [i.num_a for i in insts]
+    ids, lengths, positions, labels, counts = masking.mask_batch(
+        [i.tokens for i in insts], num_as, np.asarray(keys, np.uint64), ctx.mask,
+        c.max_seq_length)
+    records_ = ctx.encoder.encode_arrays(ids, lengths, num_as,
+                                         [i.is_random_next for i in insts],
+                                         positions, labels, counts)
+  else:
+    records_ = []
+  for key, rec in zip(keys, records_):
+    writer.add(key, rec)
   writer.close()
   return writer.count
-
-
-def _default_mode_document(ctx: _Context, dupe: int, d: int) -> list:
-  """Encoded instances of document d in round `dupe` (default mode).
-
-  Instances are built with a `random.Random` keyed by (seed, dupe, d); with
-  single-piece masking on a clean corpus they are masked together by
-  `masking.mask_batch` with a numpy Generator keyed by (seed, dupe, d, "mask").
-  """
-  c = ctx.config
-  rng = seeding.rng_for(c.random_seed, dupe, d)
-  if c.do_whole_word_mask or not ctx.clean:
-    return [ctx.encoder.encode(inst) for inst in _doc_instances(ctx, d, rng)]
-  insts = instances_from_document(
-      d, ctx.corpus.document(d), ctx.corpus, rng, c.max_num_tokens, c.short_seq_prob,
-      ctx.mask.cls_id, ctx.mask.sep_id, None)
-  if not insts:
-    return []
-  nrng = seeding.np_rng_for(c.random_seed, dupe, d, "mask")
-  num_as = [i.num_a for i in insts]
-  ids, lengths, positions, labels, counts = masking.mask_batch(
-      [i.tokens for i in insts], num_as, nrng, ctx.mask, c.max_seq_length)
-  return ctx.encoder.encode_arrays(ids, lengths, num_as, [i.is_random_next for i in insts],
-                                   positions, labels, counts)
 
 
 def _tasks(config: BertConfig, num_docs: int):
@@ -185,33 +189,24 @@ def default_mode_records(ctx: _Context):
       yield b, rec
 
 
-def _framed_path(ctx: _Context, b: int) -> str:
-  return os.path.join(ctx.spill_dir, f"framed-{b:05d}")
-
-
-def _frame_bucket(b: int) -> int:
-  """Worker: sorts bucket b and writes its records TFRecord-framed; returns count."""
+def _frame_bucket(b: int):
+  """Worker: sorts bucket b; returns (count, its records TFRecord-framed)."""
   ctx: _Context = _STATE["ctx"]
   items = spill.read_bucket(ctx.spill_dir, b)
-  with open(_framed_path(ctx, b), "wb") as f:
-    f.write(b"".join([tfrecord.frame(rec) for _, rec in items]))
   for path in spill.bucket_files(ctx.spill_dir, b):
     os.remove(path)
-  return len(items)
+  return len(items), b"".join([tfrecord.frame(rec) for _, rec in items])
 
 
 def write_default_mode_shards(ctx: _Context, handles, progress: cli.Progress) -> int:
   """Frames buckets in workers, then appends them to their shards in order."""
   per_shard = ctx.num_buckets // len(handles)
-  counts = parallel.ordered_map(_frame_bucket, range(ctx.num_buckets), ctx.config.num_workers)
+  framed = parallel.ordered_map(_frame_bucket, range(ctx.num_buckets), ctx.config.num_workers)
   total = 0
-  for b, count in enumerate(counts):
+  for b, (count, data) in enumerate(framed):
     h = handles[b // per_shard]
-    path = _framed_path(ctx, b)
     if h is not None:
-      with open(path, "rb") as f:
-        h.write_framed(f.read(), count)
-    os.remove(path)
+      h.write_framed(data, count)
     total += count
     progress.update(lambda: f"written {total:,} records")
   for h in handles:

@@ -163,8 +163,11 @@ def test_mask_batch_invariants(seed, prob, max_pred):
   import numpy as np
   toks, num_as = _batch(seed)
   p = _params(prob, max_pred)
-  ids, lengths, positions, labels, counts = masking.mask_batch(
-      toks, num_as, np.random.default_rng(seed), p, 128)
+  keys = np.random.default_rng(seed).integers(0, 2**63, len(toks)).astype(np.uint64)
+  ids, lengths, positions, labels, counts = masking.mask_batch(toks, num_as, keys, p, 128)
+  # An instance's draws depend on its key only, not on the rest of the batch.
+  alone = masking.mask_batch(toks[3:4], num_as[3:4], keys[3:4], p, 128)
+  assert (alone[0][0] == ids[3]).all() and (alone[2][0] == positions[3]).all()
   for i, t in enumerate(toks):
     k = int(counts[i])
     assert k == min(max_pred, max(1, round(len(t) * prob)), len(t) - 3)
@@ -183,10 +186,10 @@ def test_mask_batch_rates():
   import numpy as np
   kinds = {"mask": 0, "same": 0, "random": 0}
   hits = [0] * 128
-  rng = np.random.default_rng(0)
   for seed in range(60):
     toks, num_as = _batch(seed)
-    ids, _, positions, labels, counts = masking.mask_batch(toks, num_as, rng, _params(), 128)
+    keys = np.arange(len(toks), dtype=np.uint64) + np.uint64(seed * 1000)
+    ids, _, positions, labels, counts = masking.mask_batch(toks, num_as, keys, _params(), 128)
     for i in range(len(toks)):
       for q, lab in zip(positions[i, :counts[i]], labels[i, :counts[i]]):
         got = ids[i, q]
@@ -204,7 +207,7 @@ def test_encode_arrays_equals_encode():
   toks = [[t * 500 % 30000 + (t > 3) for t in ts] for ts in toks]  # multi-byte varints
   p = _params()
   ids, lengths, positions, labels, counts = masking.mask_batch(
-      toks, num_as, np.random.default_rng(1), p, 128)
+      toks, num_as, np.arange(len(toks), dtype=np.uint64), p, 128)
   enc = BertRecordEncoder(128, 20, 30522)
   rnd = [i % 2 == 0 for i in range(len(toks))]
   got = enc.encode_arrays(ids, lengths, num_as, rnd, positions, labels, counts)
@@ -213,3 +216,41 @@ def test_encode_arrays_equals_encode():
     inst = Instance(ids[i, :n].tolist(), num_as[i], rnd[i], positions[i, :k].tolist(),
                     labels[i, :k].tolist())
     assert got[i] == enc.encode(inst)
+
+
+def test_mask_batch_positions_uniform():
+  import numpy as np
+  tokens = [CLS] + list(range(4, 18)) + [SEP] + list(range(4, 18)) + [SEP]
+  keys = np.arange(6000, dtype=np.uint64)
+  _, _, positions, _, counts = masking.mask_batch([tokens] * 6000, [16] * 6000, keys,
+                                                  _params(0.15, 3), 40)
+  assert (counts == 3).all()
+  hits = np.bincount(positions.ravel(), minlength=31)
+  used = [hits[i] for i in range(31) if i not in (0, 15, 30)]
+  assert hits[0] == hits[15] == hits[30] == 0
+  assert max(used) / min(used) < 1.25
+
+
+@given(la=st.integers(0, 80), lb=st.integers(0, 80), m=st.integers(1, 100))
+@settings(max_examples=300, deadline=None)
+def test_truncation_counts_match_the_loop(la, lb, m):
+  a, b = list(range(la)), list(range(100, 100 + lb))
+  instances.truncate_pair(a, b, m, random.Random(0))
+  assert instances.truncation_counts(la, lb, m) == (la - len(a), lb - len(b))
+  a2, b2 = list(range(la)), list(range(100, 100 + lb))
+  instances.truncate_pair_sampled(a2, b2, m, random.Random(1))
+  assert (len(a2), len(b2)) == (len(a), len(b))
+  # What is left is a contiguous window of each list.
+  assert a2 == list(range(a2[0], a2[0] + len(a2))) if a2 else True
+  assert b2 == list(range(b2[0], b2[0] + len(b2))) if b2 else True
+
+
+def test_sampled_truncation_front_share_is_half():
+  rng = random.Random(5)
+  fronts = []
+  for _ in range(4000):
+    a = list(range(40))
+    instances.truncate_pair_sampled(a, [], 20, rng)
+    fronts.append(a[0])
+  mean = sum(fronts) / len(fronts)
+  assert abs(mean - 10) < 0.25  # Binomial(20, 1/2) front removals

@@ -46,3 +46,35 @@ def order_key(seed: int, *key) -> int:
 def shard_of(key: int, num_shards: int) -> int:
   """The shard a record with this 64-bit order key lands in (range partition)."""
   return (key * num_shards) >> 64
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+  """SplitMix64's finalizer on a uint64 array (wrapping arithmetic)."""
+  z = (z ^ (z >> np.uint64(30))) * _M1
+  z = (z ^ (z >> np.uint64(27))) * _M2
+  return z ^ (z >> np.uint64(31))
+
+
+def uniform_grid(keys: np.ndarray, stream: int, width: int) -> np.ndarray:
+  """Counter-based uniforms in [0, 1): row i depends only on (keys[i], stream).
+
+  A vectorized stand-in for one RNG per unit: unit i's numbers are
+  SplitMix64(key_i, stream, j) for j < width, so any batch of units gives
+  each unit the same numbers.
+
+  >>> a = uniform_grid(np.array([5, 7], np.uint64), 0, 3)
+  >>> b = uniform_grid(np.array([7], np.uint64), 0, 3)
+  >>> bool((a[1] == b[0]).all()), a.shape, bool(((a >= 0) & (a < 1)).all())
+  (True, (2, 3), True)
+  """
+  keys = np.asarray(keys, np.uint64)
+  with np.errstate(over="ignore"):
+    base = _mix64(keys ^ (np.uint64(stream + 1) * _GOLDEN))
+    z = base[:, None] + (np.arange(1, width + 1, dtype=np.uint64) * _GOLDEN)[None, :]
+    bits = _mix64(z) >> np.uint64(11)
+  return bits.astype(np.float64) * (1.0 / (1 << 53))

@@ -10,9 +10,11 @@ worker process) may spill into the same folder under distinct prefixes.
 import glob
 import os
 import struct
+import zlib
 from typing import Iterator, List, Tuple
 
 _HEADER = struct.Struct("<QI")
+_CHUNK = struct.Struct("<I")
 
 
 class SpillWriter:
@@ -41,10 +43,13 @@ class SpillWriter:
       self._flush(b)
 
   def _flush(self, b: int):
+    """Appends the bucket's buffer as one zlib chunk (records are mostly
+    padding, so this cuts spill I/O several times at little CPU cost)."""
     if not self._buffers[b]:
       return
+    data = zlib.compress(b"".join(self._buffers[b]), 1)
     with open(os.path.join(self.dir, f"{self.prefix}-b{b:05d}.spill"), "ab") as f:
-      f.write(b"".join(self._buffers[b]))
+      f.write(_CHUNK.pack(len(data)) + data)
     self._buffers[b] = []
     self._sizes[b] = 0
 
@@ -68,7 +73,12 @@ def read_bucket(directory: str, bucket: int) -> List[Tuple[int, bytes]]:
   for path in bucket_files(directory, bucket):
     with open(path, "rb") as f:
       data = f.read()
-    items.extend(_parse(data))
+    pos = 0
+    while pos < len(data):
+      (n,) = _CHUNK.unpack_from(data, pos)
+      pos += _CHUNK.size
+      items.extend(_parse(zlib.decompress(data[pos:pos + n])))
+      pos += n
   items.sort()
   return items
 
