@@ -237,15 +237,15 @@ def reference_mode_records(ctx: _Context, rng: random.Random, spill_path: str,
   order = list(range(len(offsets) - 1))
   rng.shuffle(order)
   offs = np.asarray(offsets, np.int64)
-  with open(spill_path, "rb") as f:
-    data = f.read() if offs[-1] < (1 << 31) else None
+  del offsets
+  fd = os.open(spill_path, os.O_RDONLY)
+  try:
+    pread = os.pread
     for i in order:
       a, b = int(offs[i]), int(offs[i + 1])
-      if data is not None:
-        yield data[a:b]
-      else:
-        f.seek(a)
-        yield f.read(b - a)
+      yield pread(fd, b - a, a)
+  finally:
+    os.close(fd)
 
 
 # ---------------------------------------------------------------- outputs
