@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Benchmarks w2v_data against a pure-Python baseline, on PTB, in one run.
+
+The baseline implements the algorithm the way d2l's word2vec chapter does
+(Python lists, `random`, a cached `random.choices` noise generator with
+rejection, a per-example batchify into arrays); it is written here from the
+algorithm's description, not copied.
+
+Measures:
+  - create, whole processes: `python -m w2v_data.create` (both layouts) vs the
+    baseline's pipeline (read, vocab, subsample, centers/contexts, negatives);
+  - one epoch of batches (batch 512): make_dataset vs the baseline's batching;
+  - the PTB figures (sentences, vocab, 'the' before/after subsampling, centers,
+    pairs, noise distribution) against d2l's.
+
+Usage:
+  python scripts/bench_w2v.py --ptb=/path/to/ptb.train.txt [--work_dir=/tmp/bench_w2v]
+"""
+
+import argparse
+import collections
+import json
+import math
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+TARGETS = {"sentences": 42069, "vocab": 6719, "the": 50770, "the_after": 2040,
+           "keep_the": 0.0402, "centers": 342700, "pairs": 1501200,
+           "noise": {"the": 0.0197, "N": 0.0141, "of": 0.0114}}
+
+
+# --- the pure-Python baseline ------------------------------------------------------------
+
+def baseline_pipeline(path, min_freq=10, t=1e-4, max_window=5, k=5, seed=0):
+  """Returns (tokens, centers, contexts, negatives, times) computed with plain Python."""
+  rnd = random.Random(seed)
+  times = {}
+  t0 = time.perf_counter()
+  with open(path, encoding="utf-8") as f:
+    lines = f.read().split("\n")
+  sentences = [line.split() for line in lines]
+  counter = collections.Counter(tok for s in sentences for tok in s)
+  ranked = sorted(counter.items(), key=lambda kv: kv[1], reverse=True)
+  tokens = ["<unk>"] + [tok for tok, c in ranked if c >= min_freq and tok != "<unk>"]
+  index = {tok: i for i, tok in enumerate(tokens)}
+  corpus = [[index.get(tok, 0) for tok in s] for s in sentences]
+  times["read+vocab"] = time.perf_counter() - t0
+
+  t0 = time.perf_counter()
+  corpus = [[i for i in s if i != 0] for s in corpus]
+  counts = collections.Counter(i for s in corpus for i in s)
+  n = sum(counts.values())
+  subsampled = [[i for i in s if rnd.uniform(0, 1) < math.sqrt(t / counts[i] * n)]
+                for s in corpus]
+  times["subsample"] = time.perf_counter() - t0
+
+  t0 = time.perf_counter()
+  centers, contexts = [], []
+  for s in subsampled:
+    if len(s) < 2:
+      continue
+    centers += s
+    for i in range(len(s)):
+      w = rnd.randint(1, max_window)
+      idx = list(range(max(0, i - w), min(len(s), i + 1 + w)))
+      idx.remove(i)
+      contexts.append([s[j] for j in idx])
+  times["centers+contexts"] = time.perf_counter() - t0
+
+  t0 = time.perf_counter()
+  population = list(range(1, len(tokens)))
+  weights = [counts[i] ** 0.75 for i in population]
+  cache = []
+
+  def draw():
+    if not cache:
+      cache.extend(rnd.choices(population, weights, k=10000))
+    return cache.pop()
+
+  negatives = []
+  for ctx in contexts:
+    negs = []
+    while len(negs) < len(ctx) * k:
+      x = draw()
+      if x not in ctx:
+        negs.append(x)
+    negatives.append(negs)
+  times["negatives"] = time.perf_counter() - t0
+  return tokens, centers, contexts, negatives, times
+
+
+def baseline_epoch(centers, contexts, negatives, batch_size=512, seed=0):
+  """One shuffled epoch of padded batches as arrays; returns (seconds, batches)."""
+  rnd = random.Random(seed)
+  t0 = time.perf_counter()
+  order = list(range(len(centers)))
+  rnd.shuffle(order)
+  batches = 0
+  for s in range(0, len(order), batch_size):
+    batch = order[s:s + batch_size]
+    max_len = max(len(contexts[i]) + len(negatives[i]) for i in batch)
+    cs, rows, masks, labels = [], [], [], []
+    for i in batch:
+      cur = len(contexts[i]) + len(negatives[i])
+      cs.append([centers[i]])
+      rows.append(contexts[i] + negatives[i] + [0] * (max_len - cur))
+      masks.append([1] * cur + [0] * (max_len - cur))
+      labels.append([1] * len(contexts[i]) + [0] * (max_len - len(contexts[i])))
+    _ = (np.array(cs), np.array(rows), np.array(masks, np.float32),
+         np.array(labels, np.float32))
+    batches += 1
+  return time.perf_counter() - t0, batches
+
+
+# --- the benchmark -----------------------------------------------------------------------
+
+def _timed(cmd):
+  t0 = time.perf_counter()
+  p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+  wall = time.perf_counter() - t0
+  if p.returncode != 0:
+    sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr}")
+  return wall, p.stdout
+
+
+def _epochs(ds, n=2):
+  out = []
+  for _ in range(n):
+    t0 = time.perf_counter()
+    centers = 0
+    for _, y, _ in ds:
+      centers += int(y.shape[0])
+    out.append(time.perf_counter() - t0)
+  return out, centers
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--ptb", required=True, help="d2l's ptb.train.txt")
+  p.add_argument("--work_dir", default="/tmp/bench_w2v")
+  p.add_argument("--num_workers", type=int, default=None)
+  p.add_argument("--repeats", type=int, default=3, help="timed runs; the best is reported")
+  p.add_argument("--baseline_only", action="store_true", help=argparse.SUPPRESS)
+  args = p.parse_args()
+  if args.baseline_only:
+    tokens, centers, contexts, negatives, times = baseline_pipeline(args.ptb)
+    print(json.dumps({"vocab": len(tokens), "centers": len(centers),
+                      "pairs": sum(map(len, contexts)), "times": times}))
+    return
+
+  os.makedirs(args.work_dir, exist_ok=True)
+  res = {"date": time.strftime("%Y-%m-%d"), "machine": {
+      "cpus": os.cpu_count(), "python": platform.python_version(),
+      "load_avg_start": os.getloadavg()}}
+  py = sys.executable
+  workers = [] if args.num_workers is None else [f"--num_workers={args.num_workers}"]
+
+  # 1. create, whole processes; runs interleaved, best of --repeats (shared machine).
+  runs = collections.defaultdict(list)
+  for _ in range(args.repeats):
+    wall, out = _timed([py, os.path.abspath(__file__), "--baseline_only", f"--ptb={args.ptb}"])
+    runs["baseline_create"].append(wall)
+    res["baseline_create"] = json.loads(out)
+    for layout in ("sentence", "center"):
+      for extra in ([], ["--num_workers=1"]) if not workers else (workers,):
+        d = os.path.join(args.work_dir, layout)
+        wall, _ = _timed([py, "-m", "w2v_data.create", f"--input_file={args.ptb}",
+                          f"--output_dir={d}", f"--layout={layout}", "--overwrite", "--quiet",
+                          *extra])
+        key = f"create_{layout}" + ("_1worker" if extra == ["--num_workers=1"] else "")
+        runs[key].append(wall)
+        res[key] = {"bytes": sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))}
+  for key, walls in runs.items():
+    res[key].update(wall_s=min(walls), runs_s=walls)
+
+  # 2. PTB figures.
+  from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  from w2v_data import sampling  # pylint: disable=import-outside-toplevel
+  meta = json.load(open(os.path.join(args.work_dir, "sentence", "meta.json")))
+  c = corpus_lib.load_corpus([args.ptb], 10)
+  sampler = sampling.SkipGramSampler.build(c.counts, subsample_t=1e-4, max_window_size=5,
+                                           num_noise_words=5, seed=meta["seed"])
+  starts = np.r_[0, np.cumsum(c.lengths)]
+  the = c.tokens.index("the")
+  kept = np.zeros(len(c.tokens), np.int64)
+  neg_hist = np.zeros(len(c.tokens), np.int64)
+  for lo in range(0, c.num_sentences, 4096):
+    hi = min(lo + 4096, c.num_sentences)
+    b = sampler.sample(c.ids[starts[lo]:starts[hi]], c.lengths[lo:hi], np.arange(lo, hi))
+    kept += np.bincount(b.centers, minlength=len(c.tokens))
+    neg_hist += np.bincount(b.negatives, minlength=len(c.tokens))
+  probs = sampling.noise_probabilities(c.counts)
+  top = np.argsort(-probs)[:3]
+  res["ptb"] = {
+      "sentences": meta["counts"]["sentences"], "vocab": meta["vocab"]["size"],
+      "the": int(c.counts[the]), "keep_the": float(sampler.keep_prob[the]),
+      "the_after_expected": float(sampler.keep_prob[the] * c.counts[the]),
+      "the_as_center": int(kept[the]),
+      "centers": meta["counts"]["centers"], "pairs": meta["counts"]["pairs"],
+      "max_row_length": meta["counts"]["max_row_length"],
+      "noise_top": [(c.tokens[i], float(probs[i]), float(neg_hist[i] / neg_hist.sum()))
+                    for i in top],
+      "baseline_centers": res["baseline_create"]["centers"],
+      "baseline_pairs": res["baseline_create"]["pairs"]}
+
+  # 3. One epoch of batches of 512: best of --repeats epochs (after a first one).
+  tokens, centers, contexts, negatives, _ = baseline_pipeline(args.ptb)
+  base = [baseline_epoch(centers, contexts, negatives, seed=r)[0] for r in range(args.repeats)]
+  res["baseline_epoch_s"], res["baseline_epoch_runs_s"] = min(base), base
+  del tokens, centers, contexts, negatives
+  import w2v_data  # pylint: disable=import-outside-toplevel
+  for layout in ("sentence", "center"):
+    d = os.path.join(args.work_dir, layout)
+    for name, kw in (("", {}), ("_pad60", {"pad_to": 60}), ("_fresh", {"negatives": "fresh"})):
+      if layout == "center" and name:
+        continue
+      ds = w2v_data.make_dataset(d, 512, seed=0, **kw)
+      times, n = _epochs(ds, 1 + args.repeats)
+      res[f"epoch_{layout}{name}"] = {"first_s": times[0], "second_s": min(times[1:]),
+                                      "runs_s": times, "centers": n}
+  res["machine"]["load_avg_end"] = os.getloadavg()
+  with open(os.path.join(args.work_dir, "results.json"), "w") as f:
+    json.dump(res, f, indent=2)
+  _report(res)
+
+
+def _report(r):
+  b = r["baseline_create"]
+  ptb = r["ptb"]
+  print(f"# w2v_data benchmark {r['date']} (cpus {r['machine']['cpus']}, load "
+        f"{r['machine']['load_avg_start'][0]:.1f} -> {r['machine']['load_avg_end'][0]:.1f}; "
+        "best of the timed runs; epochs after a first, warm-up epoch)")
+  print("\n| step | w2v_data | baseline | speed-up |\n|---|---|---|---|")
+  for key, label in (("create_sentence", "create, sentence layout (default)"),
+                     ("create_sentence_1worker", "create, sentence layout, 1 worker"),
+                     ("create_center", "create, center layout"),
+                     ("create_center_1worker", "create, center layout, 1 worker")):
+    if key in r:
+      print(f"| {label} | {r[key]['wall_s']:.2f} s | {b['wall_s']:.2f} s | "
+            f"{b['wall_s'] / r[key]['wall_s']:.1f}x |")
+  for key, label in (("epoch_sentence", "epoch, batch 512, sentence layout"),
+                     ("epoch_sentence_pad60", "epoch, sentence layout, pad_to=60"),
+                     ("epoch_sentence_fresh", "epoch, sentence layout, fresh negatives"),
+                     ("epoch_center", "epoch, batch 512, center layout")):
+    e = r[key]
+    print(f"| {label} | {e['second_s']:.2f} s (1st epoch {e['first_s']:.2f} s) | "
+          f"{r['baseline_epoch_s']:.2f} s | {r['baseline_epoch_s'] / e['second_s']:.1f}x |")
+  print("\nbaseline phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in b["times"].items()))
+  print("\n| PTB figure | w2v_data | d2l target |\n|---|---|---|")
+  for key in ("sentences", "vocab", "the", "keep_the"):
+    print(f"| {key} | {ptb[key]:,} | {TARGETS[key]:,} |" if isinstance(ptb[key], int)
+          else f"| {key} | {ptb[key]:.4f} | {TARGETS[key]} |")
+  print(f"| 'the' after subsampling (expected) | {ptb['the_after_expected']:.0f} "
+        f"(drawn: {ptb['the_as_center']:,} as centers) | ~{TARGETS['the_after']:,} |")
+  for key in ("centers", "pairs"):
+    print(f"| {key} | {ptb[key]:,} ({100 * (ptb[key] / TARGETS[key] - 1):+.2f}%; baseline "
+          f"{ptb['baseline_' + key]:,}) | ~{TARGETS[key]:,} |")
+  for tok, prob, seen in ptb["noise_top"]:
+    print(f"| noise P({tok}) | {prob:.4f} (drawn, contexts excluded: {seen:.4f}) | "
+          f"{TARGETS['noise'].get(tok, '')} |")
+
+
+if __name__ == "__main__":
+  main()

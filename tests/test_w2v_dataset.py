@@ -1,0 +1,120 @@
+"""w2v_data.make_dataset: round trip, padding, labels/masks, fresh noise words."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from textrecords.errors import UserError
+from w2v_data import pipeline
+from w2v_data.config import W2vConfig
+
+tf = pytest.importorskip("tensorflow")
+import w2v_data  # noqa: E402  pylint: disable=wrong-import-position
+
+TINY = os.path.join(os.path.dirname(__file__), "testdata", "w2v_tiny.txt")
+K = 3
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+  base = tmp_path_factory.mktemp("w2v_ds")
+  dirs = {}
+  for layout in ("sentence", "center"):
+    d = str(base / layout)
+    pipeline.create(W2vConfig(input_file=TINY, output_dir=d, min_freq=2, subsample_t=3e-2,
+                              max_window_size=3, num_noise_words=K, random_seed=3,
+                              num_workers=1, num_shards=2, layout=layout))
+    dirs[layout] = d
+  return dirs
+
+
+def _rows(ds):
+  """[(center, contexts, noise)] of every batch, checking labels and masks."""
+  out = []
+  for x, y, w in ds:
+    center = x["center"].numpy()
+    row = x["contexts_negatives"].numpy()
+    y, w = y.numpy(), w.numpy()
+    assert center.shape == (row.shape[0], 1) and y.shape == w.shape == row.shape
+    assert x["center"].dtype == tf.int32 and y.dtype == tf.float32
+    for i in range(row.shape[0]):
+      n, m = int(y[i].sum()), int(w[i].sum())
+      assert m == (1 + K) * n and n >= 1
+      assert (y[i, :n] == 1).all() and (y[i, n:] == 0).all()
+      assert (w[i, :m] == 1).all() and (w[i, m:] == 0).all()
+      assert (row[i, m:] == 0).all() and (row[i, :m] > 0).all()
+      out.append((int(center[i, 0]), tuple(row[i, :n]), tuple(row[i, n:m])))
+  return out
+
+
+def test_eval_round_trip_both_layouts_agree(outputs):
+  rows = {layout: _rows(w2v_data.make_dataset(d, 16, training=False))
+          for layout, d in outputs.items()}
+  meta = json.load(open(os.path.join(outputs["sentence"], "meta.json")))
+  assert len(rows["sentence"]) == meta["counts"]["centers"]
+  assert rows["sentence"] == rows["center"]
+  assert sum(len(r[1]) for r in rows["sentence"]) == meta["counts"]["pairs"]
+
+
+def test_batch_max_padding_and_static_pad_to(outputs):
+  d = outputs["sentence"]
+  longest = json.load(open(os.path.join(d, "meta.json")))["counts"]["max_row_length"]
+  for x, y, _ in w2v_data.make_dataset(d, 8, training=False).take(5):
+    assert x["contexts_negatives"].shape[1] == (1 + K) * int(tf.reduce_max(tf.reduce_sum(y, 1)))
+  ds = w2v_data.make_dataset(d, 8, pad_to=longest + 4, drop_remainder=True)
+  assert ds.element_spec[0]["contexts_negatives"].shape.as_list() == [8, longest + 4]
+  _rows(ds)
+  with pytest.raises(UserError, match=f"pad_to={longest - 1} is shorter than the longest row"):
+    w2v_data.make_dataset(d, 8, pad_to=longest - 1)
+
+
+def test_training_shuffles_all_centers_deterministically(outputs):
+  d = outputs["sentence"]
+  ordered = sorted(_rows(w2v_data.make_dataset(d, 16, training=False)))
+  ds = w2v_data.make_dataset(d, 16, seed=1, shuffle_buffer=64)
+  epoch1, epoch2 = _rows(ds), _rows(ds)
+  assert sorted(epoch1) == sorted(epoch2) == ordered
+  assert epoch1 != epoch2  # reshuffled each epoch
+  assert _rows(w2v_data.make_dataset(d, 16, seed=1, shuffle_buffer=64)) == epoch1
+
+
+def test_fresh_negatives(outputs):
+  d = outputs["center"]
+  stored = sorted(_rows(w2v_data.make_dataset(d, 32, training=False)))
+  ds = w2v_data.make_dataset(d, 32, training=False, negatives="fresh", seed=4)
+  e1, e2 = _rows(ds), _rows(ds)
+  for rows in (e1, e2):
+    assert sorted((c, ctx) for c, ctx, _ in rows) == [(c, ctx) for c, ctx, _ in stored]
+    for _, ctx, noise in rows:
+      assert len(noise) == K * len(ctx) and not set(noise) & set(ctx)
+  assert e1 != e2  # new draws every epoch
+  assert _rows(w2v_data.make_dataset(d, 32, training=False, negatives="fresh", seed=4)) == e1
+  # Same distribution as the stored noise words (both count**0.75 minus contexts).
+  meta = json.load(open(os.path.join(d, "meta.json")))
+  v = meta["vocab"]["size"]
+  fresh = np.bincount([t for _, _, noise in e1 + e2 for t in noise], minlength=v)
+  kept = np.bincount([t for _, _, noise in stored for t in noise], minlength=v) * 2
+  top = np.argsort(-kept)[:8]
+  rel = np.abs(fresh[top] - kept[top]) / np.sqrt(kept[top] + fresh[top])
+  assert rel.max() < 5, (fresh[top], kept[top])
+
+
+def test_bad_arguments(outputs):
+  d = outputs["sentence"]
+  with pytest.raises(UserError, match="batch_size"):
+    w2v_data.make_dataset(d, 0)
+  with pytest.raises(UserError, match="negatives='new'"):
+    w2v_data.make_dataset(d, 4, negatives="new")
+
+
+def test_known_epoch_length(outputs):
+  for d in outputs.values():
+    meta = json.load(open(os.path.join(d, "meta.json")))
+    centers = meta["counts"]["centers"]
+    assert sum(meta["file_centers"].values()) == centers
+    ds = w2v_data.make_dataset(d, 10, seed=0)
+    assert int(ds.cardinality()) == -(-centers // 10) == sum(1 for _ in ds)
+    ds = w2v_data.make_dataset(d, 10, seed=0, drop_remainder=True)
+    assert int(ds.cardinality()) == centers // 10 == sum(1 for _ in ds)

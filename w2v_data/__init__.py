@@ -1,0 +1,12 @@
+"""w2v_data: skip-gram (word2vec) training records with subsampling and noise words.
+
+`python -m w2v_data.create` writes records; `w2v_data.make_dataset` reads them
+as `(x, y, sample_weight)` batches for Keras. Importing this package does not
+import TensorFlow.
+"""
+
+
+def make_dataset(*args, **kwargs):
+  """See `w2v_data.dataset.make_dataset` (imports TensorFlow)."""
+  from w2v_data.dataset import make_dataset as _make  # pylint: disable=import-outside-toplevel
+  return _make(*args, **kwargs)

@@ -1,0 +1,67 @@
+"""`python -m w2v_data.create`: skip-gram training records from text.
+
+Example:
+  python -m w2v_data.create --input_file=ptb.train.txt --output_dir=out/ptb_w2v \\
+      --min_freq=10 --max_window_size=5 --num_noise_words=5 --num_shards=4
+"""
+
+import sys
+
+from absl import flags
+
+from textrecords import cli
+from textrecords.errors import UserError
+from w2v_data import schema
+from w2v_data.config import SUBSAMPLE_FORMULAS
+from w2v_data.config import W2vConfig
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the flags (called only when run as a program)."""
+  flags.DEFINE_string("input_file", None, "Comma-separated text files or globs; one "
+                      "sentence per line, tokens split on whitespace.")
+  flags.DEFINE_string("output_dir", None, "Folder for train.tfrecord*, vocab.txt, meta.json.")
+  flags.DEFINE_integer("min_freq", 10, "Tokens seen fewer times map to <unk> (id 0).")
+  flags.DEFINE_float("subsample_t", 1e-4, "Subsampling threshold t.")
+  # DEFINE_string, not DEFINE_enum: config.validate() gives the one-line error.
+  flags.DEFINE_string("subsample_formula", "sqrt", "Keep probability: 'sqrt' = "
+                      "min(1, sqrt(t/f)) (d2l) or 'word2vec' = min(1, sqrt(t/f) + t/f) "
+                      f"(word2vec.c). One of {', '.join(SUBSAMPLE_FORMULAS)}.")
+  flags.DEFINE_integer("max_window_size", 5, "Context windows are uniform on 1..this.")
+  flags.DEFINE_integer("num_noise_words", 5, "K: noise words per context word.")
+  flags.DEFINE_integer("random_seed", 12345, "Seed of every per-sentence random stream.")
+  flags.DEFINE_string("layout", schema.DEFAULT_LAYOUT, "Record layout: 'sentence' (one "
+                      "record per sentence, ragged features; fastest) or 'center' (one "
+                      "record per center).")
+  cli.define_common_flags()
+
+
+def config_from_flags() -> W2vConfig:
+  return W2vConfig(
+      input_file=FLAGS.input_file or "", output_dir=FLAGS.output_dir or "",
+      min_freq=FLAGS.min_freq, subsample_t=FLAGS.subsample_t,
+      subsample_formula=FLAGS.subsample_formula, max_window_size=FLAGS.max_window_size,
+      num_noise_words=FLAGS.num_noise_words, random_seed=FLAGS.random_seed, layout=FLAGS.layout,
+      num_workers=cli.num_workers(FLAGS.num_workers), num_shards=FLAGS.num_shards,
+      compression=FLAGS.compression, overwrite=FLAGS.overwrite, resume=FLAGS.resume,
+      on_decode_error=FLAGS.on_decode_error, quiet=FLAGS.quiet).validate()
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+  from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
+  config = config_from_flags()
+  meta = pipeline.create(config)
+  c = meta["counts"]
+  if not config.quiet:
+    print(f"w2v_data: {c['sentences']:,} sentences, vocab {meta['vocab']['size']:,}, "
+          f"{c['centers']:,} centers, {c['pairs']:,} pairs -> {config.output_dir}",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+  define_flags()
+  cli.run(main)

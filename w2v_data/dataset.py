@@ -1,0 +1,289 @@
+"""`make_dataset`: w2v_data records -> (x, y, sample_weight) batches for Keras `fit`.
+
+Each batch, for B centers and rows padded to L:
+  x = {"center": int32 (B, 1), "contexts_negatives": int32 (B, L)}
+  y = float32 (B, L): 1 for context words, 0 for noise words and padding
+  sample_weight = float32 (B, L): 1 for real entries, 0 for padding
+L is the longest row of the batch (as d2l pads) or `pad_to` (static shape).
+
+Pipeline: records -> (training: shuffled) -> parsed, many centers at a time,
+into dense rows [contexts, noise words, 0...] as wide as the data's longest row
+(or pad_to), with labels and mask -> cut into batches of `batch_size` centers
+-> trimmed to the batch's longest row (pad_to=None). With the sentence layout a
+chunk of ~8 batches of sentences is parsed at once and its centers are
+shuffled in-graph before being cut into batches (`rebatch`).
+"""
+
+import os
+from typing import Optional
+
+import numpy as np
+
+from textrecords import features
+from textrecords import metadata
+from textrecords.errors import UserError
+from textrecords.tf_import import require_tf
+from w2v_data import schema
+
+NEGATIVES_MODES = ("stored", "fresh")
+CHUNK_BATCHES = 8  # sentence layout: sentences are parsed ~this many batches at a time
+
+
+def read_meta(output_dir: str) -> dict:
+  """The checked metadata of a w2v_data output folder.
+
+  Raises:
+    UserError: missing/foreign metadata, or records of an unknown schema or layout.
+  """
+  meta_path = os.path.join(output_dir, schema.META_NAME)
+  meta = metadata.read(meta_path, schema.PACKAGE)
+  try:
+    stored = features.schema_from_json(meta["schema"])
+    expected = schema.LAYOUTS[meta["layout"]]
+    for key in ("record_files", "counts", "vocab", "noise"):
+      meta[key]  # pylint: disable=pointless-statement
+  except (KeyError, TypeError) as e:
+    raise UserError(f"{meta_path}: incomplete w2v_data metadata (no {e}); rerun "
+                    "w2v_data.create") from e
+  if stored != expected:
+    raise UserError(f"{meta_path}: records have another schema than this w2v_data "
+                    f"(written by textrecords {meta.get('version')}); rerun w2v_data.create")
+  return meta
+
+
+def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
+                 pad_to: Optional[int] = None, negatives: str = "stored",
+                 seed: Optional[int] = None, shuffle_buffer: int = 16384,
+                 drop_remainder: bool = False, verify: str = "checksum",
+                 skip_corrupt: bool = False, input_context=None, log=print):
+  """A `tf.data.Dataset` of skip-gram batches from a `w2v_data.create` output.
+
+  Args:
+    output_dir: the folder with meta.json, vocab.txt and train.tfrecord*.
+    batch_size: centers per batch.
+    training: shuffle files and centers (reshuffled each epoch); False reads
+      in file order.
+    pad_to: pad rows to this static length (e.g. 60 = 2*5*(1+5)); it must be
+      at least the longest row in the data (meta counts.max_row_length).
+      None pads to each batch's longest row.
+    negatives: "stored" uses the noise words written by create; "fresh" draws
+      new ones inside tf.data every epoch (stateless, seeded by `seed`) from
+      the same count**0.75 distribution, never equal to a context of the center.
+    seed: seeds shuffling and fresh noise words (None: nondeterministic).
+    shuffle_buffer: about how many centers are mixed together (training only).
+    drop_remainder: drop the last partial batch (static batch dimension).
+    verify: "checksum" (sha256), "size" or "none" check of the files first.
+    skip_corrupt: skip (and log) files that fail the check instead of raising.
+    input_context: a `tf.distribute.InputContext`, to shard files over hosts.
+    log: where skip_corrupt messages go.
+
+  Raises:
+    UserError: bad arguments, missing/foreign/mismatched metadata, or missing,
+      truncated or changed files (naming the file).
+
+  Example:
+    >>> ds = make_dataset("out/ptb_w2v", 512, pad_to=60)  # doctest: +SKIP
+    >>> model.fit(ds, epochs=5)  # doctest: +SKIP
+  """
+  for name, value in (("batch_size", batch_size), ("shuffle_buffer", shuffle_buffer)):
+    if not _positive_int(value):
+      raise UserError(f"{name}={value!r}: must be a positive integer")
+  if pad_to is not None and not _positive_int(pad_to):
+    raise UserError(f"pad_to={pad_to!r}: must be a positive integer or None")
+  if negatives not in NEGATIVES_MODES:
+    raise UserError(f"negatives={negatives!r}: must be one of {', '.join(NEGATIVES_MODES)}")
+  meta = read_meta(output_dir)
+  meta_path = os.path.join(output_dir, schema.META_NAME)
+  counts = meta["counts"]
+  longest = max(int(counts["max_row_length"]), 1)
+  if pad_to is not None and pad_to < longest:
+    raise UserError(f"pad_to={pad_to!r} is shorter than the longest row ({longest} = "
+                    f"(1 + K) * max contexts, from {meta_path}); use pad_to >= {longest} "
+                    "or None")
+  files = metadata.verified_files(meta, meta_path, meta["record_files"], verify=verify,
+                                  skip_corrupt=skip_corrupt, log=log)
+  tf = require_tf()
+  k = int(meta["noise"]["num_noise_words"])
+  layout = meta["layout"]
+  spec = features.parse_spec(schema.LAYOUTS[layout])
+  seed2 = None if seed is None else (int(seed) * 2 + 1) % (1 << 63)
+
+  table = None
+  if negatives == "fresh" and k > 0:
+    table = _noise_table(tf, meta["vocab"]["counts"], meta["noise"]["power"])
+  width = longest if pad_to is None else pad_to
+
+  def expanded(parts, shuffle_seed=None, noise_seed=None):
+    """Final per-center tensors at full width; n kept for trimming."""
+    center, row, n = parts
+    if shuffle_seed is not None:
+      keys = tf.random.stateless_uniform(tf.shape(center), seed=shuffle_seed)
+      order = tf.argsort(keys)
+      center, row, n = tf.gather(center, order), tf.gather(row, order), tf.gather(n, order)
+    if table is not None:
+      row = _fresh_row(tf, row, n, k, table, noise_seed)
+    if width > longest:
+      row = tf.pad(row, [[0, 0], [0, width - longest]])
+    col = tf.range(width, dtype=tf.int64)[tf.newaxis, :]
+    labels = tf.cast(col < n[:, tf.newaxis], tf.float32)
+    mask = tf.cast(col < (1 + k) * n[:, tf.newaxis], tf.float32)
+    return tf.cast(center[:, tf.newaxis], tf.int32), row, labels, mask, n
+
+  def with_seeds(ds, shuffle):
+    """Zips per-element seeds for the in-graph shuffle and fresh noise words."""
+    if shuffle and table is not None:
+      return tf.data.Dataset.zip((ds, _seeds(tf, seed), _seeds(tf, seed2)))
+    if shuffle:
+      return tf.data.Dataset.zip((ds, _seeds(tf, seed)))
+    if table is not None:
+      return tf.data.Dataset.zip((ds, _seeds(tf, seed2))).map(lambda d, s: (d, None, s))
+    return ds
+
+  ds = _records(tf, files, meta.get("compression", ""), training, seed, input_context)
+  if layout == "center":
+    if training:
+      ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = with_seeds(ds.batch(batch_size, drop_remainder=drop_remainder), False)
+    parse = lambda s: _parse_centers(tf, s, spec, k, longest)  # noqa: E731
+  else:
+    # Whole sentences are read a chunk at a time; the chunk's centers are
+    # shuffled in-graph, then cut into batches of batch_size centers.
+    per_record = max(1.0, counts["centers"] / max(1, counts["records"]))
+    chunk = max(1, int(CHUNK_BATCHES * batch_size / per_record))
+    if training:
+      ds = ds.shuffle(max(1, int(shuffle_buffer / per_record)), seed=seed,
+                      reshuffle_each_iteration=True)
+    ds = with_seeds(ds.batch(chunk), training)
+    parse = lambda s: _parse_sentences(tf, s, spec, k, longest)  # noqa: E731
+  ds = ds.map(lambda s, *seeds: expanded(parse(s), *seeds),
+              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if layout != "center":
+    ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
+
+  def trimmed(center, row, labels, mask, n):
+    if pad_to is None:
+      w = (1 + k) * tf.reduce_max(tf.concat([n, [0]], 0))
+      row, labels, mask = row[:, :w], labels[:, :w], mask[:, :w]
+    return ({schema.X_CENTER: center, schema.X_CONTEXTS_NEGATIVES: row}, labels, mask)
+
+  ds = ds.map(trimmed, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  per_file = meta.get("file_centers", {})
+  names = [os.path.basename(f) for f in files]
+  if input_context is None and all(n in per_file for n in names):
+    # Known epoch length (Keras shows progress and does not warn at the epoch's end).
+    total = sum(int(per_file[n]) for n in names)
+    steps = total // batch_size if drop_remainder else -(-total // batch_size)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _positive_int(value) -> bool:
+  return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+
+
+def _records(tf, files, compression, training, seed, input_context):
+  """Serialized records of `files`; training: file order shuffled, 4 files interleaved.
+
+  A sequential interleave: the records are small, and a parallel reader costs
+  more per record than it saves.
+  """
+  if input_context is not None and input_context.num_input_pipelines > 1:
+    if len(files) < input_context.num_input_pipelines:
+      raise UserError(f"{len(files)} record files cannot be sharded over "
+                      f"{input_context.num_input_pipelines} input pipelines; rerun "
+                      "w2v_data.create with more --num_shards")
+    files = files[input_context.input_pipeline_id::input_context.num_input_pipelines]
+  comp = compression or None
+  ds = tf.data.Dataset.from_tensor_slices(files)
+  if not training or len(files) == 1:
+    return tf.data.TFRecordDataset(ds, compression_type=comp, buffer_size=1 << 20)
+  ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+  return ds.interleave(
+      lambda f: tf.data.TFRecordDataset(f, compression_type=comp, buffer_size=1 << 20),
+      cycle_length=min(4, len(files)), block_length=16)
+
+
+def _seeds(tf, seed):
+  """A stream of stateless-op seeds (shape [2]), new every epoch."""
+  return tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+
+
+def _dense_rows(tf, contexts, noise, longest):
+  """[contexts, noise words] of each center (int32), zero-padded to `longest` columns."""
+  return tf.concat([contexts, noise], axis=1).to_tensor(0, shape=[None, longest])
+
+
+def _parse_centers(tf, serialized, spec, k, longest):
+  parsed = tf.io.parse_example(serialized, spec)
+  contexts = tf.cast(parsed[schema.CONTEXTS], tf.int32)
+  noise = tf.cast(parsed[schema.NEGATIVES], tf.int32)
+  return (parsed[schema.CENTER][:, 0], _dense_rows(tf, contexts, noise, longest),
+          contexts.row_lengths())
+
+
+def _parse_sentences(tf, serialized, spec, k, longest):
+  parsed = tf.io.parse_example(serialized, spec)
+  center = parsed[schema.CENTERS].flat_values
+  n = parsed[schema.NUM_CONTEXTS].flat_values
+  contexts = tf.RaggedTensor.from_row_lengths(
+      tf.cast(parsed[schema.CONTEXTS].flat_values, tf.int32), n, validate=False)
+  noise = tf.RaggedTensor.from_row_lengths(
+      tf.cast(parsed[schema.NEGATIVES].flat_values, tf.int32), k * n, validate=False)
+  return center, _dense_rows(tf, contexts, noise, longest), n
+
+
+def _noise_table(tf, counts, power: float):
+  """An alias table (threshold, alias) for ids 1..V-1 with weight count**power."""
+  from w2v_data import sampling  # pylint: disable=import-outside-toplevel
+  c = np.asarray(counts, dtype=np.float64)
+  w = np.where(c > 0, c, 0.0) ** power
+  w[0] = 0.0
+  table = sampling.AliasTable(w / w.sum())
+  return tf.constant(table.prob, tf.float64), tf.constant(table.alias, tf.int64)
+
+
+def _fresh_row(tf, row, n, k, table, pair_seed):
+  """Replaces the stored noise words of each row by new draws.
+
+  K*n draws per row from the noise distribution (an alias table); draws equal
+  to one of the row's contexts are drawn again (stateless, seeded by
+  `pair_seed` and the round) until none is left.
+  """
+  prob, alias = table
+  vocab = tf.shape(prob, out_type=tf.int64)[0]
+  max_n = tf.reduce_max(tf.concat([n, [0]], 0))
+  batch = tf.shape(row, out_type=tf.int64)[0]
+  width = k * max_n
+  ctx_col = tf.range(max_n, dtype=tf.int64)[tf.newaxis, :]
+  contexts = tf.where(ctx_col < n[:, tf.newaxis], tf.cast(row[:, :max_n], tf.int64),
+                      tf.constant(-1, tf.int64))
+  slot_ok = tf.range(width, dtype=tf.int64)[tf.newaxis, :] < (k * n)[:, tf.newaxis]
+
+  def draw(shape, round_index):
+    s = tf.random.experimental.stateless_fold_in(pair_seed, round_index)
+    col = tf.random.stateless_uniform(shape, seed=s, minval=0, maxval=vocab, dtype=tf.int64)
+    s2 = tf.random.experimental.stateless_fold_in(s, -1)
+    frac = tf.random.stateless_uniform(shape, seed=s2, dtype=tf.float64)
+    return tf.where(frac < tf.gather(prob, col), col, tf.gather(alias, col))
+
+  def collisions(noise):
+    hit = tf.reduce_any(noise[:, :, tf.newaxis] == contexts[:, tf.newaxis, :], axis=2)
+    return tf.where(hit & slot_ok)
+
+  def body(i, noise, where):
+    new = draw(tf.shape(where, out_type=tf.int64)[:1], i + 1)
+    noise = tf.tensor_scatter_nd_update(noise, where, new)
+    return i + 1, noise, collisions(noise)
+
+  noise = draw(tf.stack([batch, width]), tf.constant(0, tf.int64))
+  _, noise, _ = tf.while_loop(lambda i, noise, where: tf.shape(where)[0] > 0, body,
+                              (tf.constant(0, tf.int64), noise, collisions(noise)),
+                              shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, None]),
+                                                tf.TensorShape([None, None])))
+  # Row = contexts, then the new noise words, then zeros.
+  cols = tf.range(tf.shape(row, out_type=tf.int64)[1], dtype=tf.int64)[tf.newaxis, :]
+  from_noise = tf.gather(noise, tf.clip_by_value(cols - n[:, tf.newaxis], 0,
+                                                 tf.maximum(width - 1, 0)), batch_dims=1)
+  return tf.where(cols < n[:, tf.newaxis], row,
+                  tf.where(cols < (1 + k) * n[:, tf.newaxis], tf.cast(from_noise, row.dtype),
+                           tf.zeros([], row.dtype)))

@@ -1,0 +1,223 @@
+"""The create run: corpus -> vocab -> sharded records + vocab.txt + meta.json."""
+
+import dataclasses
+import json
+import os
+import sys
+from typing import List, Optional
+
+import numpy as np
+
+from textrecords import __version__
+from textrecords import cli
+from textrecords import dataset_writer
+from textrecords import features
+from textrecords import metadata
+from textrecords import parallel
+from textrecords import tfrecord
+from textrecords import vocab as vocab_lib
+from textrecords.errors import UserError
+from w2v_data import corpus as corpus_lib
+from w2v_data import records
+from w2v_data import sampling
+from w2v_data import schema
+from w2v_data.config import W2vConfig
+
+CHUNK_SENTENCES = 2048  # sentences per work item (output bytes do not depend on it)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Item:
+  shard: int
+  lo: int
+  hi: int
+  last: bool     # the shard's last item
+  write: bool    # False: shard already finished (resume), only count
+
+
+_STATE = {}
+
+
+def _init_worker(ids, starts, lengths, sampler, layout):
+  _STATE.update(ids=ids, starts=starts, lengths=lengths, sampler=sampler, layout=layout)
+
+
+def encode_batch(batch: sampling.SkipGramBatch, num_noise_words: int,
+                 layout: str = schema.DEFAULT_LAYOUT) -> bytes:
+  """The framed records of a batch: one per center or one per sentence, in order."""
+  n = len(batch.centers)
+  k = num_noise_words
+  if n == 0:
+    return b""
+  if layout == "center":
+    return records.encode_int64_records([
+        (schema.CENTER, batch.centers, np.ones(n, dtype=np.int64)),
+        (schema.CONTEXTS, batch.contexts, batch.num_contexts),
+        (schema.NEGATIVES, batch.negatives, k * batch.num_contexts),
+    ])
+  # Centers come sentence by sentence: one record per run of equal `sentence`.
+  first = np.flatnonzero(np.r_[True, batch.sentence[1:] != batch.sentence[:-1]])
+  per_sentence = np.diff(np.r_[first, n])
+  contexts = np.add.reduceat(batch.num_contexts, first)
+  return records.encode_int64_records([
+      (schema.CENTERS, batch.centers, per_sentence),
+      (schema.NUM_CONTEXTS, batch.num_contexts, per_sentence),
+      (schema.CONTEXTS, batch.contexts, contexts),
+      (schema.NEGATIVES, batch.negatives, k * contexts),
+  ])
+
+
+def _work(item: _Item):
+  """Samples (and encodes) one range of sentences; runs in a worker."""
+  st = _STATE
+  sampler: sampling.SkipGramSampler = st["sampler"]
+  a, b = st["starts"][item.lo], st["starts"][item.hi]
+  batch = sampler.sample(st["ids"][a:b], st["lengths"][item.lo:item.hi],
+                         np.arange(item.lo, item.hi), with_negatives=item.write)
+  data = encode_batch(batch, sampler.num_noise_words, st["layout"]) if item.write else None
+  counts = {"centers": len(batch.centers), "pairs": batch.num_pairs,
+            "subsampled_tokens": batch.subsampled_tokens,
+            "records": len(np.unique(batch.sentence)),
+            "max_contexts": int(batch.num_contexts.max()) if len(batch.centers) else 0}
+  return item, data, counts
+
+
+def _items(num_sentences: int, num_shards: int, finished) -> List[_Item]:
+  out = []
+  for s in range(num_shards):
+    lo, hi = s * num_sentences // num_shards, (s + 1) * num_sentences // num_shards
+    bounds = list(range(lo, hi, CHUNK_SENTENCES)) + [hi]
+    if len(bounds) == 1:
+      bounds = [lo, hi]
+    for j in range(len(bounds) - 1):
+      out.append(_Item(s, bounds[j], bounds[j + 1], j == len(bounds) - 2, not finished[s]))
+  return out
+
+
+def fingerprint_of(config: W2vConfig, files) -> dict:
+  """Everything that determines the output bytes (resume keeps files only if equal)."""
+  inputs = []
+  for f in files:
+    st = os.stat(f)
+    inputs.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
+  return {"package": schema.PACKAGE, "version": __version__,
+          "flags": config.output_flags(), "inputs": inputs}
+
+
+def _log(config: W2vConfig, msg: str):
+  if not config.quiet:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def create(config: W2vConfig) -> dict:
+  """Runs the whole generation; returns the metadata written.
+
+  Raises:
+    UserError: bad flags or input, or an existing output (see --overwrite).
+  """
+  config.validate()
+  files = config.input_files()
+  out_dir = config.output_dir
+  meta_path = os.path.join(out_dir, schema.META_NAME)
+  fingerprint = fingerprint_of(config, files)
+  if config.resume and not config.overwrite and os.path.exists(meta_path):
+    old = metadata.read(meta_path, schema.PACKAGE)
+    if old.get("fingerprint") == json.loads(json.dumps(fingerprint)):
+      _log(config, f"w2v_data: {meta_path} is already complete for these inputs and flags")
+      return old
+    raise UserError(f"{meta_path} exists (a complete output of other inputs or flags); "
+                    "pass --overwrite to replace it")
+  writer = dataset_writer.DatasetWriter(meta_path, fingerprint, overwrite=config.overwrite,
+                                        resume=config.resume)
+  progress = cli.Progress(config.quiet)
+  corpus = corpus_lib.load_corpus(files, config.min_freq, config.on_decode_error)
+  progress.update(lambda: f"w2v_data: read {corpus.num_sentences:,} sentences, "
+                  f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
+  sampler = sampling.SkipGramSampler.build(
+      corpus.counts, subsample_t=config.subsample_t, max_window_size=config.max_window_size,
+      num_noise_words=config.num_noise_words, seed=config.random_seed,
+      subsample_formula=config.subsample_formula)
+
+  vocab_path = os.path.join(out_dir, schema.VOCAB_NAME)
+  vocab_bytes = vocab_lib.tokens_file_bytes(corpus.tokens)
+  if not writer.is_finished(vocab_path):
+    writer.write_bytes(vocab_path, vocab_bytes)
+  record_paths = tfrecord.shard_paths(os.path.join(out_dir, schema.RECORDS_NAME),
+                                      config.num_shards)
+  finished = [writer.is_finished(p) for p in record_paths]
+  if config.resume and any(finished):
+    _log(config, f"w2v_data: resume: keeping {sum(finished)} of {len(finished)} finished "
+         "record files")
+  starts = np.zeros(corpus.num_sentences + 1, dtype=np.int64)
+  np.cumsum(corpus.lengths, out=starts[1:])
+  totals = {"centers": 0, "pairs": 0, "subsampled_tokens": 0, "max_contexts": 0, "records": 0}
+  file_centers = [0] * config.num_shards
+  handle: Optional[dataset_writer.FileHandle] = None
+  done = 0
+  try:
+    for item, data, counts in parallel.ordered_map(
+        _work, _items(corpus.num_sentences, config.num_shards, finished), config.num_workers,
+        initializer=_init_worker, initargs=(corpus.ids, starts, corpus.lengths, sampler,
+                                             config.layout)):
+      for k in ("centers", "pairs", "subsampled_tokens", "records"):
+        totals[k] += counts[k]
+      totals["max_contexts"] = max(totals["max_contexts"], counts["max_contexts"])
+      file_centers[item.shard] += counts["centers"]
+      done += item.hi - item.lo
+      if item.write:
+        if handle is None:
+          handle = writer.open(record_paths[item.shard], config.compression)
+        handle.write(data)
+        handle.records += counts["centers" if config.layout == "center" else "records"]
+        if item.last:
+          handle.commit()
+          handle = None
+      progress.update(lambda: f"w2v_data: {done:,}/{corpus.num_sentences:,} sentences, "
+                      f"{totals['centers']:,} centers")
+  except sampling.NoNoiseWordError as e:
+    path, line = corpus.line_of[e.sentence_index]
+    raise UserError(
+        f"{path}:{line}: a center's contexts cover every one of the {len(corpus.tokens) - 1} "
+        "noise words, so no negative can be drawn; lower --min_freq or --max_window_size, or "
+        "set --num_noise_words=0") from None
+  finally:
+    if handle is not None:
+      handle.abort()
+
+  k = config.num_noise_words
+  counts = {
+      "sentences": corpus.num_sentences,
+      "raw_tokens": corpus.raw_tokens,
+      "tokens": corpus.num_tokens,
+      "subsampled_tokens": totals["subsampled_tokens"],
+      "centers": totals["centers"],
+      "records": totals["centers"] if config.layout == "center" else totals["records"],
+      "pairs": totals["pairs"],
+      "negatives": k * totals["pairs"],
+      "max_contexts": totals["max_contexts"],
+      "max_row_length": (1 + k) * totals["max_contexts"],
+  }
+
+  def build_meta(infos):
+    meta = metadata.base_meta(schema.PACKAGE)
+    meta.update({
+        "schema": features.schema_to_json(schema.LAYOUTS[config.layout]),
+        "layout": config.layout,
+        "flags": config.output_flags(),
+        "seed": config.random_seed,
+        "fingerprint": fingerprint,
+        "compression": config.compression,
+        "record_files": [os.path.basename(p) for p in record_paths],
+        "file_centers": {os.path.basename(p): n for p, n in zip(record_paths, file_centers)},
+        "vocab": {"file": schema.VOCAB_NAME, "size": len(corpus.tokens), "unk_id": 0,
+                  "sha256": vocab_lib.sha256_bytes(vocab_bytes),
+                  "counts": corpus.counts.tolist()},
+        "noise": {"power": sampling.NOISE_POWER, "num_noise_words": k},
+        "counts": counts,
+    })
+    return meta
+
+  meta = writer.finalize([vocab_path] + record_paths, build_meta)
+  progress.update(lambda: f"w2v_data: done: {counts['centers']:,} centers, "
+                  f"{counts['pairs']:,} pairs", force=True)
+  return meta
