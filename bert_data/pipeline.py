@@ -283,6 +283,11 @@ def create(config: BertConfig) -> dict:
                                           overwrite=config.overwrite, resume=config.resume)
              for m, _ in groups]
   all_paths = [p for _, ps in groups for p in ps]
+  if all(w.already_complete for w in writers):
+    meta = metadata.read(groups[0][0], package="bert_data")
+    progress.update(lambda: f"{groups[0][0]} is already complete for these inputs and flags",
+                    force=True)
+    return {k: meta["counts"][k] for k in ("documents", "tokens", "instances")}
 
   corpus = build_corpus(config, tok, progress)
   progress.update(lambda: f"read {corpus.num_docs:,} documents, "

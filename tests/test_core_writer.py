@@ -134,3 +134,12 @@ def test_expand_patterns(tmp_path):
   assert [os.path.basename(p) for p in got] == ["a.txt", "b.txt", "b.txt"]
   with pytest.raises(UserError, match="no file matches"):
     text_input.expand_patterns(f"{tmp_path}/*.md")
+
+
+def test_resume_on_complete_output(tmp_path):
+  _write(tmp_path, {"a": 1}, [[b"1"]])
+  meta = str(tmp_path / "meta.json")
+  dw = dataset_writer.DatasetWriter(meta, {"a": 1}, resume=True)
+  assert dw.already_complete
+  with pytest.raises(UserError, match="other inputs or flags"):
+    dataset_writer.DatasetWriter(meta, {"a": 2}, resume=True)

@@ -225,11 +225,16 @@ def test_sigkill_then_resume_is_byte_identical(tmp_path):
   assert [n for n in os.listdir(killed) if n.startswith(".")] == []
 
 
-def test_resume_with_other_flags_starts_over(tmp_path):
+def test_resume_with_other_flags_refuses_to_replace_complete_output(tmp_path):
   out = tmp_path / "o"
   cfg = dict(input_file=PAIRS, output_dir=str(out), num_train=30, num_val=12, num_shards=2)
   mt_create.create(mt_config.MTConfig(**cfg), log=lambda m: None)
-  s = mt_create.create(mt_config.MTConfig(**dict(cfg, min_freq=1, resume=True)),
+  before = (out / "meta.json").read_bytes()
+  with pytest.raises(UserError, match="--overwrite"):
+    mt_create.create(mt_config.MTConfig(**dict(cfg, min_freq=1, resume=True)),
+                     log=lambda m: None)
+  assert (out / "meta.json").read_bytes() == before
+  s = mt_create.create(mt_config.MTConfig(**dict(cfg, min_freq=1, overwrite=True)),
                        log=lambda m: None)
   assert s["files_kept_from_earlier_run"] == 0
   assert json.loads((out / "meta.json").read_text())["flags"]["min_freq"] == 1

@@ -47,7 +47,9 @@ class DatasetWriter:
       (inputs' sizes/mtimes, flags, version); resume keeps files only when
       it matches.
     overwrite: allow replacing an existing complete dataset.
-    resume: keep finished files of an interrupted run with the same fingerprint.
+    resume: keep finished files of an interrupted run with the same fingerprint;
+      on a complete output with the same fingerprint, `already_complete` is
+      True (nothing to do); with another fingerprint it is an error.
   """
 
   def __init__(self, meta_path: str, fingerprint: dict, *, overwrite: bool = False,
@@ -71,9 +73,22 @@ class DatasetWriter:
         raise UserError(f"cannot create output folder {self.dir}: {e.strerror}") from e
     if not os.access(self.dir, os.W_OK):
       raise UserError(f"output folder {self.dir} is not writable")
-    if os.path.exists(self.meta_path) and not (overwrite or resume):
-      raise UserError(f"{self.meta_path} exists (a complete earlier output); "
-                      "pass --overwrite to replace it")
+    self.already_complete = False
+    if os.path.exists(self.meta_path) and not overwrite:
+      if not resume:
+        raise UserError(f"{self.meta_path} exists (a complete earlier output); "
+                        "pass --overwrite to replace it")
+      if self._old_fingerprint() != self.fingerprint:
+        raise UserError(f"{self.meta_path} exists (a complete output of other inputs or "
+                        "flags); --resume would replace it: pass --overwrite instead")
+      self.already_complete = True
+
+  def _old_fingerprint(self):
+    try:
+      with open(self.meta_path, "rb") as f:
+        return json.loads(f.read().decode("utf-8")).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+      return None
 
   def _write_progress_header(self):
     w = tfrecord.AtomicWriter(self.progress_path)
@@ -167,6 +182,7 @@ class DatasetWriter:
     infos = [self.file_info(p) for p in paths]
     meta = build_meta(infos)
     meta["files"] = infos
+    meta.setdefault("fingerprint", self.fingerprint)
     old_files = self._old_listed_files()
     if os.path.exists(self.meta_path):
       os.remove(self.meta_path)
