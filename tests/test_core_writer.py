@@ -101,7 +101,8 @@ def test_seeding_is_keyed_and_stable():
 
 
 def test_spill_orders_globally(tmp_path):
-  writers = [spill.SpillWriter(str(tmp_path), f"w{i}", 4, buffer_bytes=64) for i in range(2)]
+  writers = [spill.SpillWriter(str(tmp_path), f"w{i}", 4, buffer_bytes=64, compress=i == 1)
+             for i in range(2)]
   items = [(seeding.order_key(1, i), b"r%d" % i) for i in range(300)]
   for i, (k, r) in enumerate(items):
     writers[i % 2].add(k, r)
