@@ -81,3 +81,27 @@ def test_resume_of_complete_output_keeps_it(tmp_path, big_corpus):
   r = run_cli("bert_data.create", *_args(SAMPLE_TEXT, out), "--resume")
   assert r.returncode == 0, r.stderr
   assert [tfrecord.file_sha256(p) for p in tfrecord.shard_paths(str(out), SHARDS)] == before
+
+
+def test_disk_full_keeps_earlier_output_and_leaves_no_partial_file(tmp_path, monkeypatch):
+  """ENOSPC while writing: one clear error, earlier complete output untouched."""
+  import errno
+  from bert_data import pipeline
+  from bert_data.config import BertConfig
+  from textrecords.errors import UserError
+  out = str(tmp_path / "t.tfrecord")
+  cfg = BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
+                   dupe_factor=2, num_shards=2)
+  pipeline.create(cfg)
+  before = {n: (tmp_path / n).read_bytes() for n in _visible(tmp_path)}
+
+  def full(self, data):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+  monkeypatch.setattr(tfrecord.AtomicWriter, "_raw_write", full)
+  import dataclasses
+  with pytest.raises(UserError, match="No space left"):
+    pipeline.create(dataclasses.replace(cfg, overwrite=True, random_seed=7))
+  monkeypatch.undo()
+  assert {n: (tmp_path / n).read_bytes() for n in _visible(tmp_path)} == before
+  assert [n for n in os.listdir(tmp_path) if ".tmp-" in n or "scratch" in n] == []
