@@ -6,12 +6,13 @@ run; the default mode feeds it an RNG per (dupe round, document).
 """
 
 import dataclasses
+import itertools
 from typing import List
 
 from bert_data import masking
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Instance:
   """One pretraining example, before padding.
 
@@ -26,6 +27,30 @@ class Instance:
   is_random_next: bool
   positions: List[int]
   labels: List[int]
+
+
+class FastDraws:
+  """A `random.Random` whose `randint` is one float draw (default mode only).
+
+  `a + int(random() * (b - a + 1))` is uniform on [a, b] up to a bias below
+  (b - a) / 2**53, and costs one C call instead of Python's randrange chain.
+  Other methods are the wrapped RNG's.
+
+  >>> import random
+  >>> r = FastDraws(random.Random(0))
+  >>> sorted({r.randint(1, 3) for _ in range(100)})
+  [1, 2, 3]
+  """
+  __slots__ = ("random", "getrandbits", "sample", "shuffle")
+
+  def __init__(self, rng):
+    self.random = rng.random
+    self.getrandbits = rng.getrandbits
+    self.sample = rng.sample
+    self.shuffle = rng.shuffle
+
+  def randint(self, a: int, b: int) -> int:
+    return a + int(self.random() * (b - a + 1))
 
 
 def truncate_pair(a: list, b: list, max_num_tokens: int, rng) -> None:
@@ -130,14 +155,14 @@ def instances_from_document(d: int, document: List[List[int]], docs, rng,
         a_end = 1
         if len(chunk) >= 2:
           a_end = rng.randint(1, len(chunk) - 1)
-        a = [t for s in chunk[:a_end] for t in s]
+        a = list(itertools.chain.from_iterable(chunk[:a_end]))
         if len(chunk) == 1 or rng.random() < 0.5:
           is_random_next = True
           b = _random_next(d, docs, target - len(a), rng)
           i -= len(chunk) - a_end
         else:
           is_random_next = False
-          b = [t for s in chunk[a_end:] for t in s]
+          b = list(itertools.chain.from_iterable(chunk[a_end:]))
         if exact_draws:
           truncate_pair(a, b, max_num_tokens, rng)
         else:

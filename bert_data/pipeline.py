@@ -20,7 +20,7 @@ from bert_data import masking
 from bert_data import records
 from bert_data.config import BertConfig
 from bert_data.documents import Corpus, encode_lines, iter_line_batches, read_corpus
-from bert_data.instances import instances_from_document
+from bert_data.instances import FastDraws, instances_from_document
 from textrecords import __version__
 from textrecords import cli
 from textrecords import dataset_writer
@@ -132,7 +132,7 @@ def _default_task(task):
   python_masking = c.do_whole_word_mask or not ctx.clean
   insts, keys = [], []
   for d in range(d0, d1):
-    rng = seeding.rng_for(seed, dupe, d)
+    rng = FastDraws(seeding.rng_for(seed, dupe, d))
     doc_insts = instances_from_document(
         d, ctx.corpus.document(d), ctx.corpus, rng, c.max_num_tokens, c.short_seq_prob,
         ctx.mask.cls_id, ctx.mask.sep_id, ctx.mask if python_masking else None,
