@@ -208,7 +208,12 @@ def mask_batch(token_lists: Sequence[List[int]], num_as: Sequence[int], keys,
   width = max(1, maxp)
   keys = np.asarray(keys, np.uint64)
   order = np.where(candidate, seeding.uniform_grid(keys, 0, seq_len), 2.0)
-  chosen = np.argsort(order, axis=1, kind="stable")[:, :width]
+  if width < seq_len:  # the `width` smallest keys, then in key order
+    part = np.argpartition(order, width - 1, axis=1)[:, :width]
+    chosen = np.take_along_axis(
+        part, np.argsort(np.take_along_axis(order, part, axis=1), axis=1), axis=1)
+  else:
+    chosen = np.argsort(order, axis=1)[:, :width]
   used = np.arange(width)[None, :] < counts[:, None]
   positions = np.where(used, chosen, seq_len)      # unused slots sort last
   positions.sort(axis=1)

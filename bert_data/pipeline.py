@@ -120,8 +120,8 @@ def _default_task(task):
   """Worker: instances of documents [d0, d1) in round `dupe`, spilled by order key.
 
   Each document's instances are built with a `random.Random` keyed by
-  (seed, dupe, document); each instance's order key (seed, dupe, document, k)
-  also keys its masking draws, so the task's instances are masked and encoded
+  (seed, dupe, document); the k-th instance's order key is derived from
+  (seed, dupe, document) and k, and also keys its masking draws, so the task's instances are masked and encoded
   together as arrays without any draw depending on the task's extent.
   """
   dupe, d0, d1 = task
@@ -138,20 +138,20 @@ def _default_task(task):
         ctx.mask.cls_id, ctx.mask.sep_id, ctx.mask if python_masking else None,
         exact_draws=False, clean_corpus=ctx.clean)
     insts.extend(doc_insts)
-    keys.extend(seeding.order_key(seed, dupe, d, k) for k in range(len(doc_insts)))
+    keys.append(seeding.sub_keys(seeding.order_key(seed, dupe, d), len(doc_insts)))
+  keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
   if python_masking:
     records_ = [ctx.encoder.encode(inst) for inst in insts]
   elif insts:
     num_as = [i.num_a for i in insts]
     ids, lengths, positions, labels, counts = masking.mask_batch(
-        [i.tokens for i in insts], num_as, np.asarray(keys, np.uint64), ctx.mask,
-        c.max_seq_length)
+        [i.tokens for i in insts], num_as, keys, ctx.mask, c.max_seq_length)
     records_ = ctx.encoder.encode_arrays(ids, lengths, num_as,
                                          [i.is_random_next for i in insts],
                                          positions, labels, counts)
   else:
     records_ = []
-  for key, rec in zip(keys, records_):
+  for key, rec in zip(keys.tolist(), records_):
     writer.add(key, rec)
   writer.close()
   return writer.count

@@ -108,53 +108,52 @@ class BertRecordEncoder:
                     counts) -> list:
     """Serialized Examples for a batch given as arrays (see `masking.mask_batch`).
 
-    Varints of all ids, positions and labels are packed in a few numpy
+    Varints of all ids, positions and labels are packed in one set of numpy
     operations; each record is then one `bytes.join`.
     """
-    seq_bytes, seq_off = _varint_rows(ids)
-    pos_bytes, pos_off = _varint_rows(positions)
-    lab_bytes, lab_off = _varint_rows(labels)
+    seq, pred = self._seq, self._pred
+    data, nbytes = _varints(np.concatenate([ids, positions, labels], axis=1))
+    ends = np.cumsum(np.stack([nbytes[:, :seq].sum(axis=1),
+                               nbytes[:, seq:seq + pred].sum(axis=1),
+                               nbytes[:, seq + pred:].sum(axis=1)], axis=1).ravel())
+    bounds = [0] + ends.tolist()
     hdr = self._hdr
     ids_h, pos_h, lab_h = hdr[S.INPUT_IDS], hdr[S.MASKED_LM_POSITIONS], hdr[S.MASKED_LM_IDS]
+    mask, weights, nsp = self._mask, self._weights, self._nsp
     out = []
     varint = codec._varint  # pylint: disable=protected-access
     for i, (n, na, rnd, m) in enumerate(zip(lengths.tolist(), list(num_as),
                                             list(is_random_next), counts.tolist())):
-      a, b = seq_off[i], seq_off[i + 1]
-      pa, pb = pos_off[i], pos_off[i + 1]
-      la, lb = lab_off[i], lab_off[i + 1]
+      a, b, c, d = bounds[3 * i:3 * i + 4]
       body = b"".join((
-          ids_h[b - a], seq_bytes[a:b],
-          self._mask[n],
+          ids_h[b - a], data[a:b],
+          mask[n],
           self._segments(na, n),
-          pos_h[pb - pa], pos_bytes[pa:pb],
-          lab_h[lb - la], lab_bytes[la:lb],
-          self._weights[m],
-          self._nsp[1 if rnd else 0],
+          pos_h[c - b], data[b:c],
+          lab_h[d - c], data[c:d],
+          weights[m],
+          nsp[1 if rnd else 0],
       ))
       out.append(b"\x0a" + varint(len(body)) + body)
     return out
 
 
-def _varint_rows(values: np.ndarray):
-  """Packed varints of each row of a non-negative int matrix (values < 2**21).
+def _varints(values: np.ndarray):
+  """Packed varints of a non-negative int matrix (values < 2**21), row-major.
 
-  Returns (bytes of all rows, row offsets list).
+  Returns (bytes, per-element byte counts).
 
-  >>> data, off = _varint_rows(np.array([[1, 300], [0, 20000]]))
-  >>> data.hex(), off
-  ('01ac0200a09c01', [0, 3, 7])
+  >>> data, nb = _varints(np.array([[1, 300], [0, 20000]]))
+  >>> data.hex(), nb.tolist()
+  ('01ac0200a09c01', [[1, 2], [1, 3]])
   """
   v = np.asarray(values, np.int64)
   if v.size and (v.min() < 0 or v.max() >= 1 << 21):
     raise ValueError("ids must be in [0, 2**21)")
-  nbytes = 1 + (v >= 128) + (v >= 16384)
+  nbytes = 1 + (v >= 128).astype(np.int64) + (v >= 16384)
   parts = np.empty(v.shape + (3,), np.uint8)
   parts[..., 0] = (v & 0x7F) | ((nbytes > 1) << 7)
   parts[..., 1] = ((v >> 7) & 0x7F) | ((nbytes > 2) << 7)
   parts[..., 2] = (v >> 14) & 0x7F
   keep = np.arange(3) < nbytes[..., None]
-  data = parts[keep].tobytes()
-  offsets = np.zeros(v.shape[0] + 1, np.int64)
-  np.cumsum(nbytes.sum(axis=1), out=offsets[1:])
-  return data, offsets.tolist()
+  return parts[keep].tobytes(), nbytes

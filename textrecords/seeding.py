@@ -78,3 +78,18 @@ def uniform_grid(keys: np.ndarray, stream: int, width: int) -> np.ndarray:
     z = base[:, None] + (np.arange(1, width + 1, dtype=np.uint64) * _GOLDEN)[None, :]
     bits = _mix64(z) >> np.uint64(11)
   return bits.astype(np.float64) * (1.0 / (1 << 53))
+
+
+def sub_keys(key: int, count: int) -> np.ndarray:
+  """`count` 64-bit keys derived from one key: SplitMix64(key, k) for k < count.
+
+  Used as the order keys of the k-th records of a unit whose own key comes
+  from `order_key`, in one vectorized step.
+
+  >>> ks = sub_keys(order_key(1, "doc", 3), 4)
+  >>> ks.dtype, len(set(ks.tolist())), bool((sub_keys(order_key(1, "doc", 3), 2) == ks[:2]).all())
+  (dtype('uint64'), 4, True)
+  """
+  with np.errstate(over="ignore"):
+    z = np.uint64(key) + np.arange(1, count + 1, dtype=np.uint64) * _GOLDEN
+    return _mix64(z)
