@@ -75,6 +75,19 @@ def run_measured(cmd, env=None) -> dict:
   return {"wall_s": wall, "peak_rss_mb": peak / 2**20, "stdout": out, "stderr": err}
 
 
+_SPIN = "import time\nt=time.perf_counter()\nx=0\nfor i in range(10_000_000): x += i*i\nprint(time.perf_counter()-t)"
+
+
+def parallel_capacity(n: int) -> float:
+  """How many cores' worth of pure-Python work n processes get here at once."""
+  one = float(subprocess.run([sys.executable, "-c", _SPIN], capture_output=True,
+                             text=True).stdout)
+  procs = [subprocess.Popen([sys.executable, "-c", _SPIN], stdout=subprocess.PIPE, text=True)
+           for _ in range(n)]
+  times = [float(p.communicate()[0]) for p in procs]
+  return n * one / max(times)
+
+
 def count_records(meta_path: str) -> int:
   with open(meta_path) as f:
     return json.load(f)["counts"]["records"]
@@ -171,7 +184,8 @@ def main():
             f"from {args.source}")
     mb = os.path.getsize(corpus) / 1e6
     print(f"\ndupe_factor={args.dupe_factor}, workers={args.num_workers}, "
-          f"cores={psutil.cpu_count()}")
+          f"cores={psutil.cpu_count()}, parallel capacity of {args.num_workers} processes: "
+          f"{parallel_capacity(args.num_workers):.2f} cores")
     print("| run | instances | wall s | instances/s | input MB/s | peak RSS MB | vs baseline |")
     print("|---|---|---|---|---|---|---|")
     base = None

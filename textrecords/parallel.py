@@ -4,6 +4,7 @@ Work is split into units with their own RNGs (see `seeding`), so any worker can
 process any unit. `ordered_map` returns results in input order.
 """
 
+import gc
 import multiprocessing
 import os
 from typing import Callable, Iterable, Iterator, Optional
@@ -34,5 +35,12 @@ def ordered_map(fn: Callable, items: Iterable, num_workers: int,
     for item in items:
       yield fn(item)
     return
-  with _context().Pool(num_workers, initializer=initializer, initargs=initargs) as pool:
-    yield from pool.imap(fn, items, chunksize=chunksize)
+  # Objects that exist before the fork are moved out of the collector's
+  # reach, so workers' garbage collections do not write to (and so copy) the
+  # pages they share with this process.
+  gc.freeze()
+  try:
+    with _context().Pool(num_workers, initializer=initializer, initargs=initargs) as pool:
+      yield from pool.imap(fn, items, chunksize=chunksize)
+  finally:
+    gc.unfreeze()
