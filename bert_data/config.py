@@ -4,12 +4,12 @@ import dataclasses
 from typing import Tuple
 
 from textrecords import cli
-from textrecords import tfrecord
 from textrecords.errors import UserError
+from textrecords.run_options import RunOptions
 
 
 @dataclasses.dataclass(frozen=True)
-class BertConfig:
+class BertConfig(RunOptions):
   """Settings of one `bert_data.create` run (defaults are the reference's)."""
   input_files: Tuple[str, ...]
   output_files: Tuple[str, ...]
@@ -23,13 +23,6 @@ class BertConfig:
   masked_lm_prob: float = 0.15
   short_seq_prob: float = 0.1
   reference_compatible: bool = False
-  num_workers: int = 1
-  num_shards: int = 1
-  compression: str = ""
-  overwrite: bool = False
-  resume: bool = False
-  on_decode_error: str = "strict"
-  quiet: bool = True
 
   def validate(self) -> "BertConfig":
     """Range-checks every setting; raises UserError naming the flag."""
@@ -46,15 +39,13 @@ class BertConfig:
       value = getattr(self, name)
       if not 0.0 <= value <= 1.0:
         raise UserError(f"--{name}={value}: must be a probability in [0, 1]")
-    cli.check_range("num_workers", self.num_workers, 1, 1024)
-    cli.check_range("num_shards", self.num_shards, 1, 100000)
+    self.validate_run_options()
     if len(self.output_files) > 1 and self.num_shards > 1:
       raise UserError(f"--output_file lists {len(self.output_files)} files and "
                       f"--num_shards={self.num_shards}: use one or the other")
     if self.reference_compatible and self.num_shards > 1:
       raise UserError("--reference_compatible writes the reference's files; give several "
                       "--output_file paths instead of --num_shards")
-    tfrecord.check_compression(self.compression)
     return self
 
   @property

@@ -16,6 +16,7 @@ from absl import flags
 from bert_data.config import BertConfig
 from textrecords import cli
 from textrecords import text_input
+from textrecords.run_options import run_options_from_flags
 
 FLAGS = flags.FLAGS
 
@@ -54,9 +55,7 @@ def config_from_flags() -> BertConfig:
       random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
       reference_compatible=FLAGS.reference_compatible,
-      num_workers=cli.num_workers(FLAGS.num_workers), num_shards=FLAGS.num_shards,
-      compression=FLAGS.compression, overwrite=FLAGS.overwrite, resume=FLAGS.resume,
-      on_decode_error=FLAGS.on_decode_error, quiet=FLAGS.quiet).validate()
+      **run_options_from_flags(FLAGS)).validate()
 
 
 def main(argv):

@@ -43,7 +43,7 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
                  max_predictions_per_seq: Optional[int] = None,
                  v2_names: bool = False, shuffle_buffer: int = 10000,
                  repeat: bool = False, verify: str = "size",
-                 skip_corrupt: bool = False, cycle_length: int = 8):
+                 skip_corrupt: bool = False, cycle_length: int = 8, log=print):
   """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
 
   x = {input_ids, input_mask, segment_ids, masked_lm_positions} (or
@@ -64,6 +64,7 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
       lengths the records were written with (else a clear error).
     verify: "size" (default), "checksum" (sha256 of every file) or "none".
     skip_corrupt: skip (and log) files that fail verification.
+    log: where skipped files are reported (default: print).
   Raises:
     UserError (a ValueError): missing/incomplete dataset, other package's
       records, length mismatch, corrupt file.
@@ -71,7 +72,7 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
   tf = require_tf()
   if batch_size < 1:
     raise UserError(f"batch_size={batch_size}: must be >= 1")
-  meta, files = load_metadata(file_pattern, verify, skip_corrupt)
+  meta, files = load_metadata(file_pattern, verify, skip_corrupt, log)
   for name, want in (("max_seq_length", max_seq_length),
                      ("max_predictions_per_seq", max_predictions_per_seq)):
     if want is not None and want != meta[name]:

@@ -12,7 +12,7 @@ import math
 import os
 import random
 import shutil
-from typing import Dict, List, Optional
+from typing import Dict
 
 import numpy as np
 
@@ -237,7 +237,7 @@ def reference_mode_records(ctx: _Context, rng: random.Random, spill_path: str,
   order = list(range(len(offsets) - 1))
   rng.shuffle(order)
   offs = np.asarray(offsets, np.int64)
-  del offsets
+  offsets.clear()
   fd = os.open(spill_path, os.O_RDONLY)
   try:
     pread = os.pread

@@ -4,16 +4,16 @@ import dataclasses
 from typing import Optional
 
 from textrecords import cli
-from textrecords import text_input
 from textrecords import tfrecord
 from textrecords.errors import UserError
+from textrecords.run_options import RunOptions, run_options_from_flags
 
 TOKENIZERS = ("word", "bpe")
 MAX_COUNT = 10 ** 9
 
 
 @dataclasses.dataclass(frozen=True)
-class MTConfig:
+class MTConfig(RunOptions):
   """Settings of one run (defaults are d2l's `MTFra` ones).
 
   Attributes:
@@ -33,13 +33,6 @@ class MTConfig:
   min_freq: int = 2
   tokenizer: str = "word"
   vocab_size: int = 8000
-  num_workers: int = 1
-  num_shards: int = 1
-  compression: str = ""
-  overwrite: bool = False
-  resume: bool = False
-  on_decode_error: str = "strict"
-  quiet: bool = True
 
   def validate(self) -> "MTConfig":
     """Range-checks every setting before any work; raises UserError naming the flag."""
@@ -53,12 +46,7 @@ class MTConfig:
     if self.tokenizer not in TOKENIZERS:
       raise UserError(f"--tokenizer={self.tokenizer!r}: must be one of {', '.join(TOKENIZERS)}")
     cli.check_range("vocab_size", self.vocab_size, 16, 10 ** 7)
-    cli.check_range("num_workers", self.num_workers, 1, 1024)
-    cli.check_range("num_shards", self.num_shards, 1, 100000)
-    tfrecord.check_compression(self.compression)
-    text_input.check_decode_mode(self.on_decode_error)
-    if self.overwrite and self.resume:
-      raise UserError("--overwrite and --resume exclude each other: pick one")
+    self.validate_run_options()
     return self
 
   @property
@@ -81,6 +69,4 @@ def from_flags(flags_values, num_workers: Optional[int]) -> MTConfig:
       input_file=f.input_file or "", output_dir=f.output_dir or "",
       num_train=f.num_train, num_val=f.num_val, min_freq=f.min_freq,
       tokenizer=f.tokenizer, vocab_size=f.vocab_size,
-      num_workers=num_workers, num_shards=f.num_shards,
-      compression=f.compression, overwrite=f.overwrite, resume=f.resume,
-      on_decode_error=f.on_decode_error, quiet=f.quiet)
+      **dict(run_options_from_flags(f), num_workers=num_workers))

@@ -97,7 +97,9 @@ def test_missing_metadata_and_corrupt_file(records, tmp_path):
   with pytest.raises(ValueError, match="00001-of-00002"):
     bert_data.make_dataset(out, 4, verify="checksum")
   logged = []
-  ds = bert_data.make_dataset(out, 1, training=False, verify="checksum", skip_corrupt=True)
+  ds = bert_data.make_dataset(out, 1, training=False, verify="checksum", skip_corrupt=True,
+                              log=logged.append)
+  assert len(logged) == 1 and "00001-of-00002" in logged[0]
   assert sum(1 for _ in ds) == sum(1 for _ in tfrecord.read_records(tfrecord.shard_paths(out, 2)[0]))
   open(shard, "wb").write(bytes(data[:100]))
   with pytest.raises(ValueError, match="truncated"):

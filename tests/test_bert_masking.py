@@ -5,7 +5,7 @@ import random
 from hypothesis import given, settings, strategies as st
 
 from bert_data import instances, masking
-from bert_data.documents import Corpus, CorpusBuilder, encode_lines
+from bert_data.documents import CorpusBuilder, encode_lines
 
 CLS, SEP, MASK = 1, 2, 3
 POOL = tuple(range(4, 60))
@@ -185,7 +185,6 @@ def test_mask_batch_invariants(seed, prob, max_pred):
 def test_mask_batch_rates():
   import numpy as np
   kinds = {"mask": 0, "same": 0, "random": 0}
-  hits = [0] * 128
   for seed in range(60):
     toks, num_as = _batch(seed)
     keys = np.arange(len(toks), dtype=np.uint64) + np.uint64(seed * 1000)

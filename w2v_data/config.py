@@ -5,15 +5,15 @@ from typing import Tuple
 
 from textrecords import cli
 from textrecords import text_input
-from textrecords import tfrecord
 from textrecords.errors import UserError
+from textrecords.run_options import RunOptions
 from w2v_data import schema
 
 SUBSAMPLE_FORMULAS = ("sqrt", "word2vec")
 
 
 @dataclasses.dataclass(frozen=True)
-class W2vConfig:
+class W2vConfig(RunOptions):
   """Settings of one `w2v_data.create` run (defaults are d2l's).
 
   Attributes:
@@ -37,13 +37,6 @@ class W2vConfig:
   num_noise_words: int = 5
   random_seed: int = 12345
   layout: str = "sentence"
-  num_workers: int = 1
-  num_shards: int = 1
-  compression: str = ""
-  overwrite: bool = False
-  resume: bool = False
-  on_decode_error: str = "strict"
-  quiet: bool = True
 
   def validate(self) -> "W2vConfig":
     """Range-checks every setting before any work; raises UserError naming the flag."""
@@ -62,10 +55,7 @@ class W2vConfig:
     cli.check_range("random_seed", self.random_seed, 0, (1 << 63) - 1)
     if self.layout not in schema.LAYOUTS:
       raise UserError(f"--layout={self.layout!r}: must be one of {', '.join(schema.LAYOUTS)}")
-    cli.check_range("num_workers", self.num_workers, 1, 1024)
-    cli.check_range("num_shards", self.num_shards, 1, 100000)
-    tfrecord.check_compression(self.compression)
-    text_input.check_decode_mode(self.on_decode_error)
+    self.validate_run_options()
     return self
 
   def input_files(self) -> Tuple[str, ...]:

@@ -10,6 +10,7 @@ import sys
 from absl import flags
 
 from textrecords import cli
+from textrecords.run_options import run_options_from_flags
 from textrecords.errors import UserError
 from w2v_data import schema
 from w2v_data.config import SUBSAMPLE_FORMULAS
@@ -44,9 +45,7 @@ def config_from_flags() -> W2vConfig:
       min_freq=FLAGS.min_freq, subsample_t=FLAGS.subsample_t,
       subsample_formula=FLAGS.subsample_formula, max_window_size=FLAGS.max_window_size,
       num_noise_words=FLAGS.num_noise_words, random_seed=FLAGS.random_seed, layout=FLAGS.layout,
-      num_workers=cli.num_workers(FLAGS.num_workers), num_shards=FLAGS.num_shards,
-      compression=FLAGS.compression, overwrite=FLAGS.overwrite, resume=FLAGS.resume,
-      on_decode_error=FLAGS.on_decode_error, quiet=FLAGS.quiet).validate()
+      **run_options_from_flags(FLAGS)).validate()
 
 
 def main(argv):

@@ -1,0 +1,52 @@
+"""RunOptions: the settings every generator shares (the shared CLI flags).
+
+Each package's config dataclass inherits them (keyword-only), so a run's
+workers, shards, compression, overwrite/resume and decode-error policy are
+declared, validated and read from flags in one place.
+"""
+
+import dataclasses
+
+from textrecords import cli
+from textrecords import text_input
+from textrecords import tfrecord
+from textrecords.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunOptions:
+  """Shared settings (see `cli.define_common_flags` for the flags).
+
+  Attributes:
+    num_workers: worker processes; output bytes never depend on it.
+    num_shards: output shards.
+    compression: "" or "GZIP".
+    overwrite: replace an existing complete output.
+    resume: continue an interrupted run.
+    on_decode_error: "strict", "replace" or "skip_line".
+    quiet: no progress lines.
+  """
+  num_workers: int = 1
+  num_shards: int = 1
+  compression: str = ""
+  overwrite: bool = False
+  resume: bool = False
+  on_decode_error: str = "strict"
+  quiet: bool = True
+
+  def validate_run_options(self) -> None:
+    """Range-checks the shared settings; raises UserError naming the flag."""
+    cli.check_range("num_workers", self.num_workers, 1, 1024)
+    cli.check_range("num_shards", self.num_shards, 1, 100000)
+    tfrecord.check_compression(self.compression)
+    text_input.check_decode_mode(self.on_decode_error)
+    if self.overwrite and self.resume:
+      raise UserError("--overwrite and --resume exclude each other: pick one")
+
+
+def run_options_from_flags(flag_values) -> dict:
+  """The shared settings from parsed absl flags, as constructor keywords."""
+  return dict(num_workers=cli.num_workers(flag_values.num_workers),
+              num_shards=flag_values.num_shards, compression=flag_values.compression,
+              overwrite=flag_values.overwrite, resume=flag_values.resume,
+              on_decode_error=flag_values.on_decode_error, quiet=flag_values.quiet)
