@@ -135,3 +135,16 @@ def test_keras_fit_accepts_batches(records):
                               "next_sentence": keras.losses.SparseCategoricalCrossentropy(True)})
   hist = model.fit(ds, steps_per_epoch=2, epochs=1, verbose=0)
   assert np.isfinite(hist.history["loss"][0])
+
+
+def test_gzip_records_are_detected_from_metadata(tmp_path):
+  out = str(tmp_path / "z.tfrecord")
+  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
+                             max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2,
+                             compression="GZIP"))
+  meta = json.load(open(out + ".meta.json"))
+  got = [x["input_ids"].numpy() for x, _, _ in bert_data.make_dataset(out, 1, training=False)]
+  want = [example_codec.decode_example(r)["input_ids"]
+          for r in tfrecord.read_records(out, "GZIP")]
+  assert len(got) == meta["counts"]["records"] == len(want)
+  assert all(g[0].tolist() == w for g, w in zip(got, want))
