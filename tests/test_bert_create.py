@@ -205,3 +205,38 @@ def test_existing_output_requires_overwrite(tmp_path, corpus):
   assert tfrecord.file_sha256(out) == before
   _create(out, corpus, "--overwrite", "--dupe_factor=1")
   assert tfrecord.file_sha256(out) != before
+
+
+@pytest.mark.parametrize("wwm", [False, True])
+def test_default_mode_unmasked_segments_come_from_documents(tmp_path, corpus, wwm):
+  """Un-masking a record gives [CLS] A [SEP] B [SEP] with A and B contiguous
+  runs of document tokens; NSP label 0 means B comes after A in A's document."""
+  from bert_data import pipeline
+  from bert_data.config import BertConfig
+  from bert_data.tokenizer import WordPieceTokenizer
+  out = str(tmp_path / "d.tfrecord")
+  pipeline.create(BertConfig(input_files=(corpus,), output_files=(out,), vocab_file=VOCAB,
+                             dupe_factor=2, do_whole_word_mask=wwm, num_workers=2,
+                             max_seq_length=48, max_predictions_per_seq=8))
+  tok = WordPieceTokenizer(VOCAB)
+  docs = [",".join(str(i) for line in d.split("\n") for i in tok.encode(line))
+          for d in open(corpus, encoding="utf-8").read().split("\n\n")]
+  docs = ["," + d + "," for d in docs if d]
+  n_records = 0
+  for rec in tfrecord.read_records(out):
+    ex = example_codec.decode_example(rec)
+    n = sum(ex["input_mask"])
+    ids = ex["input_ids"][:n]
+    m = int(sum(ex["masked_lm_weights"]))
+    for p, label in zip(ex["masked_lm_positions"][:m], ex["masked_lm_ids"][:m]):
+      ids[p] = label
+    sep = ids.index(102)
+    a, b = ids[1:sep], ids[sep + 1:-1]
+    assert ids[0] == 101 and ids[-1] == 102 and a and b
+    a_s, b_s = "," + ",".join(map(str, a)) + ",", "," + ",".join(map(str, b)) + ","
+    assert any(a_s in d for d in docs)
+    assert any(b_s in d for d in docs)
+    if ex["next_sentence_labels"][0] == 0:  # B follows A in A's document
+      assert any(a_s in d and d.find(b_s, d.find(a_s) + len(a_s) - 1) >= 0 for d in docs)
+    n_records += 1
+  assert n_records > 100
