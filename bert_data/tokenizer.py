@@ -34,7 +34,7 @@ import os
 import re
 import unicodedata
 import warnings
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tokenizers
 from tokenizers import Tokenizer
@@ -417,6 +417,9 @@ class WordPieceTokenizer:
     self._python_basic = _PythonBasicTokenizer(do_lower_case)
     self._hf_full = _full_pipeline(vocab, do_lower_case)
     self._hf_wordpiece = _wordpiece_over_spaces(vocab)
+    # word -> ids of its pieces. WordPiece works word by word, so caching is
+    # exact; natural text repeats words, so most lookups hit.
+    self._word_ids: Dict[str, Tuple[int, ...]] = {}
 
   def __getstate__(self):
     return {"vocab_file": self.vocab_file, "lines": self._lines,
@@ -461,11 +464,34 @@ class WordPieceTokenizer:
 
   def encode(self, text: str) -> List[int]:
     """The ids of ``tokenize(text)``."""
+    if self.basic_pass == "python":
+      return self._encode_cached(self._checked(text))
     return self._encoding(text).ids
 
   def encode_batch(self, texts: Sequence[str]) -> List[List[int]]:
-    """``[encode(t) for t in texts]``, batched over Hugging Face's threads."""
+    """``[encode(t) for t in texts]``, fast.
+
+    With the Python basic pass, word pieces come from a per-word cache
+    (Hugging Face WordPiece only for words not seen before), which is about
+    2x faster than building Hugging Face encodings for whole lines.
+    """
+    if self.basic_pass == "python":
+      return [self._encode_cached(self._checked(t)) for t in texts]
     return [encoding.ids for encoding in self._encodings(texts)]
+
+  _MAX_CACHED_WORDS = 1 << 20
+
+  def _encode_cached(self, text: str) -> List[int]:
+    cache = self._word_ids
+    out: List[int] = []
+    for word in self._python_basic.tokenize(text):
+      ids = cache.get(word)
+      if ids is None:
+        ids = tuple(self._hf_wordpiece.encode(word, add_special_tokens=False).ids)
+        if len(cache) < self._MAX_CACHED_WORDS:
+          cache[word] = ids
+      out += ids
+    return out
 
   def _needs_python_path(self, text: str) -> bool:
     if self.basic_pass == "python":
