@@ -189,24 +189,33 @@ def default_mode_records(ctx: _Context):
       yield b, rec
 
 
-def _frame_bucket(b: int):
-  """Worker: sorts bucket b; returns (count, its records TFRecord-framed)."""
+def _framed_path(ctx: _Context, b: int) -> str:
+  return os.path.join(ctx.spill_dir, f"framed-{b:05d}")
+
+
+def _frame_bucket(b: int) -> int:
+  """Worker: sorts bucket b into a file of framed records; returns its count."""
   ctx: _Context = _STATE["ctx"]
   items = spill.read_bucket(ctx.spill_dir, b)
   for path in spill.bucket_files(ctx.spill_dir, b):
     os.remove(path)
-  return len(items), b"".join([tfrecord.frame(rec) for _, rec in items])
+  frame = tfrecord.frame
+  with open(_framed_path(ctx, b), "wb") as f:
+    f.write(b"".join([frame(rec) for _, rec in items]))
+  return len(items)
 
 
 def write_default_mode_shards(ctx: _Context, handles, progress: cli.Progress) -> int:
   """Frames buckets in workers, then appends them to their shards in order."""
   per_shard = ctx.num_buckets // len(handles)
-  framed = parallel.ordered_map(_frame_bucket, range(ctx.num_buckets), ctx.config.num_workers)
+  counts = parallel.ordered_map(_frame_bucket, range(ctx.num_buckets), ctx.config.num_workers)
   total = 0
-  for b, (count, data) in enumerate(framed):
+  for b, count in enumerate(counts):
     h = handles[b // per_shard]
+    path = _framed_path(ctx, b)
     if h is not None:
-      h.write_framed(data, count)
+      h.append_framed_file(path, count)
+    os.remove(path)
     total += count
     progress.update(lambda: f"written {total:,} records")
   for h in handles:

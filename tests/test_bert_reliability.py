@@ -98,7 +98,11 @@ def test_disk_full_keeps_earlier_output_and_leaves_no_partial_file(tmp_path, mon
   def full(self, data):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
+  def full_copy(*args):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
   monkeypatch.setattr(tfrecord.AtomicWriter, "_raw_write", full)
+  monkeypatch.setattr(os, "copy_file_range", full_copy, raising=False)
   import dataclasses
   with pytest.raises(UserError, match="No space left"):
     pipeline.create(dataclasses.replace(cfg, overwrite=True, random_seed=7))
