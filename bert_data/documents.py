@@ -58,13 +58,21 @@ class Corpus:
   def tokens_from(self, d: int, start: int, min_tokens: int) -> List[int]:
     """Segments start, start+1, ... of document d, concatenated, stopping once
     at least `min_tokens` are taken (or at the document's end)."""
+    t0, t1 = self.span_from(d, start, min_tokens)
+    return self.tokens[t0:t1].tolist()
+
+  def span_from(self, d: int, start: int, min_tokens: int):
+    """As `tokens_from`, as a range [t0, t1) of `tokens`."""
     s0 = int(self.doc_starts[d]) + start
     s_end = int(self.doc_starts[d + 1])
     t0 = int(self.seg_starts[s0])
     ends = self.seg_starts[s0 + 1:s_end + 1]
     k = int(np.searchsorted(ends, t0 + max(min_tokens, 1), side="left"))
-    t1 = int(ends[min(k, len(ends) - 1)])
-    return self.tokens[t0:t1].tolist()
+    return t0, int(ends[min(k, len(ends) - 1)])
+
+  def segment_bounds(self, d: int) -> List[int]:
+    """Document d's segment boundaries as offsets into `tokens` (n + 1 values)."""
+    return self.seg_starts[int(self.doc_starts[d]):int(self.doc_starts[d + 1]) + 1].tolist()
 
   def reordered(self, order: Sequence[int]) -> "Corpus":
     """The same documents in another order (order[i] = old index of new doc i)."""

@@ -120,6 +120,67 @@ def _random_next(d: int, docs, target_b: int, rng) -> list:
   return docs.tokens_from(r, start, target_b)
 
 
+def spans_from_document(d: int, bounds: List[int], docs, rng, max_num_tokens: int,
+                        short_seq_prob: float) -> list:
+  """Default mode's instances of document d as token ranges, not lists.
+
+  Makes exactly the RNG calls of `instances_from_document(...,
+  mask_params=None, exact_draws=False)` and describes the same instances:
+  segment A is tokens[a0:a1] and B is tokens[b0:b1] of the corpus token array
+  (after truncation both are still contiguous ranges), so they can be
+  gathered into an id matrix with array code.
+
+  Args:
+    bounds: the document's segment boundaries in the corpus token array
+      (`Corpus.segment_bounds(d)`).
+    docs: the corpus (for `num_docs`, `num_segments`, `span_from`).
+    rng: a `random.Random` or `FastDraws`.
+  Returns:
+    [(a0, a1, b0, b1, is_random_next)].
+  """
+  target = max_num_tokens
+  if rng.random() < short_seq_prob:
+    target = rng.randint(2, max_num_tokens)
+  out = []
+  n = len(bounds) - 1
+  chunk_start = 0
+  chunk_len = 0
+  i = 0
+  while i < n:
+    chunk_len += bounds[i + 1] - bounds[i]
+    if i == n - 1 or chunk_len >= target:
+      nseg = i - chunk_start + 1
+      a_end = 1
+      if nseg >= 2:
+        a_end = rng.randint(1, nseg - 1)
+      a0, a1 = bounds[chunk_start], bounds[chunk_start + a_end]
+      if nseg == 1 or rng.random() < 0.5:
+        is_random_next = True
+        r = d
+        for _ in range(10):
+          r = rng.randint(0, docs.num_docs - 1)
+          if r != d:
+            break
+        start = rng.randint(0, docs.num_segments(r) - 1)
+        b0, b1 = docs.span_from(r, start, target - (a1 - a0))
+        i -= nseg - a_end
+      else:
+        is_random_next = False
+        b0, b1 = a1, bounds[i + 1]
+      da, db = truncation_counts(a1 - a0, b1 - b0, max_num_tokens)
+      if da:
+        front = bin(rng.getrandbits(da)).count("1")
+        a0, a1 = a0 + front, a1 - (da - front)
+      if db:
+        front = bin(rng.getrandbits(db)).count("1")
+        b0, b1 = b0 + front, b1 - (db - front)
+      out.append((a0, a1, b0, b1, is_random_next))
+      chunk_start = i + 1
+      chunk_len = 0
+    i += 1
+  return out
+
+
 def instances_from_document(d: int, document: List[List[int]], docs, rng,
                             max_num_tokens: int,
                             short_seq_prob: float, cls_id: int, sep_id: int,

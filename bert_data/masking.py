@@ -163,6 +163,31 @@ def mask_tokens(tokens: List[int], rng, p: MaskingParams, exact_draws: bool = Tr
   return output, [m[0] for m in masked], [m[1] for m in masked]
 
 
+def spans_to_ids(tokens: np.ndarray, spans: np.ndarray, cls_id: int, sep_id: int,
+                 seq_len: int):
+  """[CLS] A [SEP] B [SEP] id rows from (a0, a1, b0, b1) ranges of `tokens`.
+
+  Returns (ids (B, seq_len) int64 zero-padded, lengths, num_as).
+
+  >>> ids, n, na = spans_to_ids(np.arange(10, 20), np.array([[0, 2, 5, 6]]), 1, 2, 8)
+  >>> ids.tolist(), n.tolist(), na.tolist()
+  ([[1, 10, 11, 2, 15, 2, 0, 0]], [6], [4])
+  """
+  a0, a1, b0, b1 = (spans[:, k:k + 1].astype(np.int64) for k in range(4))
+  la, lb = a1 - a0, b1 - b0
+  col = np.arange(seq_len)[None, :]
+  ids = np.zeros((len(spans), seq_len), np.int64)
+  in_a = (col >= 1) & (col <= la)
+  ids[in_a] = tokens[(a0 + col - 1)[in_a]]
+  b_first = la + 2
+  in_b = (col >= b_first) & (col < b_first + lb)
+  ids[in_b] = tokens[(b0 + col - b_first)[in_b]]
+  ids[:, 0] = cls_id
+  ids[col == la + 1] = sep_id
+  ids[col == la + lb + 2] = sep_id
+  return ids, (la + lb + 3)[:, 0], (la + 2)[:, 0]
+
+
 def mask_batch(token_lists: Sequence[List[int]], num_as: Sequence[int], keys,
                p: MaskingParams, seq_len: int):
   """Vectorized single-piece masking of many instances (default mode).
@@ -193,14 +218,23 @@ def mask_batch(token_lists: Sequence[List[int]], num_as: Sequence[int], keys,
     (3, True)
   """
   b = len(token_lists)
-  maxp = p.max_predictions_per_seq
   lengths = np.fromiter((len(t) for t in token_lists), np.int64, b)
-  num_a = np.asarray(num_as, np.int64)
   ids = np.zeros((b, seq_len), np.int64)
   flat = np.fromiter(itertools.chain.from_iterable(token_lists), np.int64, int(lengths.sum()))
+  ids[np.arange(seq_len)[None, :] < lengths[:, None]] = flat
+  return mask_matrix(ids, lengths, np.asarray(num_as, np.int64), keys, p)
+
+
+def mask_matrix(ids: np.ndarray, lengths: np.ndarray, num_a: np.ndarray, keys,
+                p: MaskingParams):
+  """`mask_batch` on an id matrix (B, seq_len), modified in place.
+
+  Returns what `mask_batch` returns.
+  """
+  b, seq_len = ids.shape
+  maxp = p.max_predictions_per_seq
   col = np.arange(seq_len)
   valid = col[None, :] < lengths[:, None]
-  ids[valid] = flat
   counts = np.minimum(maxp, np.maximum(1, np.round(lengths * p.masked_lm_prob).astype(np.int64)))
   candidate = valid & (col[None, :] != 0) & (col[None, :] != num_a[:, None] - 1) & (
       col[None, :] != lengths[:, None] - 1)

@@ -20,7 +20,7 @@ from bert_data import masking
 from bert_data import records
 from bert_data.config import BertConfig
 from bert_data.documents import Corpus, encode_lines, iter_line_batches, read_corpus
-from bert_data.instances import FastDraws, instances_from_document
+from bert_data.instances import FastDraws, instances_from_document, spans_from_document
 from textrecords import __version__
 from textrecords import cli
 from textrecords import dataset_writer
@@ -121,34 +121,44 @@ def _default_task(task):
 
   Each document's instances are built with a `random.Random` keyed by
   (seed, dupe, document); the k-th instance's order key is derived from
-  (seed, dupe, document) and k, and also keys its masking draws, so the task's instances are masked and encoded
-  together as arrays without any draw depending on the task's extent.
+  (seed, dupe, document) and k, and also keys its masking draws, so the
+  task's instances are gathered, masked and encoded together as arrays
+  without any draw depending on the task's extent.
   """
   dupe, d0, d1 = task
   ctx: _Context = _STATE["ctx"]
   c = ctx.config
   seed = c.random_seed
+  corpus = ctx.corpus
   writer = spill.SpillWriter(ctx.spill_dir, f"w{os.getpid()}", ctx.num_buckets)
   python_masking = c.do_whole_word_mask or not ctx.clean
-  insts, keys = [], []
+  insts, spans, keys = [], [], []
   for d in range(d0, d1):
     rng = FastDraws(seeding.rng_for(seed, dupe, d))
-    doc_insts = instances_from_document(
-        d, ctx.corpus.document(d), ctx.corpus, rng, c.max_num_tokens, c.short_seq_prob,
-        ctx.mask.cls_id, ctx.mask.sep_id, ctx.mask if python_masking else None,
-        exact_draws=False, clean_corpus=ctx.clean)
-    insts.extend(doc_insts)
-    keys.append(seeding.sub_keys(seeding.order_key(seed, dupe, d), len(doc_insts)))
+    if python_masking:
+      doc_insts = instances_from_document(
+          d, corpus.document(d), corpus, rng, c.max_num_tokens, c.short_seq_prob,
+          ctx.mask.cls_id, ctx.mask.sep_id, ctx.mask, exact_draws=False,
+          clean_corpus=ctx.clean)
+      insts.extend(doc_insts)
+      count = len(doc_insts)
+    else:
+      doc_spans = spans_from_document(d, corpus.segment_bounds(d), corpus, rng,
+                                      c.max_num_tokens, c.short_seq_prob)
+      spans.extend(doc_spans)
+      count = len(doc_spans)
+    keys.append(seeding.sub_keys(seeding.order_key(seed, dupe, d), count))
   keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
   if python_masking:
     records_ = [ctx.encoder.encode(inst) for inst in insts]
-  elif insts:
-    num_as = [i.num_a for i in insts]
-    ids, lengths, positions, labels, counts = masking.mask_batch(
-        [i.tokens for i in insts], num_as, keys, ctx.mask, c.max_seq_length)
-    records_ = ctx.encoder.encode_arrays(ids, lengths, num_as,
-                                         [i.is_random_next for i in insts],
-                                         positions, labels, counts)
+  elif spans:
+    span_arr = np.asarray([s[:4] for s in spans], np.int64)
+    ids, lengths, num_as = masking.spans_to_ids(corpus.tokens, span_arr, ctx.mask.cls_id,
+                                                ctx.mask.sep_id, c.max_seq_length)
+    ids, lengths, positions, labels, counts = masking.mask_matrix(
+        ids, lengths, num_as, keys, ctx.mask)
+    records_ = ctx.encoder.encode_arrays(ids, lengths, num_as.tolist(),
+                                         [s[4] for s in spans], positions, labels, counts)
   else:
     records_ = []
   for key, rec in zip(keys.tolist(), records_):

@@ -253,3 +253,30 @@ def test_sampled_truncation_front_share_is_half():
     fronts.append(a[0])
   mean = sum(fronts) / len(fronts)
   assert abs(mean - 10) < 0.25  # Binomial(20, 1/2) front removals
+
+
+@given(seed=st.integers(0, 2**32), max_len=st.integers(5, 64), short=st.floats(0, 1))
+@settings(max_examples=100, deadline=None)
+def test_spans_describe_the_list_instances(seed, max_len, short):
+  """The array path (spans + gather) makes the same draws and instances as the list path."""
+  import numpy as np
+  rng = random.Random(seed)
+  docs = [[[rng.randrange(4, 60) for _ in range(rng.randint(1, 12))]
+           for _ in range(rng.randint(1, 6))] for _ in range(rng.randint(1, 5))]
+  corpus = _corpus(docs)
+  for d in range(corpus.num_docs):
+    r1, r2 = random.Random(seed + d), random.Random(seed + d)
+    lists = instances.instances_from_document(d, corpus.document(d), corpus,
+                                              instances.FastDraws(r1), max_len - 3, short,
+                                              CLS, SEP, None, exact_draws=False)
+    spans = instances.spans_from_document(d, corpus.segment_bounds(d), corpus,
+                                          instances.FastDraws(r2), max_len - 3, short)
+    assert r1.random() == r2.random()  # same number of draws
+    assert len(lists) == len(spans)
+    if not spans:
+      continue
+    ids, lengths, num_as = masking.spans_to_ids(
+        corpus.tokens, np.asarray([s[:4] for s in spans]), CLS, SEP, max_len)
+    for inst, span, row, n, na in zip(lists, spans, ids, lengths, num_as):
+      assert row[:n].tolist() == inst.tokens and na == inst.num_a
+      assert not row[n:].any() and span[4] == inst.is_random_next
