@@ -109,15 +109,20 @@ def truncate_pair_sampled(a: list, b: list, max_num_tokens: int, rng) -> None:
       del lst[:front]
 
 
-def _random_next(d: int, docs, target_b: int, rng) -> list:
-  """Tokens of B drawn from a random other document (the reference's draw)."""
+def _random_start(d: int, docs, rng):
+  """(document, segment) where a random next B starts: up to 10 draws for a
+  document other than d (it may still be d), then a uniform segment."""
   r = d
   for _ in range(10):
     r = rng.randint(0, docs.num_docs - 1)
     if r != d:
       break
-  start = rng.randint(0, docs.num_segments(r) - 1)
-  return docs.tokens_from(r, start, target_b)
+  return r, rng.randint(0, docs.num_segments(r) - 1)
+
+
+def _random_next(d: int, docs, target_b: int, rng) -> list:
+  """Tokens of B drawn from a random other document (the reference's draw)."""
+  return docs.tokens_from(*_random_start(d, docs, rng), target_b)
 
 
 def spans_from_document(d: int, bounds: List[int], docs, rng, max_num_tokens: int,
@@ -156,13 +161,7 @@ def spans_from_document(d: int, bounds: List[int], docs, rng, max_num_tokens: in
       a0, a1 = bounds[chunk_start], bounds[chunk_start + a_end]
       if nseg == 1 or rng.random() < 0.5:
         is_random_next = True
-        r = d
-        for _ in range(10):
-          r = rng.randint(0, docs.num_docs - 1)
-          if r != d:
-            break
-        start = rng.randint(0, docs.num_segments(r) - 1)
-        b0, b1 = docs.span_from(r, start, target - (a1 - a0))
+        b0, b1 = docs.span_from(*_random_start(d, docs, rng), target - (a1 - a0))
         i -= nseg - a_end
       else:
         is_random_next = False

@@ -21,6 +21,20 @@ def run_cli(module, *args, timeout=300, env_extra=None):
                         text=True, timeout=timeout, env=env, cwd=REPO)
 
 
+def write_varied_corpus(path, repeats: int) -> str:
+  """The sample text's documents repeated `repeats` times, each repeat with
+  its lines rotated; returns the path."""
+  text = open(SAMPLE_TEXT, encoding="utf-8").read().strip().split("\n\n")
+  docs = []
+  for i in range(repeats):
+    for d in text:
+      lines = d.split("\n")
+      docs.append("\n".join(lines[i % len(lines):] + lines[:i % len(lines)]))
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n\n".join(docs) + "\n")
+  return str(path)
+
+
 def error_lines(stderr: str):
   """stderr lines that are not TensorFlow/absl log noise."""
   noise = ("WARNING: All log messages", "I0000", "W0000", "E0000")

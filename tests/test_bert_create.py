@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli
+from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli, write_varied_corpus
 from textrecords import example_codec, tfrecord
 
 MOD = "bert_data.create"
@@ -16,15 +16,7 @@ MOD = "bert_data.create"
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
   """A ~60-document corpus: the sample text with its documents repeated and varied."""
-  text = open(SAMPLE_TEXT, encoding="utf-8").read().strip().split("\n\n")
-  docs = []
-  for i in range(20):
-    for d in text:
-      lines = d.split("\n")
-      docs.append("\n".join(lines[i % len(lines):] + lines[:i % len(lines)]))
-  path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-  path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-  return str(path)
+  return write_varied_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt", 20)
 
 
 def _create(out, corpus, *flags):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import REPO, SAMPLE_TEXT, VOCAB, run_cli
+from conftest import REPO, SAMPLE_TEXT, VOCAB, run_cli, write_varied_corpus
 from textrecords import tfrecord
 
 SHARDS = 24
@@ -17,15 +17,7 @@ SHARDS = 24
 
 @pytest.fixture(scope="module")
 def big_corpus(tmp_path_factory):
-  text = open(SAMPLE_TEXT, encoding="utf-8").read().strip().split("\n\n")
-  docs = []
-  for i in range(150):
-    for d in text:
-      lines = d.split("\n")
-      docs.append("\n".join(lines[i % len(lines):] + lines[:i % len(lines)]))
-  path = tmp_path_factory.mktemp("big") / "corpus.txt"
-  path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-  return str(path)
+  return write_varied_corpus(tmp_path_factory.mktemp("big") / "corpus.txt", 150)
 
 
 def _args(corpus, out):
