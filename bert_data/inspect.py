@@ -9,6 +9,7 @@ Example:
       --vocab_file=vocab.txt --max_records=3
 """
 
+import os
 import sys
 
 from absl import flags
@@ -66,20 +67,34 @@ def main(argv):
   cli.check_range("max_records", FLAGS.max_records, 0, None)
   tokens = vocab_lib.load_tokens(FLAGS.vocab_file)
   shown = 0
-  for meta_path, names in dataset_files.resolve(FLAGS.input_file):
+  for path, compression in _record_files(FLAGS.input_file, FLAGS.vocab_file):
+    for rec in tfrecord.read_records(path, compression):
+      if shown >= FLAGS.max_records:
+        return
+      print(f"*** record {shown} ({path}) ***")
+      print(format_record(example_codec.decode_example(rec), tokens))
+      print()
+      shown += 1
+
+
+def _record_files(pattern: str, vocab_file: str):
+  """(path, compression) of the files to show.
+
+  Files with bert_data metadata are checked against it; a plain TFRecord
+  file without metadata (e.g. written by google-research/bert) is read as is.
+  """
+  for meta_path, names in dataset_files.resolve(pattern):
+    if not os.path.exists(meta_path) and names:
+      for name in names:
+        yield os.path.join(os.path.dirname(meta_path), name), ""
+      continue
     meta = metadata.read(meta_path, package="bert_data")
-    if meta.get("vocab_sha256") != vocab_lib.file_sha256(FLAGS.vocab_file):
-      print(f"warning: {FLAGS.vocab_file} is not the vocab the records were made with",
+    if meta.get("vocab_sha256") != vocab_lib.file_sha256(vocab_file):
+      print(f"warning: {vocab_file} is not the vocab the records were made with",
             file=sys.stderr)
     names = names or [f["name"] for f in meta["files"]]
     for path in metadata.verified_files(meta, meta_path, names, "size"):
-      for rec in tfrecord.read_records(path, meta["compression"]):
-        if shown >= FLAGS.max_records:
-          return
-        print(f"*** record {shown} ({path}) ***")
-        print(format_record(example_codec.decode_example(rec), tokens))
-        print()
-        shown += 1
+      yield path, meta["compression"]
 
 
 if __name__ == "__main__":
