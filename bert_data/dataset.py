@@ -1,5 +1,6 @@
 """`make_dataset`: bert_data records -> Keras-ready `(x, y, sample_weight)` batches."""
 
+import os
 from typing import Optional
 
 from bert_data import schema as S
@@ -16,8 +17,11 @@ NEXT_SENTENCE = "next_sentence"
 
 def load_metadata(file_pattern: str, verify: str = "size", skip_corrupt: bool = False,
                   log=print):
-  """(meta, files) for a pattern; all datasets must share lengths and compression."""
-  metas, files = [], []
+  """(meta, entries) for a pattern; all datasets must share lengths and compression.
+
+  entries: [(meta, meta_path, path)] of the files that passed `verify`.
+  """
+  metas, entries = [], []
   for meta_path, names in dataset_files.resolve(file_pattern):
     meta = metadata.read(meta_path, package="bert_data")
     expected = features.schema_to_json(
@@ -33,8 +37,13 @@ def load_metadata(file_pattern: str, verify: str = "size", skip_corrupt: bool = 
     metas.append(meta)
     if names is None:
       names = [f["name"] for f in meta["files"]]
-    files += metadata.verified_files(meta, meta_path, names, verify, skip_corrupt, log)
-  return metas[0], files
+    for name in names:
+      for path in metadata.verified_files(meta, meta_path, [name], verify, skip_corrupt, log,
+                                          require_some=False):
+        entries.append((meta, meta_path, path))
+  if not entries:
+    raise UserError(f"{file_pattern}: no readable record files left")
+  return metas[0], entries
 
 
 def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
@@ -42,7 +51,7 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
                  max_seq_length: Optional[int] = None,
                  max_predictions_per_seq: Optional[int] = None,
                  v2_names: bool = False, shuffle_buffer: int = 10000,
-                 repeat: bool = False, verify: str = "size",
+                 repeat: bool = False, verify: str = "checksum",
                  skip_corrupt: bool = False, cycle_length: int = 8, log=print):
   """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
 
@@ -62,7 +71,9 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
     input_context: a `tf.distribute.InputContext`; files are sharded by it.
     max_seq_length, max_predictions_per_seq: if given, must equal the
       lengths the records were written with (else a clear error).
-    verify: "size" (default), "checksum" (sha256 of every file) or "none".
+    verify: "checksum" (default: sizes of all files, then the sha256 of the
+      files this input pipeline reads, once per process per file), "size"
+      or "none".
     skip_corrupt: skip (and log) files that fail verification.
     log: where skipped files are reported (default: print).
   Raises:
@@ -72,7 +83,21 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
   tf = require_tf()
   if batch_size < 1:
     raise UserError(f"batch_size={batch_size}: must be >= 1")
-  meta, files = load_metadata(file_pattern, verify, skip_corrupt, log)
+  meta, entries = load_metadata(file_pattern, "size" if verify == "checksum" else verify,
+                                skip_corrupt, log)
+  if input_context is not None and input_context.num_input_pipelines > 1:
+    n = input_context.num_input_pipelines
+    if len(entries) < n:
+      raise UserError(f"{len(entries)} files cannot be sharded over {n} input pipelines; "
+                      "write more shards (--num_shards)")
+    entries = entries[input_context.input_pipeline_id::n]
+  if verify == "checksum":
+    files = [p for m, mp, path in entries for p in metadata.verified_files(
+        m, mp, [os.path.basename(path)], "checksum", skip_corrupt, log, require_some=False)]
+    if not files:
+      raise UserError(f"{file_pattern}: no readable record files left")
+  else:
+    files = [path for _, _, path in entries]
   for name, want in (("max_seq_length", max_seq_length),
                      ("max_predictions_per_seq", max_predictions_per_seq)):
     if want is not None and want != meta[name]:
@@ -81,7 +106,7 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
   schema = S.bert_schema(meta["max_seq_length"], meta["max_predictions_per_seq"])
   spec = features.parse_spec(schema)
   ds = tf_input.record_dataset(files, meta["compression"], training=training, seed=seed,
-                               input_context=input_context, cycle_length=cycle_length)
+                               cycle_length=cycle_length)
   if training:
     ds = ds.shuffle(shuffle_buffer, seed=seed)
   if repeat:

@@ -94,8 +94,11 @@ def test_missing_metadata_and_corrupt_file(records, tmp_path):
   data = bytearray(open(shard, "rb").read())
   data[len(data) // 2] ^= 0xFF
   open(shard, "wb").write(bytes(data))
-  with pytest.raises(ValueError, match="00001-of-00002"):
-    bert_data.make_dataset(out, 4, verify="checksum")
+  with pytest.raises(ValueError, match="00001-of-00002.*sha256"):
+    bert_data.make_dataset(out, 4)  # checksums are verified by default
+  # With an InputContext only the files this pipeline reads are hashed.
+  ctx0 = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=0)
+  assert sum(1 for _ in bert_data.make_dataset(out, 1, input_context=ctx0, seed=0)) > 0
   logged = []
   ds = bert_data.make_dataset(out, 1, training=False, verify="checksum", skip_corrupt=True,
                               log=logged.append)

@@ -57,15 +57,30 @@ def read(path: str, package: Optional[str] = None) -> dict:
 VERIFY_MODES = ("checksum", "size", "none")
 
 
+_CHECKED: dict = {}  # (path, size, mtime_ns, sha256) of files whose hash matched
+
+
+def _sha256_matches(path: str, expected: str) -> bool:
+  """sha256 check, remembered per process while the file is unchanged."""
+  st = os.stat(path)
+  key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, expected)
+  if key not in _CHECKED:
+    if tfrecord.file_sha256(path) != expected:
+      return False
+    _CHECKED[key] = True
+  return True
+
+
 def verified_files(meta: dict, meta_path: str, names: List[str],
                    verify: str = "checksum", skip_corrupt: bool = False,
-                   log=print) -> List[str]:
+                   log=print, require_some: bool = True) -> List[str]:
   """Full paths of `names` (files listed in meta) after checking them.
 
   Args:
     verify: "checksum" checks size and sha256, "size" only the size,
       "none" only existence.
     skip_corrupt: drop (and log) bad files instead of raising.
+    require_some: raise if no file is left.
 
   Raises:
     UserError: a missing, resized or changed file (unless skip_corrupt), or
@@ -87,7 +102,7 @@ def verified_files(meta: dict, meta_path: str, names: List[str],
     elif verify != "none" and os.path.getsize(path) != info["bytes"]:
       problem = (f"{path} has {os.path.getsize(path)} bytes, metadata says "
                  f"{info['bytes']}: truncated or replaced")
-    elif verify == "checksum" and tfrecord.file_sha256(path) != info["sha256"]:
+    elif verify == "checksum" and not _sha256_matches(path, info["sha256"]):
       problem = f"{path}: sha256 differs from {meta_path}: the file is corrupt or was changed"
     if problem is None:
       good.append(path)
@@ -95,6 +110,6 @@ def verified_files(meta: dict, meta_path: str, names: List[str],
       log(f"skipping corrupt file: {problem}")
     else:
       raise UserError(problem)
-  if not good:
+  if not good and require_some:
     raise UserError(f"{meta_path}: no readable record files left")
   return good
