@@ -6,6 +6,7 @@ tasks; every draw depends only on (seed, dupe, document), so the output is the
 same for any number of workers.
 """
 
+import array
 import dataclasses
 import hashlib
 import math
@@ -243,7 +244,7 @@ def reference_mode_records(ctx: _Context, rng: random.Random, spill_path: str,
   back in that order.
   """
   c = ctx.config
-  offsets = [0]
+  offsets = array.array("q", [0])  # 8 bytes an instance
   encode = ctx.encoder.encode
   with open(spill_path, "wb") as f:
     for _ in range(c.dupe_factor):
@@ -255,8 +256,7 @@ def reference_mode_records(ctx: _Context, rng: random.Random, spill_path: str,
         progress.update(lambda: f"instances: {len(offsets) - 1:,}")
   order = list(range(len(offsets) - 1))
   rng.shuffle(order)
-  offs = np.asarray(offsets, np.int64)
-  offsets.clear()
+  offs = np.frombuffer(offsets, np.int64)
   fd = os.open(spill_path, os.O_RDONLY)
   try:
     pread = os.pread
