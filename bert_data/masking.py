@@ -137,30 +137,29 @@ def mask_tokens(tokens: List[int], rng, p: MaskingParams, exact_draws: bool = Tr
   else:
     groups = rng.sample(groups, min(limit, len(groups)))
   output = list(tokens)
-  masked = []
   random_ = rng.random
   mask_id, pool = p.mask_id, p.random_ids
-  covered = set()
-  for g in groups:
-    if len(masked) >= limit:
-      break
-    if p.do_whole_word_mask:
-      if len(masked) + len(g) > limit or any(i in covered for i in g):
+  if p.do_whole_word_mask:
+    chosen = []
+    covered = set()
+    for g in groups:
+      if len(chosen) >= limit:
+        break
+      if len(chosen) + len(g) > limit or any(i in covered for i in g):
         continue
-      members = g
+      covered.update(g)
+      chosen.extend(g)
+  else:  # one-position groups: the walk takes the first `limit` of them
+    chosen = groups[:limit]
+  for i in chosen:  # draws in walk order, as the reference makes them
+    if random_() < 0.8:
+      output[i] = mask_id
+    elif random_() < 0.5:
+      pass
     else:
-      members = (g,)
-    for i in members:
-      covered.add(i)
-      if random_() < 0.8:
-        output[i] = mask_id
-      elif random_() < 0.5:
-        pass
-      else:
-        output[i] = pool[rng.randint(0, len(pool) - 1)]
-      masked.append((i, tokens[i]))
-  masked.sort()
-  return output, [m[0] for m in masked], [m[1] for m in masked]
+      output[i] = pool[rng.randint(0, len(pool) - 1)]
+  positions = sorted(chosen)
+  return output, positions, [tokens[i] for i in positions]
 
 
 def spans_to_ids(tokens: np.ndarray, spans: np.ndarray, cls_id: int, sep_id: int,
