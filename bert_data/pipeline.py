@@ -328,7 +328,11 @@ def create(config: BertConfig) -> dict:
     else:
       nb = _estimate_buckets(config, corpus, config.num_shards)
       ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb, clean=clean)
-      spill_default_mode(ctx, progress)
+      total = spill_default_mode(ctx, progress)
+      if total < len(all_paths):
+        raise UserError(f"--num_shards={len(all_paths)} (or that many --output_file paths) "
+                        f"but the input makes only {total} instances: every file would not "
+                        "get one; use fewer shards or more input")
       stream = default_mode_records(ctx)
     handles = [None if w.is_finished(p) else w.open(p, compression)
                for w, (_, ps) in zip(writers, groups) for p in ps]

@@ -238,3 +238,10 @@ def test_default_mode_unmasked_segments_come_from_documents(tmp_path, corpus, ww
       assert any(a_s in d and d.find(b_s, d.find(a_s) + len(a_s) - 1) >= 0 for d in docs)
     n_records += 1
   assert n_records > 100
+
+
+def test_more_shards_than_instances_is_explained(tmp_path):
+  tiny = tmp_path / "tiny.txt"
+  tiny.write_text("One short document here.\nWith two lines only.\n")
+  msg = _bad(tmp_path, "--num_shards=50", corpus=str(tiny))
+  assert "--num_shards=50" in msg and "instances" in msg
