@@ -85,12 +85,7 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
     raise UserError(f"batch_size={batch_size}: must be >= 1")
   meta, entries = load_metadata(file_pattern, "size" if verify == "checksum" else verify,
                                 skip_corrupt, log)
-  if input_context is not None and input_context.num_input_pipelines > 1:
-    n = input_context.num_input_pipelines
-    if len(entries) < n:
-      raise UserError(f"{len(entries)} files cannot be sharded over {n} input pipelines; "
-                      "write more shards (--num_shards)")
-    entries = entries[input_context.input_pipeline_id::n]
+  entries = tf_input.shard_files(entries, input_context)
   if verify == "checksum":
     files = [p for m, mp, path in entries for p in metadata.verified_files(
         m, mp, [os.path.basename(path)], "checksum", skip_corrupt, log, require_some=False)]

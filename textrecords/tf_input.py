@@ -2,32 +2,49 @@
 
 from typing import List, Optional
 
+from textrecords.errors import UserError
 from textrecords.tf_import import require_tf
+
+_READ_BUFFER = 1 << 20
+
+
+def shard_files(files: List[str], input_context) -> List[str]:
+  """This input pipeline's share of `files` (every n-th, as tf.distribute does)."""
+  if input_context is None or input_context.num_input_pipelines <= 1:
+    return files
+  n = input_context.num_input_pipelines
+  if len(files) < n:
+    raise UserError(f"{len(files)} record files cannot be sharded over {n} input "
+                    "pipelines; write more shards (--num_shards)")
+  return files[input_context.input_pipeline_id::n]
 
 
 def record_dataset(files: List[str], compression: str, *, training: bool,
                    seed: Optional[int] = None, input_context=None,
-                   cycle_length: int = 8):
+                   cycle_length: int = 8, parallel: bool = True,
+                   block_length: Optional[int] = None):
   """A `tf.data.Dataset` of serialized records from `files`.
 
   Training: files are sharded by `input_context` (one input pipeline per
-  host), shuffled (seedable), read interleaved in parallel. Evaluation: files
-  in order, records in order.
+  host), shuffled (seedable) and read interleaved. Evaluation: files in
+  order, records in order.
+
+  Args:
+    parallel: read the interleaved files in parallel (large records); False
+      interleaves sequentially, cheaper per record for small records.
+    block_length: records taken from a file before moving to the next.
   """
   tf = require_tf()
-  if input_context is not None and input_context.num_input_pipelines > 1:
-    if len(files) < input_context.num_input_pipelines:
-      raise ValueError(f"{len(files)} files cannot be sharded over "
-                       f"{input_context.num_input_pipelines} input pipelines; write "
-                       "more shards (--num_shards)")
-    files = files[input_context.input_pipeline_id::input_context.num_input_pipelines]
-  ds = tf.data.Dataset.from_tensor_slices(files)
+  files = shard_files(files, input_context)
   comp = compression or None
-  if not training:
-    return ds.flat_map(lambda f: tf.data.TFRecordDataset(f, compression_type=comp))
+  ds = tf.data.Dataset.from_tensor_slices(files)
+  if not training or len(files) == 1:
+    return tf.data.TFRecordDataset(ds, compression_type=comp, buffer_size=_READ_BUFFER)
   ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-  return ds.interleave(
-      lambda f: tf.data.TFRecordDataset(f, compression_type=comp),
-      cycle_length=min(cycle_length, len(files)),
-      num_parallel_calls=tf.data.AUTOTUNE,
-      deterministic=seed is not None)
+  read = lambda f: tf.data.TFRecordDataset(f, compression_type=comp, buffer_size=_READ_BUFFER)
+  if not parallel:
+    return ds.interleave(read, cycle_length=min(cycle_length, len(files)),
+                         block_length=block_length)
+  return ds.interleave(read, cycle_length=min(cycle_length, len(files)),
+                       block_length=block_length, num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=seed is not None)

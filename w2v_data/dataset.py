@@ -22,6 +22,7 @@ import numpy as np
 from textrecords import features
 from textrecords import metadata
 from textrecords.errors import UserError
+from textrecords import tf_input
 from textrecords.tf_import import require_tf
 from w2v_data import schema
 
@@ -139,7 +140,11 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
       return tf.data.Dataset.zip((ds, _seeds(tf, seed2))).map(lambda d, s: (d, None, s))
     return ds
 
-  ds = _records(tf, files, meta.get("compression", ""), training, seed, input_context)
+  # Small records: a sequential interleave costs less per record than a
+  # parallel reader saves.
+  ds = tf_input.record_dataset(files, meta.get("compression", ""), training=training,
+                               seed=seed, input_context=input_context, cycle_length=4,
+                               parallel=False, block_length=16)
   if layout == "center":
     if training:
       ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
@@ -179,28 +184,6 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
 
 def _positive_int(value) -> bool:
   return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
-
-
-def _records(tf, files, compression, training, seed, input_context):
-  """Serialized records of `files`; training: file order shuffled, 4 files interleaved.
-
-  A sequential interleave: the records are small, and a parallel reader costs
-  more per record than it saves.
-  """
-  if input_context is not None and input_context.num_input_pipelines > 1:
-    if len(files) < input_context.num_input_pipelines:
-      raise UserError(f"{len(files)} record files cannot be sharded over "
-                      f"{input_context.num_input_pipelines} input pipelines; rerun "
-                      "w2v_data.create with more --num_shards")
-    files = files[input_context.input_pipeline_id::input_context.num_input_pipelines]
-  comp = compression or None
-  ds = tf.data.Dataset.from_tensor_slices(files)
-  if not training or len(files) == 1:
-    return tf.data.TFRecordDataset(ds, compression_type=comp, buffer_size=1 << 20)
-  ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-  return ds.interleave(
-      lambda f: tf.data.TFRecordDataset(f, compression_type=comp, buffer_size=1 << 20),
-      cycle_length=min(4, len(files)), block_length=16)
 
 
 def _seeds(tf, seed):
