@@ -170,6 +170,8 @@ def main():
   ap.add_argument("--dupe_factor", type=int, default=10)
   ap.add_argument("--num_workers", type=int, default=2)
   ap.add_argument("--skip_baseline", action="store_true")
+  ap.add_argument("--whole_word_mask", action="store_true",
+                  help="also time default mode with --do_whole_word_mask")
   ap.add_argument("--memory", action="store_true",
                   help="peak RSS of default mode at --size_mb=26 and 4x that")
   args = ap.parse_args()
@@ -198,6 +200,9 @@ def main():
                                                 "ref"), mb, base)
     report(f"default, {args.num_workers} workers", bench_ours(corpus, tmp, common, "default"),
            mb, base)
+    if args.whole_word_mask:
+      report(f"default, whole-word masking, {args.num_workers} workers",
+             bench_ours(corpus, tmp, common + ["--do_whole_word_mask"], "wwm"), mb, base)
     if not args.memory:
       report("default, 1 worker", bench_ours(corpus, tmp, [f"--dupe_factor={args.dupe_factor}",
                                                           "--num_workers=1"], "default1"), mb, base)
