@@ -32,11 +32,6 @@ def rng_for(seed: int, *key) -> random.Random:
   return random.Random(derive_seed(seed, *key))
 
 
-def np_rng_for(seed: int, *key) -> np.random.Generator:
-  """A numpy Generator (PCG64) for one unit of work."""
-  return np.random.Generator(np.random.PCG64(derive_seed(seed, *key)))
-
-
 def order_key(seed: int, *key) -> int:
   """A keyed 64-bit hash that fixes a record's place in the output order."""
   h = hashlib.blake2b(_key_bytes((seed,) + key), digest_size=8, person=b"tr-order")

@@ -32,9 +32,6 @@ class SpillWriter:
     self.compress = compress
     self.count = 0
 
-  def bucket_of(self, key: int) -> int:
-    return (key * self.num_buckets) >> 64
-
   def add(self, key: int, record: bytes):
     b = (key * self.num_buckets) >> 64
     chunk = _HEADER.pack(key, len(record)) + record

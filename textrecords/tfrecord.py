@@ -114,11 +114,6 @@ class AtomicWriter:
     self.write(frame(record))
     self.records += 1
 
-  def write_framed(self, data: bytes, num_records: int):
-    """Appends `num_records` records already in TFRecord framing."""
-    self.write(data)
-    self.records += num_records
-
   def append_framed_file(self, path: str, num_records: int):
     """Appends a file of `num_records` framed records, copied in the kernel.
 
