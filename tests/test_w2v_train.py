@@ -1,11 +1,17 @@
-"""scripts/train_skipgram.py trains from make_dataset and the loss falls."""
+"""Training scripts train from make_dataset, and a seeded run is byte-reproducible."""
 
+import hashlib
 import importlib.util
 import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 
+from w2v_data import models
 from w2v_data import pipeline
+from w2v_data import vectors
 from w2v_data.config import W2vConfig
 
 pytest.importorskip("tensorflow")
@@ -13,24 +19,82 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "tests", "testdata", "w2v_tiny.txt")
 
 
-def _script():
+@pytest.fixture(autouse=True)
+def _op_determinism_off_afterwards():
+  """seed_everything turns TF op determinism on for the process; other tests expect it off."""
+  yield
+  from tensorflow.python.framework import config  # pylint: disable=import-outside-toplevel
+  config.disable_op_determinism()
+
+
+def _script(name="train_skipgram"):
   spec = importlib.util.spec_from_file_location(
-      "train_skipgram", os.path.join(ROOT, "scripts", "train_skipgram.py"))
+      name, os.path.join(ROOT, "scripts", f"{name}.py"))
   mod = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(mod)
   return mod
 
 
+def _create(d, workers=1, **kw):
+  args = dict(min_freq=2, subsample_t=5e-2, max_window_size=3, num_noise_words=3)
+  args.update(kw)
+  pipeline.create(W2vConfig(input_file=TINY, output_dir=str(d), num_workers=workers,
+                            num_shards=2, **args))
+  return str(d)
+
+
 @pytest.mark.parametrize("negatives,pad_to", [("stored", None), ("fresh", 40)])
 def test_training_loss_falls(tmp_path, negatives, pad_to):
-  d = str(tmp_path / "w2v")
-  pipeline.create(W2vConfig(input_file=TINY, output_dir=d, min_freq=2, subsample_t=5e-2,
-                            max_window_size=3, num_noise_words=3, num_workers=1))
+  d = _create(tmp_path / "w2v")
   mod = _script()
   model, history, tokens = mod.train(d, embed_size=16, batch_size=32, epochs=4,
                                      learning_rate=0.02, negatives=negatives, pad_to=pad_to,
                                      seed=0, steps_per_epoch=15, verbose=0)
   loss = history.history["loss"]
   assert loss[-1] < 0.9 * loss[0], loss
-  near = mod.nearest(model, tokens, "w0", k=3)
+  near = models.nearest(models.embedding_matrix(model), tokens, "w0", k=3)
   assert len(near) == 3 and all(t != "w0" for t, _ in near)
+
+
+def _sha(path):
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_seeded_training_is_byte_identical_across_runs_and_worker_counts(tmp_path):
+  one = _create(tmp_path / "w1", workers=1)
+  four = _create(tmp_path / "w4", workers=4)
+  args = ["--embed_size=8", "--batch_size=16", "--epochs=2", "--steps_per_epoch=6",
+          "--learning_rate=0.05", "--negatives=fresh", "--seed=7", "--words="]
+  mod = _script()
+  # Two runs in this process (data from 1 and 4 workers) and one in a fresh process.
+  for d, out in ((one, "a.vec"), (four, "b.vec")):
+    assert mod.main([f"--data_dir={d}", f"--save_vectors={tmp_path / out}", *args]) == 0
+  r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "train_skipgram.py"),
+                      f"--data_dir={one}", f"--save_vectors={tmp_path / 'c.vec'}", *args],
+                     capture_output=True, text=True, timeout=300,
+                     env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert r.returncode == 0, r.stderr
+  digests = {_sha(tmp_path / n) for n in ("a.vec", "b.vec", "c.vec")}
+  assert len(digests) == 1, digests
+  assert f"sha256 {digests.pop()}" in r.stdout
+  names, matrix = vectors.load(str(tmp_path / "a.vec"))
+  assert names == models.read_tokens(one) and matrix.shape == (len(names), 8)
+  # The check can fail: another seed gives other vectors.
+  assert mod.main([f"--data_dir={one}", f"--save_vectors={tmp_path / 'd.vec'}",
+                   *args[:-2], "--seed=8", "--words="]) == 0
+  _, other = vectors.load(str(tmp_path / "d.vec"))
+  assert not np.array_equal(matrix, other)
+
+
+def test_vectors_round_trip_exactly(tmp_path):
+  rng = np.random.default_rng(0)
+  m = (rng.normal(size=(5, 3)) * 1e-3 ** rng.integers(0, 3, (5, 3))).astype(np.float32)
+  names = ["<unk>", "a", "b", "ç", "d"]
+  digest = vectors.save(str(tmp_path / "v.txt"), names, m)
+  assert digest == _sha(tmp_path / "v.txt")
+  got_names, got = vectors.load(str(tmp_path / "v.txt"))
+  assert got_names == names and np.array_equal(got, m)
+  with pytest.raises(ValueError):
+    vectors.save(str(tmp_path / "w.txt"), ["a b", "c", "d", "e", "f"], m)
+  assert not os.path.exists(tmp_path / "w.txt")
