@@ -38,7 +38,22 @@ def define_flags():
   flags.DEFINE_bool("reference_compatible", False,
                     "Output equal to google-research/bert, record for record "
                     "(one RNG; tokenizing is still parallel).")
+  flags.DEFINE_enum("masking", "static", ["static", "dynamic"],
+                    "static: masks drawn here, as the reference; dynamic: unmasked "
+                    "instances, masked afresh every epoch by make_dataset "
+                    "(--dupe_factor then defaults to 1).")
+  flags.DEFINE_integer("max_ngram_size", 1, "Mask n-grams of 1..N whole words, shorter "
+                       "ones favoured (weight 1/n), as ALBERT; needs --do_whole_word_mask.")
+  flags.DEFINE_bool("use_v2_feature_names", False, "Write Model Garden's v2 names "
+                    "(input_word_ids, input_type_ids).")
   cli.define_common_flags()
+
+
+def _dupe_factor() -> int:
+  """--dupe_factor, or 1 with --masking=dynamic when it was not given."""
+  if FLAGS.masking == "dynamic" and not FLAGS["dupe_factor"].present:
+    return 1
+  return FLAGS.dupe_factor
 
 
 def config_from_flags() -> BertConfig:
@@ -52,9 +67,10 @@ def config_from_flags() -> BertConfig:
       do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask,
       max_seq_length=FLAGS.max_seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-      random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
+      random_seed=FLAGS.random_seed, dupe_factor=_dupe_factor(),
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-      reference_compatible=FLAGS.reference_compatible,
+      reference_compatible=FLAGS.reference_compatible, masking=FLAGS.masking,
+      max_ngram_size=FLAGS.max_ngram_size, use_v2_feature_names=FLAGS.use_v2_feature_names,
       **run_options_from_flags(FLAGS)).validate()
 
 

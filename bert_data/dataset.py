@@ -11,8 +11,17 @@ from textrecords import tf_input
 from textrecords.errors import UserError
 from textrecords.tf_import import require_tf
 
-MASKED_LM = "masked_lm"
-NEXT_SENTENCE = "next_sentence"
+MASKED_LM = S.MASKED_LM
+NEXT_SENTENCE = S.NEXT_SENTENCE
+
+
+def record_schema(meta: dict):
+  """The schema the metadata's records were written with (static or dynamic)."""
+  v2 = bool(meta.get("flags", {}).get("use_v2_feature_names", False))
+  masking = meta.get("masking")
+  if masking and masking.get("mode") == "dynamic":
+    return S.dynamic_schema(meta["max_seq_length"], bool(masking["whole_word"]), v2)
+  return S.bert_schema(meta["max_seq_length"], meta["max_predictions_per_seq"], v2)
 
 
 def load_metadata(file_pattern: str, verify: str = "size", skip_corrupt: bool = False,
@@ -24,15 +33,12 @@ def load_metadata(file_pattern: str, verify: str = "size", skip_corrupt: bool = 
   metas, entries = [], []
   for meta_path, names in dataset_files.resolve(file_pattern):
     meta = metadata.read(meta_path, package="bert_data")
-    expected = features.schema_to_json(
-        S.bert_schema(meta["max_seq_length"], meta["max_predictions_per_seq"]))
-    if meta.get("schema") != expected:
+    if meta.get("schema") != features.schema_to_json(record_schema(meta)):
       raise UserError(f"{meta_path}: schema differs from this version's bert_data schema")
-    if metas and (meta["max_seq_length"], meta["max_predictions_per_seq"],
-                  meta["compression"]) != (metas[0]["max_seq_length"],
-                                           metas[0]["max_predictions_per_seq"],
-                                           metas[0]["compression"]):
-      raise UserError(f"{meta_path}: lengths or compression differ from {metas[0]['_path']}")
+    if metas and (meta["schema"], meta["compression"], meta.get("masking")) != (
+        metas[0]["schema"], metas[0]["compression"], metas[0].get("masking")):
+      raise UserError(f"{meta_path}: schema, masking or compression differ from "
+                      f"{metas[0]['_path']}")
     meta["_path"] = meta_path
     metas.append(meta)
     if names is None:
@@ -50,16 +56,26 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
                  seed: Optional[int] = None, input_context=None,
                  max_seq_length: Optional[int] = None,
                  max_predictions_per_seq: Optional[int] = None,
+                 masked_lm_prob: Optional[float] = None,
+                 feature_names: Optional[str] = None,
                  v2_names: bool = False, shuffle_buffer: int = 10000,
                  repeat: bool = False, verify: str = "checksum",
                  skip_corrupt: bool = False, cycle_length: int = 8, log=print):
   """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
 
-  x = {input_ids, input_mask, segment_ids, masked_lm_positions} (or
-  input_word_ids / input_type_ids with `v2_names`), y = {"masked_lm":
-  masked_lm_ids, "next_sentence": next_sentence_labels}, sample_weight =
-  {"masked_lm": masked_lm_weights, "next_sentence": ones}. All int32 except
-  float32 weights; static shapes (batch first, then one batched parse).
+  feature_names="bert" (default): x = {input_ids, input_mask, segment_ids,
+  masked_lm_positions}, y = {"masked_lm": masked_lm_ids, "next_sentence":
+  next_sentence_labels}, sample_weight = {"masked_lm": masked_lm_weights,
+  "next_sentence": ones}. "v2": Model Garden's input names (input_word_ids,
+  input_type_ids; same as `v2_names=True`). "keras_hub": x = {token_ids,
+  padding_mask (bool), segment_ids, mask_positions}, y = mask ids,
+  sample_weight = mask weights, for `keras_hub.models.BertMaskedLM(...,
+  preprocessor=None)`. All int32 except float32 weights and the bool mask;
+  static shapes (batch first, then one batched parse).
+
+  Records written with `--masking=dynamic` are masked here, per batch, afresh
+  every epoch (see `bert_data.dynamic_masking`): the same `seed` gives the
+  same masks on every run and any number of input pipelines.
 
   Args:
     file_pattern: an output path given to `bert_data.create`, a shard glob,
@@ -67,10 +83,15 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
     batch_size: examples per batch (per replica's input pipeline).
     training: shuffle files and records (seedable), interleave files,
       drop the last partial batch; otherwise files and records in order.
-    seed: makes the training order repeatable.
+    seed: makes the training order (and dynamic masks) repeatable.
     input_context: a `tf.distribute.InputContext`; files are sharded by it.
-    max_seq_length, max_predictions_per_seq: if given, must equal the
-      lengths the records were written with (else a clear error).
+    max_seq_length: if given, must equal the records' length.
+    max_predictions_per_seq: static records: must equal the records'
+      value; dynamic records: overrides the create-time value (at most
+      max_seq_length).
+    masked_lm_prob: dynamic records only: overrides the create-time value.
+    feature_names: "bert", "v2" or "keras_hub" (default "bert", or "v2"
+      with `v2_names=True`).
     verify: "checksum" (default: sizes of all files, then the sha256 of the
       files this input pipeline reads, once per process per file), "size"
       or "none".
@@ -78,9 +99,11 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
     log: where skipped files are reported (default: print).
   Raises:
     UserError (a ValueError): missing/incomplete dataset, other package's
-      records, length mismatch, corrupt file.
+      records, length mismatch, override beyond the records' lengths,
+      unknown feature_names, corrupt file.
   """
   tf = require_tf()
+  names = _feature_names(feature_names, v2_names)
   if batch_size < 1:
     raise UserError(f"batch_size={batch_size}: must be >= 1")
   meta, entries = load_metadata(file_pattern, "size" if verify == "checksum" else verify,
@@ -93,31 +116,91 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
       raise UserError(f"{file_pattern}: no readable record files left")
   else:
     files = [path for _, _, path in entries]
-  for name, want in (("max_seq_length", max_seq_length),
-                     ("max_predictions_per_seq", max_predictions_per_seq)):
-    if want is not None and want != meta[name]:
-      raise UserError(f"{meta['_path']}: records have {name}={meta[name]}, "
-                      f"but {name}={want} was asked for")
-  schema = S.bert_schema(meta["max_seq_length"], meta["max_predictions_per_seq"])
+  dynamic = (meta.get("masking") or {}).get("mode") == "dynamic"
+  if max_seq_length is not None and max_seq_length != meta["max_seq_length"]:
+    raise UserError(f"{meta['_path']}: records have max_seq_length={meta['max_seq_length']}, "
+                    f"but max_seq_length={max_seq_length} was asked for")
+  masker = None
+  if dynamic:
+    from bert_data import dynamic_masking  # pylint: disable=import-outside-toplevel
+    masker = dynamic_masking.masker_from_metadata(
+        meta, masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq)
+  else:
+    if max_predictions_per_seq is not None and (
+        max_predictions_per_seq != meta["max_predictions_per_seq"]):
+      raise UserError(f"{meta['_path']}: records have max_predictions_per_seq="
+                      f"{meta['max_predictions_per_seq']} (masked at create time), but "
+                      f"max_predictions_per_seq={max_predictions_per_seq} was asked for")
+    if masked_lm_prob is not None:
+      raise UserError(f"{meta['_path']}: masked_lm_prob={masked_lm_prob} needs records "
+                      "written with --masking=dynamic; these were masked at create time")
+  schema = record_schema(meta)
   spec = features.parse_spec(schema)
-  ds = tf_input.record_dataset(files, meta["compression"], training=training, seed=seed,
-                               cycle_length=cycle_length)
-  if training:
-    ds = ds.shuffle(shuffle_buffer, seed=seed)
-  if repeat:
-    ds = ds.repeat()
-  ds = ds.batch(batch_size, drop_remainder=training)
-  names = S.V2_NAMES if v2_names else {}
+  canonical = S.canonical_names(
+      bool(meta.get("flags", {}).get("use_v2_feature_names", False)))
 
-  def parse(serialized):
+  def records(shuffle_seed):
+    ds = tf_input.record_dataset(files, meta["compression"], training=training,
+                                 seed=shuffle_seed, cycle_length=cycle_length)
+    if training:
+      ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed)
+    return ds
+
+  deterministic = not training or seed is not None
+  if masker is None:
+    ds = records(seed)
+    if repeat:
+      ds = ds.repeat()
+    ds = ds.batch(batch_size, drop_remainder=training)
+  else:
+    # One salt per epoch (new on every pass, the same for every run and input
+    # pipeline with this seed); it also seeds that epoch's shuffles.
+    salts = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    if not repeat:
+      salts = salts.take(1)
+    ds = salts.flat_map(lambda salt: records(salt if seed is not None else None).map(
+        lambda r: (r, salt)))
+    ds = ds.batch(batch_size, drop_remainder=training)
+
+  def parse(serialized, salt=None):
     f = tf.io.parse_example(serialized, spec)
+    f = {canonical.get(k, k): v for k, v in f.items()}
     ints = {k: tf.cast(v, tf.int32) for k, v in f.items() if v.dtype == tf.int64}
-    x = {names.get(k, k): ints[k] for k in (S.INPUT_IDS, S.INPUT_MASK, S.SEGMENT_IDS,
-                                            S.MASKED_LM_POSITIONS)}
-    y = {MASKED_LM: ints[S.MASKED_LM_IDS], NEXT_SENTENCE: ints[S.NEXT_SENTENCE_LABELS]}
-    weights = {MASKED_LM: f[S.MASKED_LM_WEIGHTS],
-               NEXT_SENTENCE: tf.ones_like(ints[S.NEXT_SENTENCE_LABELS][:, 0], tf.float32)}
-    return x, y, weights
+    if masker is not None:
+      ints[S.INPUT_IDS], ints[S.MASKED_LM_POSITIONS], ints[S.MASKED_LM_IDS], weights = (
+          masker.mask(f, salt))
+    else:
+      weights = f[S.MASKED_LM_WEIGHTS]
+    return _outputs(tf, ints, weights, names)
 
   return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
-                deterministic=not training or seed is not None).prefetch(tf.data.AUTOTUNE)
+                deterministic=deterministic).prefetch(tf.data.AUTOTUNE)
+
+
+def _feature_names(feature_names: Optional[str], v2_names: bool) -> str:
+  if feature_names is None:
+    return "v2" if v2_names else "bert"
+  if feature_names not in S.FEATURE_NAME_SETS:
+    raise UserError(f"feature_names={feature_names!r}: must be one of "
+                    f"{', '.join(S.FEATURE_NAME_SETS)}")
+  if v2_names and feature_names != "v2":
+    raise UserError(f"v2_names=True contradicts feature_names={feature_names!r}")
+  return feature_names
+
+
+def _outputs(tf, ints: dict, mlm_weights, names: str):
+  """(x, y, sample_weight) in the consumer's names."""
+  if names == "keras_hub":
+    k = S.KERAS_HUB_NAMES
+    x = {k[S.INPUT_IDS]: ints[S.INPUT_IDS],
+         k[S.INPUT_MASK]: tf.cast(ints[S.INPUT_MASK], tf.bool),
+         k[S.SEGMENT_IDS]: ints[S.SEGMENT_IDS],
+         k[S.MASKED_LM_POSITIONS]: ints[S.MASKED_LM_POSITIONS]}
+    return x, ints[S.MASKED_LM_IDS], mlm_weights
+  renamed = S.V2_NAMES if names == "v2" else {}
+  x = {renamed.get(k, k): ints[k] for k in (S.INPUT_IDS, S.INPUT_MASK, S.SEGMENT_IDS,
+                                            S.MASKED_LM_POSITIONS)}
+  y = {MASKED_LM: ints[S.MASKED_LM_IDS], NEXT_SENTENCE: ints[S.NEXT_SENTENCE_LABELS]}
+  weights = {MASKED_LM: mlm_weights,
+             NEXT_SENTENCE: tf.ones_like(ints[S.NEXT_SENTENCE_LABELS][:, 0], tf.float32)}
+  return x, y, weights

@@ -2,8 +2,8 @@
 
 No TensorFlow here. Worker processes (fork) tokenize line batches and, in the
 default mode, build, encode and spill the instances of (dupe, document-range)
-tasks; every draw depends only on (seed, dupe, document), so the output is the
-same for any number of workers.
+tasks; every draw depends only on (seed, dupe, document, a digest of its
+tokens), so the output is the same for any number of workers.
 """
 
 import array
@@ -117,12 +117,19 @@ def _doc_instances(ctx: _Context, d: int, rng):
       clean_corpus=ctx.clean)
 
 
+def document_digest(corpus: Corpus, d: int) -> int:
+  """64-bit digest of document d's token ids (keys its default-mode draws)."""
+  s0, s1 = int(corpus.doc_starts[d]), int(corpus.doc_starts[d + 1])
+  return seeding.content_digest(
+      corpus.tokens[int(corpus.seg_starts[s0]):int(corpus.seg_starts[s1])])
+
+
 def _default_task(task):
   """Worker: instances of documents [d0, d1) in round `dupe`, spilled by order key.
 
   Each document's instances are built with a `random.Random` keyed by
-  (seed, dupe, document); the k-th instance's order key is derived from
-  (seed, dupe, document) and k, and also keys its masking draws, so the
+  (seed, dupe, document index, digest of the document's token ids); the
+  k-th instance's order key is derived from the same key and k, and also keys its masking draws, so the
   task's instances are gathered, masked and encoded together as arrays
   without any draw depending on the task's extent.
   """
@@ -135,7 +142,8 @@ def _default_task(task):
   python_masking = c.do_whole_word_mask or not ctx.clean
   insts, spans, keys = [], [], []
   for d in range(d0, d1):
-    rng = FastDraws(seeding.rng_for(seed, dupe, d))
+    digest = document_digest(corpus, d)
+    rng = FastDraws(seeding.rng_for(seed, dupe, d, digest))
     if python_masking:
       doc_insts = instances_from_document(
           d, corpus.document(d), corpus, rng, c.max_num_tokens, c.short_seq_prob,
@@ -148,7 +156,7 @@ def _default_task(task):
                                       c.max_num_tokens, c.short_seq_prob)
       spans.extend(doc_spans)
       count = len(doc_spans)
-    keys.append(seeding.sub_keys(seeding.order_key(seed, dupe, d), count))
+    keys.append(seeding.sub_keys(seeding.order_key(seed, dupe, d, digest), count))
   keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
   if python_masking:
     records_ = [ctx.encoder.encode(inst) for inst in insts]
@@ -313,7 +321,8 @@ def create(config: BertConfig) -> dict:
                   f"{corpus.num_tokens:,} tokens", force=True)
   mask = masking_params(config, tok)
   encoder = records.BertRecordEncoder(config.max_seq_length,
-                                      config.max_predictions_per_seq, tok.vocab_size)
+                                      config.max_predictions_per_seq, tok.vocab_size,
+                                      v2_names=config.use_v2_feature_names)
   clean = not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
   tmp = writers[0].scratch_dir()
   handles = []

@@ -52,12 +52,15 @@ class BertRecordEncoder:
     [0, 0, 0, 1, 1, 0, 0, 0]
   """
 
-  def __init__(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int):
-    self.schema = S.bert_schema(max_seq_length, max_predictions_per_seq)
+  def __init__(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int,
+               v2_names: bool = False):
+    self.schema = S.bert_schema(max_seq_length, max_predictions_per_seq, v2_names)
     self._seq = max_seq_length
     self._pred = max_predictions_per_seq
     self._table = codec.varint_table(max(vocab_size, max_seq_length) + 1)
-    self._hdr = {s.name: _EntryHeaders(s) for s in self.schema}
+    # Keyed by the canonical names, whatever names the records carry.
+    canonical = S.bert_schema(max_seq_length, max_predictions_per_seq)
+    self._hdr = {c.name: _EntryHeaders(s) for c, s in zip(canonical, self.schema)}
     seq, pred = max_seq_length, max_predictions_per_seq
     mask_hdr, seg_hdr, w_hdr = (self._hdr[S.INPUT_MASK][seq], self._hdr[S.SEGMENT_IDS][seq],
                                 self._hdr[S.MASKED_LM_WEIGHTS][4 * pred])

@@ -1,8 +1,16 @@
-"""The BERT pretraining record: seven features, named here and nowhere else.
+"""The BERT pretraining records: features named here and nowhere else.
 
 Feature order is the reference's (google-research/bert); records list the map
 entries in this order, which equals the reference's own bytes when it runs
 with the pure-Python protobuf backend.
+
+Two record kinds:
+  * static (`bert_schema`): the reference's seven features, masks drawn at
+    create time; optionally with Model Garden's v2 names for the inputs;
+  * dynamic (`dynamic_schema`): unmasked instances that `make_dataset` masks
+    inside tf.data (`bert_data.dynamic_masking`): ids, mask, segments, the
+    next-sentence label, a per-record key that seeds its masks and, for
+    whole-word masking, word-start flags.
 """
 
 from textrecords.features import FLOAT, INT64, FeatureSpec
@@ -14,14 +22,32 @@ MASKED_LM_POSITIONS = "masked_lm_positions"
 MASKED_LM_IDS = "masked_lm_ids"
 MASKED_LM_WEIGHTS = "masked_lm_weights"
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
+# Dynamic records only.
+RECORD_KEY = "record_key"
+WORD_STARTS = "word_starts"
 
 # Model Garden v2 names for the inputs that differ.
 V2_NAMES = {INPUT_IDS: "input_word_ids", SEGMENT_IDS: "input_type_ids"}
 
+# keras-hub's MaskedLM inputs (BertMaskedLM with preprocessor=None).
+KERAS_HUB_NAMES = {INPUT_IDS: "token_ids", INPUT_MASK: "padding_mask",
+                   SEGMENT_IDS: "segment_ids", MASKED_LM_POSITIONS: "mask_positions"}
 
-def bert_schema(max_seq_length: int, max_predictions_per_seq: int):
-  """The seven FeatureSpecs for given lengths."""
-  return (
+# Output keys of y / sample_weight for the "bert" and "v2" layouts.
+MASKED_LM = "masked_lm"
+NEXT_SENTENCE = "next_sentence"
+
+FEATURE_NAME_SETS = ("bert", "v2", "keras_hub")
+
+
+def _named(specs, v2_names: bool):
+  names = V2_NAMES if v2_names else {}
+  return tuple(FeatureSpec(names.get(s.name, s.name), s.dtype, s.length) for s in specs)
+
+
+def bert_schema(max_seq_length: int, max_predictions_per_seq: int, v2_names: bool = False):
+  """The seven FeatureSpecs for given lengths (v2 names: Model Garden's)."""
+  return _named((
       FeatureSpec(INPUT_IDS, INT64, max_seq_length),
       FeatureSpec(INPUT_MASK, INT64, max_seq_length),
       FeatureSpec(SEGMENT_IDS, INT64, max_seq_length),
@@ -29,4 +55,23 @@ def bert_schema(max_seq_length: int, max_predictions_per_seq: int):
       FeatureSpec(MASKED_LM_IDS, INT64, max_predictions_per_seq),
       FeatureSpec(MASKED_LM_WEIGHTS, FLOAT, max_predictions_per_seq),
       FeatureSpec(NEXT_SENTENCE_LABELS, INT64, 1),
-  )
+  ), v2_names)
+
+
+def dynamic_schema(max_seq_length: int, whole_word: bool, v2_names: bool = False):
+  """The FeatureSpecs of unmasked (dynamic-masking) records."""
+  specs = [
+      FeatureSpec(INPUT_IDS, INT64, max_seq_length),
+      FeatureSpec(INPUT_MASK, INT64, max_seq_length),
+      FeatureSpec(SEGMENT_IDS, INT64, max_seq_length),
+      FeatureSpec(NEXT_SENTENCE_LABELS, INT64, 1),
+      FeatureSpec(RECORD_KEY, INT64, 1),
+  ]
+  if whole_word:
+    specs.append(FeatureSpec(WORD_STARTS, INT64, max_seq_length))
+  return _named(specs, v2_names)
+
+
+def canonical_names(v2_names: bool) -> dict:
+  """Record feature name -> canonical (bert) name."""
+  return {v: k for k, v in V2_NAMES.items()} if v2_names else {}

@@ -151,3 +151,49 @@ def test_gzip_records_are_detected_from_metadata(tmp_path):
           for r in tfrecord.read_records(out, "GZIP")]
   assert len(got) == meta["counts"]["records"] == len(want)
   assert all(g[0].tolist() == w for g, w in zip(got, want))
+
+
+def test_feature_names_keras_hub_and_v2(records):
+  ref_x, ref_y, ref_w = next(iter(bert_data.make_dataset(records, 4, training=False)))
+  x, y, w = next(iter(bert_data.make_dataset(records, 4, training=False,
+                                             feature_names="keras_hub")))
+  assert set(x) == {"token_ids", "padding_mask", "segment_ids", "mask_positions"}
+  assert x["padding_mask"].dtype == tf.bool and y.dtype == tf.int32 and w.dtype == tf.float32
+  np.testing.assert_array_equal(x["token_ids"], ref_x["input_ids"])
+  np.testing.assert_array_equal(x["padding_mask"], ref_x["input_mask"] == 1)
+  np.testing.assert_array_equal(x["mask_positions"], ref_x["masked_lm_positions"])
+  np.testing.assert_array_equal(y, ref_y["masked_lm"])
+  np.testing.assert_array_equal(w, ref_w["masked_lm"])
+  x2, _, _ = next(iter(bert_data.make_dataset(records, 4, training=False, feature_names="v2")))
+  np.testing.assert_array_equal(x2["input_word_ids"], ref_x["input_ids"])
+  np.testing.assert_array_equal(x2["input_type_ids"], ref_x["segment_ids"])
+
+
+@pytest.mark.parametrize("kwargs,text", [
+    (dict(feature_names="hub"), "feature_names='hub'"),
+    (dict(feature_names="keras_hub", v2_names=True), "v2_names"),
+    (dict(max_predictions_per_seq=12), "max_predictions_per_seq=12"),
+    (dict(masked_lm_prob=0.2), "--masking=dynamic"),
+])
+def test_bad_read_options(records, kwargs, text):
+  with pytest.raises(ValueError, match=text.replace("[", r"\[")):
+    bert_data.make_dataset(records, 4, **kwargs)
+
+
+def test_v2_named_records_read_as_either(tmp_path, records):
+  out = str(tmp_path / "v2.tfrecord")
+  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
+                             max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3,
+                             num_shards=2, use_v2_feature_names=True))
+  recs = [r for p in tfrecord.shard_paths(out, 2) for r in tfrecord.read_records(p)]
+  ex = example_codec.decode_example(recs[0])
+  assert "input_word_ids" in ex and "input_type_ids" in ex and "input_ids" not in ex
+  # Same instances as the bert-named run, only the names differ.
+  want = _decoded(records, 2)
+  got = [example_codec.decode_example(r) for r in recs]
+  assert [g["input_word_ids"] for g in got] == [e["input_ids"] for e in want]
+  for names in ("bert", "v2"):
+    a = next(iter(bert_data.make_dataset(out, 5, training=False, feature_names=names)))
+    b = next(iter(bert_data.make_dataset(records, 5, training=False, feature_names=names)))
+    for k in a[0]:
+      np.testing.assert_array_equal(a[0][k], b[0][k])
