@@ -292,6 +292,8 @@ def _meta_path(output: str) -> str:
 def create(config: BertConfig) -> dict:
   """Runs the whole job; returns a summary dict (also stored in the metadata)."""
   config.validate()
+  if config.masking == "dynamic" or config.max_ngram_size > 1:  # lands next
+    raise UserError("--masking=dynamic and --max_ngram_size are not available yet")
   progress = cli.Progress(config.quiet)
   tok = load_tokenizer(config)
   with open(config.vocab_file, "rb") as f:
