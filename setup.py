@@ -26,6 +26,8 @@ setup(
         "cpu": ["tensorflow-cpu>=2.21,<2.22"],
         "gpu": ["tensorflow[and-cuda]>=2.21,<2.22"],
         "plot": ["matplotlib>=3.7"],
-        "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7"],
+        "spm": ["sentencepiece>=0.2"],
+        "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
+                 "sentencepiece>=0.2"],
     },
 )

@@ -11,6 +11,7 @@ Example:
 
 import os
 import sys
+from typing import Optional
 
 from absl import flags
 
@@ -67,7 +68,7 @@ def main(argv):
   cli.check_range("max_records", FLAGS.max_records, 0, None)
   tokens = vocab_lib.load_tokens(FLAGS.vocab_file)
   shown = 0
-  for path, compression in _record_files(FLAGS.input_file, FLAGS.vocab_file):
+  for path, compression in record_files(FLAGS.input_file, FLAGS.vocab_file):
     for rec in tfrecord.read_records(path, compression):
       if shown >= FLAGS.max_records:
         return
@@ -77,8 +78,8 @@ def main(argv):
       shown += 1
 
 
-def _record_files(pattern: str, vocab_file: str):
-  """(path, compression) of the files to show.
+def record_files(pattern: str, vocab_file: Optional[str] = None):
+  """(path, compression) of the files to read (inspect, stats).
 
   Files with bert_data metadata are checked against it; a plain TFRecord
   file without metadata (e.g. written by google-research/bert) is read as is.
@@ -89,7 +90,7 @@ def _record_files(pattern: str, vocab_file: str):
         yield os.path.join(os.path.dirname(meta_path), name), ""
       continue
     meta = metadata.read(meta_path, package="bert_data")
-    if meta.get("vocab_sha256") != vocab_lib.file_sha256(vocab_file):
+    if vocab_file and meta.get("vocab_sha256") != vocab_lib.file_sha256(vocab_file):
       print(f"warning: {vocab_file} is not the vocab the records were made with",
             file=sys.stderr)
     names = names or [f["name"] for f in meta["files"]]

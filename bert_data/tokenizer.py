@@ -302,6 +302,15 @@ class _PythonBasicTokenizer:
     return text.translate(self._split_table).split()
 
 
+def basic_tokenizer(do_lower_case: bool = True) -> _PythonBasicTokenizer:
+  """The reference's basic pass alone (no WordPiece), e.g. to count words.
+
+  >>> basic_tokenizer().tokenize("Hello, Wörld!")
+  ['hello', ',', 'world', '!']
+  """
+  return _PythonBasicTokenizer(do_lower_case)
+
+
 class _PythonPathSelector:
   """Decides which lines need the Python basic pass instead of Hugging Face's.
 

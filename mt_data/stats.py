@@ -74,20 +74,9 @@ def summarize(lens: Dict[str, List[int]], num_steps: int) -> dict:
   return out
 
 
-def _pyplot():
-  try:
-    import matplotlib  # pylint: disable=import-outside-toplevel
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  except ImportError as e:
-    raise UserError("--plot needs matplotlib, which is not installed: "
-                    "pip install 'textrecords[plot]'") from e
-  return plt
-
-
 def plot(lens: Dict[str, List[int]], path: str, plt=None):
   """Saves d2l-style paired histogram bars of source and target lengths."""
-  plt = plt or _pyplot()
+  plt = plt or cli.pyplot()
   fig, ax = plt.subplots(figsize=(5, 3.5))
   _, _, patches = ax.hist([lens["source"], lens["target"]], bins=20)
   ax.set_xlabel("# tokens per sequence")
@@ -95,13 +84,7 @@ def plot(lens: Dict[str, List[int]], path: str, plt=None):
   for patch in patches[1].patches:
     patch.set_hatch("/")
   ax.legend(["source", "target"])
-  fig.tight_layout()
-  try:
-    fig.savefig(path)
-  except (OSError, ValueError) as e:
-    raise UserError(f"--plot={path}: cannot save the figure: {e}") from e
-  finally:
-    plt.close(fig)
+  cli.save_figure(plt, fig, path)
 
 
 def main(argv):
@@ -110,7 +93,7 @@ def main(argv):
   if not FLAGS.output_dir:
     raise UserError("--output_dir is required")
   cli.check_range("num_steps", FLAGS.num_steps, 1, 1 << 20)
-  plt = _pyplot() if FLAGS.plot else None
+  plt = cli.pyplot() if FLAGS.plot else None
   splits = schema.SPLITS if FLAGS.split == "all" else (FLAGS.split,)
   lens = lengths(FLAGS.output_dir, splits)
   summary = {"splits": list(splits), "num_steps": FLAGS.num_steps,

@@ -13,23 +13,30 @@ from textrecords.errors import UserError
 FLAGS = flags.FLAGS
 
 
-def define_common_flags():
-  """Flags every generator has (idempotent: safe to call from several modules)."""
+def define_text_tool_flags():
+  """Flags of every tool that reads text in workers (idempotent)."""
   if "num_workers" in FLAGS:
     return
   flags.DEFINE_integer("num_workers", None,
                        "Worker processes (default: the machine's cores). Output "
                        "bytes never depend on it.")
-  flags.DEFINE_integer("num_shards", 1, "Output shards per file, named "
-                       "<file>-SSSSS-of-NNNNN when > 1.")
-  flags.DEFINE_string("compression", "", "'' (none) or GZIP.")
-  flags.DEFINE_bool("overwrite", False, "Replace an existing complete output.")
-  flags.DEFINE_bool("resume", False, "Continue an interrupted run: keep finished "
-                    "shards whose checksums match, redo the rest.")
   flags.DEFINE_enum("on_decode_error", "strict", ["strict", "replace", "skip_line"],
                     "What to do with a line that is not valid UTF-8.")
   flags.DEFINE_bool("verbose", False, "Show tracebacks for unexpected errors.")
   flags.DEFINE_bool("quiet", False, "No progress lines on stderr.")
+  flags.DEFINE_bool("overwrite", False, "Replace an existing complete output.")
+
+
+def define_common_flags():
+  """Flags every generator has (idempotent: safe to call from several modules)."""
+  if "num_shards" in FLAGS:
+    return
+  define_text_tool_flags()
+  flags.DEFINE_integer("num_shards", 1, "Output shards per file, named "
+                       "<file>-SSSSS-of-NNNNN when > 1.")
+  flags.DEFINE_string("compression", "", "'' (none) or GZIP.")
+  flags.DEFINE_bool("resume", False, "Continue an interrupted run: keep finished "
+                    "shards whose checksums match, redo the rest.")
 
 
 def num_workers(value: Optional[int]) -> int:
@@ -63,6 +70,29 @@ class Progress:
     if force or now - self._last >= self.every_s:
       self._last = now
       print(f"[{now - self.start:7.1f}s] {message()}", file=sys.stderr, flush=True)
+
+
+def pyplot():
+  """matplotlib's pyplot on the Agg backend, or a UserError naming the extra."""
+  try:
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    raise UserError("--plot needs matplotlib, which is not installed: "
+                    "pip install 'textrecords[plot]'") from e
+  return plt
+
+
+def save_figure(plt, fig, path: str):
+  """Lays out, saves and closes a figure; UserError naming --plot on failure."""
+  fig.tight_layout()
+  try:
+    fig.savefig(path)
+  except (OSError, ValueError) as e:
+    raise UserError(f"--plot={path}: cannot save the figure: {e}") from e
+  finally:
+    plt.close(fig)
 
 
 def _parse_flags(argv):

@@ -1,0 +1,235 @@
+r"""`python -m bert_data.stats`: what a bert_data dataset holds, in numbers and one plot.
+
+    python -m bert_data.stats --input_file=out/train.tfrecord [--plot=stats.png]
+        [--vocab_file=vocab.txt] [--max_records=N]
+
+`--input_file` is an output path, a shard glob, a `.meta.json` or a plain
+TFRecord file of BERT records (the reference's too). Prints a JSON summary:
+
+* `tokens_per_instance`: real tokens (input_mask ones), [CLS] and [SEP]s included;
+* `segment_a`, `segment_b`: positions with segment id 0 / 1 among them
+  (segment A counts [CLS] and its [SEP], B its closing [SEP]);
+* `masked_per_instance`: predictions (masked_lm_weights > 0);
+* `labels`: count of each next_sentence_labels value (and the task the
+  metadata names: nsp or sop); absent for records without the label;
+* `unk_share` and `top_tokens`: over the original tokens (masked positions
+  take their labels back), with names when the vocab is known (`--vocab_file`,
+  else the vocab or SentencePiece model the metadata names, if present).
+
+Each distribution gives count, mean, min, max and a histogram. `--plot` saves
+them as one PNG (needs matplotlib: `pip install 'textrecords[plot]'`).
+Reads records without TensorFlow.
+"""
+
+import collections
+import json
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+from absl import flags
+
+from bert_data import schema as S
+from bert_data.inspect import record_files
+from textrecords import cli
+from textrecords import dataset_files
+from textrecords import example_codec
+from textrecords import metadata
+from textrecords import tfrecord
+from textrecords import vocab as vocab_lib
+from textrecords.errors import UserError
+
+FLAGS = flags.FLAGS
+
+_UNK_PIECES = ("[UNK]", "<unk>")
+_TOP = 20
+
+
+class Tally:
+  """Running counts over decoded records (`add` one feature dict at a time)."""
+
+  def __init__(self):
+    self.lengths: List[int] = []
+    self.seg_a: List[int] = []
+    self.seg_b: List[int] = []
+    self.masked: List[int] = []
+    self.labels: collections.Counter = collections.Counter()
+    self.token_counts = np.zeros(0, np.int64)
+
+  def add(self, features: dict):
+    ids = np.asarray(features[S.INPUT_IDS], np.int64)
+    n = int(np.count_nonzero(features[S.INPUT_MASK])) if S.INPUT_MASK in features else len(ids)
+    ids = ids[:n].copy()
+    self.lengths.append(n)
+    segments = np.asarray(features.get(S.SEGMENT_IDS, [0] * n)[:n])
+    b = int(np.count_nonzero(segments))
+    self.seg_a.append(n - b)
+    self.seg_b.append(b)
+    if S.MASKED_LM_WEIGHTS in features:
+      used = np.asarray(features[S.MASKED_LM_WEIGHTS]) > 0
+      self.masked.append(int(used.sum()))
+      positions = np.asarray(features[S.MASKED_LM_POSITIONS], np.int64)[used]
+      keep = positions < n
+      ids[positions[keep]] = np.asarray(features[S.MASKED_LM_IDS], np.int64)[used][keep]
+    if S.NEXT_SENTENCE_LABELS in features:
+      self.labels[int(features[S.NEXT_SENTENCE_LABELS][0])] += 1
+    if ids.size:
+      top = int(ids.max()) + 1
+      if top > self.token_counts.size:
+        self.token_counts = np.pad(self.token_counts, (0, top - self.token_counts.size))
+      self.token_counts[:top] += np.bincount(ids, minlength=top)
+
+
+def distribution(values: List[int]) -> dict:
+  """count, mean, min, max and histogram (value -> count) of integers.
+
+  >>> distribution([3, 1, 3])
+  {'count': 3, 'mean': 2.333, 'min': 1, 'max': 3, 'histogram': {1: 1, 3: 2}}
+  """
+  if not values:
+    return {"count": 0, "mean": 0.0, "min": 0, "max": 0, "histogram": {}}
+  return {"count": len(values), "mean": round(sum(values) / len(values), 3),
+          "min": min(values), "max": max(values),
+          "histogram": dict(sorted(collections.Counter(values).items()))}
+
+
+def summarize(tally: Tally, tokens: Optional[List[str]] = None, task: Optional[str] = None,
+              top: int = _TOP) -> dict:
+  """The summary dict of a tally (see the module docstring)."""
+  out = {"instances": len(tally.lengths),
+         "tokens_per_instance": distribution(tally.lengths),
+         "segment_a": distribution(tally.seg_a),
+         "segment_b": distribution(tally.seg_b)}
+  if tally.masked:
+    out["masked_per_instance"] = distribution(tally.masked)
+  if tally.labels:
+    out["labels"] = {"task": task or "unknown",
+                     **{str(k): v for k, v in sorted(tally.labels.items())}}
+  counts = tally.token_counts
+  total = int(counts.sum())
+  name = (lambda i: tokens[i] if i < len(tokens) else f"<{i}>") if tokens else str
+  if tokens is not None:
+    unk = [i for i, t in enumerate(tokens) if t in _UNK_PIECES]
+    out["unk_share"] = (round(float(sum(int(counts[i]) for i in unk if i < counts.size))
+                              / total, 6) if total and unk else 0.0)
+  order = sorted(np.flatnonzero(counts).tolist(), key=lambda i: (-int(counts[i]), i))[:top]
+  out["top_tokens"] = [[name(i), int(counts[i])] for i in order]
+  return out
+
+
+def to_json(summary: dict) -> str:
+  """JSON with one top-level key per line (histograms stay on their line).
+
+  >>> print(to_json({"a": 1, "b": {"c": 2}}))
+  {
+   "a": 1,
+   "b": {"c": 2}
+  }
+  """
+  body = ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in summary.items())
+  return "{\n" + body + "\n}"
+
+
+def _vocab_tokens(path: str) -> List[str]:
+  if path.endswith(".model"):
+    from bert_data.sentencepiece_tokenizer import SentencePieceTokenizer  # pylint: disable=import-outside-toplevel
+    return SentencePieceTokenizer(path).vocab_words()
+  return vocab_lib.load_tokens(path)
+
+
+def _meta_of(pattern: str) -> Optional[dict]:
+  """The first dataset's metadata, or None for plain TFRecord files."""
+  for meta_path, _ in dataset_files.resolve(pattern):
+    if os.path.exists(meta_path):
+      meta = metadata.read(meta_path, package="bert_data")
+      meta["_dir"] = os.path.dirname(os.path.abspath(meta_path))
+      return meta
+  return None
+
+
+def _meta_vocab(meta: Optional[dict]) -> Optional[str]:
+  """The vocab (or SentencePiece model) the metadata names, if it still exists."""
+  if not meta:
+    return None
+  for key in ("spm_model_file", "vocab_file"):
+    path = (meta.get("flags") or {}).get(key)
+    if path and os.path.isfile(path):
+      return path
+  return None
+
+
+def collect(pattern: str, max_records: Optional[int] = None) -> Tally:
+  tally = Tally()
+  for path, compression in record_files(pattern):
+    for rec in tfrecord.read_records(path, compression):
+      if max_records is not None and len(tally.lengths) >= max_records:
+        return tally
+      tally.add(example_codec.decode_example(rec))
+  return tally
+
+
+def plot(tally: Tally, summary: dict, path: str, plt=None):
+  """One PNG: lengths, segments, masked counts, labels and top tokens."""
+  plt = plt or cli.pyplot()
+  fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+  ax = axes[0][0]
+  ax.hist(tally.lengths, bins=30)
+  ax.set_title(f"tokens per instance (mean {summary['tokens_per_instance']['mean']})")
+  ax = axes[0][1]
+  ax.hist([tally.seg_a, tally.seg_b], bins=30, label=["segment A", "segment B"])
+  ax.set_title("segment lengths")
+  ax.legend()
+  ax = axes[1][0]
+  if tally.masked:
+    ax.hist(tally.masked, bins=max(1, max(tally.masked) - min(tally.masked) + 1))
+  ax.set_title("masked positions per instance")
+  ax = axes[1][1]
+  top = summary["top_tokens"][:10]
+  ax.barh([str(t) for t, _ in reversed(top)], [c for _, c in reversed(top)])
+  title = "top tokens"
+  if "unk_share" in summary:
+    title += f" ([UNK] share {summary['unk_share']:.4%})"
+  if "labels" in summary:
+    labels = {k: v for k, v in summary["labels"].items() if k != "task"}
+    title += f"\n{summary['labels']['task']} labels {labels}"
+  ax.set_title(title, fontsize=9)
+  cli.save_figure(plt, fig, path)
+
+
+def define_flags():
+  flags.DEFINE_string("input_file", None, "bert_data records: output path, shard glob, "
+                      ".meta.json or plain TFRecord files.")
+  flags.DEFINE_string("vocab_file", None, "Vocab or SentencePiece .model for token names "
+                      "and the [UNK] share (default: the one the metadata names).")
+  flags.DEFINE_integer("max_records", None, "Read at most this many records.")
+  flags.DEFINE_string("plot", None, "Save the distributions as one PNG here.")
+  flags.DEFINE_bool("verbose", False, "Show tracebacks for unexpected errors.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if not FLAGS.input_file:
+    raise UserError("--input_file is required")
+  if FLAGS.max_records is not None:
+    cli.check_range("max_records", FLAGS.max_records, 1, None)
+  plt = cli.pyplot() if FLAGS.plot else None
+  meta = _meta_of(FLAGS.input_file)
+  vocab_path = FLAGS.vocab_file or _meta_vocab(meta)
+  tokens = _vocab_tokens(vocab_path) if vocab_path else None
+  tally = collect(FLAGS.input_file, FLAGS.max_records)
+  if not tally.lengths:
+    raise UserError(f"--input_file: {FLAGS.input_file} holds no records")
+  task = meta.get("sentence_task", "nsp") if meta else None
+  summary: Dict[str, object] = summarize(tally, tokens, task)
+  if vocab_path:
+    summary["vocab"] = vocab_path
+  if FLAGS.plot:
+    plot(tally, summary, FLAGS.plot, plt)
+    summary["plot"] = FLAGS.plot
+  print(to_json(summary))
+
+
+if __name__ == "__main__":
+  define_flags()
+  cli.run(main)

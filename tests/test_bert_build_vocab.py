@@ -1,0 +1,86 @@
+"""bert_data.build_vocab: BERT-format WordPiece vocabs, deterministic, streamed."""
+
+import collections
+import os
+
+from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli
+
+from bert_data import build_vocab
+from bert_data.tokenizer import WordPieceTokenizer, read_vocab_lines
+
+SAMPLE_CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "bert_data", "sample", "sample_corpus.txt")
+
+
+def test_reserved_lines_are_the_reference_vocabs():
+  reference = read_vocab_lines(VOCAB)
+  reserved = build_vocab.reserved_tokens()
+  assert len(reserved) == 999
+  assert reserved == reference[:999]
+  assert reference[999] == "!"  # the first piece follows them
+  assert build_vocab.reserved_tokens(0) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def test_train_wordpiece_from_counts_learns_pieces_of_frequent_words():
+  counts = collections.Counter({"lowest": 9, "lower": 7, "low": 5, "newest": 6, "widest": 3})
+  pieces = build_vocab.train_wordpiece(counts, 40, min_frequency=2)
+  chars = sorted(set("".join(counts)))
+  assert pieces[:len(chars)] == chars
+  assert pieces[len(chars):2 * len(chars)] == ["##" + c for c in chars]
+  assert len(pieces) == len(set(pieces)) <= 40
+  # Frequent words become whole pieces, more frequent ones first.
+  assert {"low", "lower", "lowest", "newest"} <= set(pieces)
+  assert pieces.index("lowest") < pieces.index("widest")
+  assert pieces == build_vocab.train_wordpiece(counts, 40, min_frequency=2)
+  # A small budget keeps the most frequent characters (at most a quarter of
+  # it: e 31, w 30, l 21, o 21, s 18, t 18 of 24 // 4 = 6) and fewer merges.
+  small = build_vocab.build_wordpiece_vocab(counts, 5 + 24, num_unused=0)
+  assert small[5:17] == list("elostw") + ["##" + c for c in "elostw"]
+  assert len(small) <= 29 and "widest" not in small and "lowest" in small
+
+
+def test_cli_format_determinism_and_worker_count(tmp_path):
+  outs = []
+  for workers in (1, 2):
+    out = str(tmp_path / f"vocab{workers}.txt")
+    r = run_cli("bert_data.build_vocab", f"--input_file={SAMPLE_CORPUS}", f"--output_file={out}",
+                "--vocab_size=1400", f"--num_workers={workers}")
+    assert r.returncode == 0, r.stderr
+    assert "distinct words" in r.stderr  # progress lines
+    outs.append(open(out, "rb").read())
+  assert outs[0] == outs[1]
+  lines = outs[0].decode("utf-8").split("\n")
+  assert lines[-1] == "" and "\r" not in outs[0].decode()
+  lines = lines[:-1]
+  assert len(lines) == 1400 and len(set(lines)) == 1400
+  assert lines[:999] == build_vocab.reserved_tokens()
+  pieces = lines[999:]
+  assert any(p.startswith("##") and len(p) > 3 for p in pieces)
+  # The tokenizer loads it; the corpus it was built from has no unknown pieces.
+  tok = WordPieceTokenizer(str(tmp_path / "vocab1.txt"))
+  unk = tok.token_to_id("[UNK]")
+  assert unk == 100 and tok.token_to_id("[MASK]") == 103
+  with open(SAMPLE_CORPUS, encoding="utf-8") as f:
+    ids = [i for line in f for i in tok.encode(line)]
+  assert len(ids) > 5000 and ids.count(unk) == 0
+  # A corpus it was not built from (the test text) is mostly known pieces.
+  with open(SAMPLE_TEXT, encoding="utf-8") as f:
+    other = [i for line in f for i in tok.encode(line)]
+  assert other.count(unk) < 0.01 * len(other)
+
+
+def test_cli_errors_leave_nothing(tmp_path):
+  out = tmp_path / "v.txt"
+  r = run_cli("bert_data.build_vocab", f"--input_file={SAMPLE_TEXT}", f"--output_file={out}",
+              "--vocab_size=999")
+  assert r.returncode == 2 and len(error_lines(r.stderr)) == 1
+  assert "--vocab_size=999" in r.stderr and "reserved" in r.stderr
+  assert not out.exists() and os.listdir(tmp_path) == []
+  out.write_text("keep me\n")
+  r = run_cli("bert_data.build_vocab", f"--input_file={SAMPLE_TEXT}", f"--output_file={out}",
+              "--vocab_size=1100")
+  assert r.returncode == 2 and "--overwrite" in r.stderr
+  assert out.read_text() == "keep me\n"
+  r = run_cli("bert_data.build_vocab", f"--input_file={tmp_path}/none.txt",
+              f"--output_file={tmp_path}/w.txt")
+  assert r.returncode == 2 and len(error_lines(r.stderr)) == 1

@@ -1,0 +1,68 @@
+"""bert_data.stats: numbers checked against a tiny hand-computed case, and the plot."""
+
+import json
+
+from conftest import error_lines, run_cli
+
+from bert_data import stats
+from bert_data.instances import Instance
+from bert_data.records import BertRecordEncoder
+from textrecords import tfrecord
+
+# ids: 0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK], 5 a, 6 b, 7 c
+TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"]
+
+
+def _write_records(path):
+  enc = BertRecordEncoder(10, 3, len(TOKENS))
+  instances = [
+      # [CLS] a [MASK] [SEP] c [SEP]: A = 4 positions, B = 2; b masked at 2.
+      Instance([2, 5, 4, 3, 7, 3], 4, False, [2], [6]),
+      # [CLS] a a [SEP] [UNK] b c [SEP]: A = 4, B = 4; nothing masked.
+      Instance([2, 5, 5, 3, 1, 6, 7, 3], 4, True, [], []),
+      # [CLS] [MASK] [SEP] [MASK] [SEP]: A = 3, B = 2; c at 1 and [UNK] at 3 masked.
+      Instance([2, 4, 3, 4, 3], 3, True, [1, 3], [7, 1]),
+  ]
+  with tfrecord.AtomicWriter(str(path)) as w:
+    for inst in instances:
+      w.write_record(enc.encode(inst))
+    w.commit()
+
+
+def test_summary_matches_hand_count(tmp_path):
+  path = tmp_path / "tiny.tfrecord"
+  _write_records(path)
+  summary = stats.summarize(stats.collect(str(path)), TOKENS, "nsp")
+  assert summary["instances"] == 3
+  assert summary["tokens_per_instance"] == {
+      "count": 3, "mean": 6.333, "min": 5, "max": 8, "histogram": {5: 1, 6: 1, 8: 1}}
+  assert summary["segment_a"]["histogram"] == {3: 1, 4: 2}
+  assert summary["segment_b"] == {"count": 3, "mean": 2.667, "min": 2, "max": 4,
+                                  "histogram": {2: 2, 4: 1}}
+  assert summary["masked_per_instance"]["histogram"] == {0: 1, 1: 1, 2: 1}
+  assert summary["labels"] == {"task": "nsp", "0": 1, "1": 2}
+  # Original tokens: [CLS]x3, [SEP]x6, a x3, b x2, c x3, [UNK] x2 = 19 tokens.
+  assert summary["unk_share"] == round(2 / 19, 6)
+  assert summary["top_tokens"][:3] == [["[SEP]", 6], ["[CLS]", 3], ["a", 3]]
+  assert dict(map(tuple, summary["top_tokens"])) == {
+      "[SEP]": 6, "[CLS]": 3, "a": 3, "c": 3, "[UNK]": 2, "b": 2}
+  # Without a vocab: ids, no [UNK] share.
+  plain = stats.summarize(stats.collect(str(path), max_records=2))
+  assert plain["instances"] == 2 and "unk_share" not in plain
+  assert plain["top_tokens"][0] == ["3", 4]
+
+
+def test_cli_prints_json_and_saves_one_png(tmp_path):
+  path = tmp_path / "tiny.tfrecord"
+  _write_records(path)
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("\n".join(TOKENS) + "\n")
+  png = tmp_path / "stats.png"
+  r = run_cli("bert_data.stats", f"--input_file={path}", f"--vocab_file={vocab}",
+              f"--plot={png}")
+  assert r.returncode == 0, r.stderr
+  summary = json.loads(r.stdout)
+  assert summary["instances"] == 3 and summary["labels"]["1"] == 2
+  assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  r = run_cli("bert_data.stats", f"--input_file={tmp_path}/missing.tfrecord")
+  assert r.returncode == 2 and len(error_lines(r.stderr)) == 1
