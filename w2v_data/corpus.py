@@ -1,27 +1,47 @@
-"""Reading sentences, building the frequency vocab and mapping tokens to ids.
+"""Reading text, building the frequency vocab and mapping tokens to ids, in parallel.
 
-Pure Python + numpy (no TensorFlow). A corpus is held as one flat id array
-plus per-sentence lengths, which is what the vectorised sampler consumes.
+Pure Python + numpy (no TensorFlow). Each input file is cut into chunks of
+about `CHUNK_BYTES` that end at line ends; `count_chunk` (a pure function of
+the chunk's bytes, run in worker processes) splits its lines into tokens and
+returns the chunk's own small vocab (tokens in first-occurrence order, their
+counts) and its tokens as local ids. The main process merges the chunks'
+counts in input order, which gives exactly the counts, and the
+first-occurrence order of ties, of one pass over the whole text; then each
+chunk's local ids are mapped to global ids with one array lookup. No Python
+string of the corpus outlives its chunk: the corpus is held as int32 ids plus
+per-sentence lengths (4 bytes a token), which is what the vectorised sampler
+consumes. The result does not depend on the chunk size or worker count.
+
+Two ways of reading lines:
+  "sentences" (skip-gram, CBOW): every line is a sentence, as d2l's
+    `f.read().split('\\n')`: a file ending in a newline yields one more
+    (empty) sentence after its last line.
+  "documents" (paragraph vectors): every line is a document, optionally
+    `id<TAB>text` (`id_column`); the final newline ends the last line; a line
+    without an id or text is an error naming file:line; ids must be unique.
 """
 
 import bisect
 import collections
 import dataclasses
-import itertools
 import os
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from textrecords import parallel
 from textrecords import text_input
 from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
 from w2v_data import schema
 
+CHUNK_BYTES = 1 << 20  # bytes per read unit (the output does not depend on it)
+_END = "\x00"  # marks the end of each line in a chunk's token list
+
 
 @dataclasses.dataclass
 class Corpus:
-  """Sentences as ids, `<unk>` (id 0) already dropped.
+  """Sentences (or documents) as ids, `<unk>` (id 0) already dropped.
 
   Attributes:
     tokens: the vocab; tokens[0] is "<unk>".
@@ -31,6 +51,7 @@ class Corpus:
     lengths: int64 [S], tokens of each sentence left in `ids`.
     raw_tokens: tokens before dropping <unk>.
     line_of: (file, line) of each sentence index, for error messages.
+    doc_names: "documents" reading: the id of each document (line); else None.
   """
   tokens: List[str]
   counts: np.ndarray
@@ -38,6 +59,7 @@ class Corpus:
   lengths: np.ndarray
   raw_tokens: int
   line_of: "LineMap"
+  doc_names: Optional[List[str]] = None
 
   @property
   def num_sentences(self) -> int:
@@ -47,18 +69,6 @@ class Corpus:
   def num_tokens(self) -> int:
     """N: tokens left after dropping <unk> (the subsampling denominator)."""
     return int(self.lengths.sum())
-
-
-def _ends_with_newline(path: str) -> bool:
-  with open(path, "rb") as f:
-    f.seek(0, os.SEEK_END)
-    if f.tell() == 0:
-      return False
-    f.seek(-1, os.SEEK_END)
-    return f.read(1) == b"\n"
-
-
-_END = "\x00"  # marks the end of each sentence in the flat token list
 
 
 class LineMap:
@@ -87,73 +97,185 @@ class LineMap:
     return path, offset + 1 if lines is None else lines[offset]
 
 
-def _fast_tokens(path: str):
-  """The file's tokens with _END after each line, if it is clean UTF-8 text, else None.
+@dataclasses.dataclass(frozen=True)
+class ReadMode:
+  """How lines become units: "sentences" or "documents" (optionally with ids)."""
+  kind: str = "sentences"
+  id_column: bool = False
 
-  One `str.split` over the whole text (newlines turned into _END tokens) is
-  several times faster than splitting line by line.
+
+SENTENCES = ReadMode()
+
+
+@dataclasses.dataclass
+class ChunkCounts:
+  """What `count_chunk` returns for one chunk of lines.
+
+  Attributes:
+    tokens: the chunk's distinct tokens in first-occurrence order (no _END).
+    counts: int64, occurrences of each of `tokens` in the chunk.
+    local_ids: int32, each token of the chunk as an index into `tokens`, and
+      -1 at the end of each line.
+    num_lines: lines (sentences or documents) in the chunk.
+    doc_names: documents with ids: each line's id; else None.
+    error: (0-based line within the chunk, message) if a line is bad; the
+      other fields are then empty.
+    unclean: the bytes are not clean UTF-8 (or hold NUL): read the file
+      line by line instead.
   """
-  try:
-    with open(path, "rb") as f:
-      data = f.read()
-  except OSError as e:
-    raise UserError(f"cannot read {path}: {e.strerror}") from e
+  tokens: List[str]
+  counts: np.ndarray
+  local_ids: np.ndarray
+  num_lines: int
+  doc_names: Optional[List[str]] = None
+  error: Optional[Tuple[int, str]] = None
+  unclean: bool = False
+
+
+def _lines_to_counts(text: str, num_lines: int, doc_names=None) -> ChunkCounts:
+  """Tokens of `text` (lines joined by "\\n", no final newline) as local ids."""
+  # One str.split over the whole chunk (newlines turned into _END tokens) is
+  # several times faster than splitting line by line.
+  toks = text.replace("\n", f" {_END} ").split()
+  toks.append(_END)
+  index = dict.fromkeys(toks)  # distinct tokens, first-occurrence order (C speed)
+  del index[_END]
+  for i, t in enumerate(index):
+    index[t] = i
+  index[_END] = -1
+  local = np.fromiter(map(index.__getitem__, toks), dtype=np.int32, count=len(toks))
+  del index[_END]
+  counts = np.bincount(local[local >= 0], minlength=len(index)).astype(np.int64)
+  return ChunkCounts(tokens=list(index), counts=counts, local_ids=local,
+                     num_lines=num_lines, doc_names=doc_names)
+
+
+def _bad(line: int, message: str) -> ChunkCounts:
+  return ChunkCounts([], np.zeros(0, np.int64), np.zeros(0, np.int32), 0,
+                     error=(line, message))
+
+
+def count_chunk(data: bytes, last: bool, mode: ReadMode = SENTENCES) -> ChunkCounts:
+  """Splits one chunk of a file (whole lines) into tokens and counts them.
+
+  A pure function of its arguments (the unit of the parallel read).
+
+  Args:
+    data: the chunk's bytes: whole lines, each ending in "\\n" except maybe
+      the file's last.
+    last: the chunk ends the file.
+    mode: how lines become sentences or documents.
+
+  >>> c = count_chunk(b"a b a\\n\\nb c\\n", last=True)
+  >>> c.tokens, c.counts.tolist(), c.local_ids.tolist(), c.num_lines
+  (['a', 'b', 'c'], [2, 2, 1], [0, 1, 0, -1, -1, 1, 2, -1, -1], 4)
+  >>> count_chunk(b"7\\tx y\\n8\\ty\\n", True, ReadMode("documents", True)).doc_names
+  ['7', '8']
+  """
   if b"\x00" in data:
-    return None
+    return ChunkCounts([], np.zeros(0, np.int64), np.zeros(0, np.int32), 0, unclean=True)
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError:
-    return None
+    return ChunkCounts([], np.zeros(0, np.int64), np.zeros(0, np.int32), 0, unclean=True)
+  if mode.kind == "sentences":
+    # d2l: after the file's final newline comes one more (empty) sentence.
+    if not last or text.endswith("\n"):
+      text = text[:-1] if text.endswith("\n") else text
+      extra = last
+    else:
+      extra = False
+    num = text.count("\n") + 1 + (1 if extra else 0)
+    if extra:
+      text += "\n"
+    return _lines_to_counts(text, num)
   if text.endswith("\n"):
     text = text[:-1]
-  tokens = text.replace("\n", f" {_END} ").split()
-  tokens.append(_END)
-  return tokens
+  lines = text.split("\n")
+  names = None
+  if mode.id_column:
+    names, texts = [], []
+    for i, line in enumerate(lines):
+      name, tab, rest = line.partition("\t")
+      name = name.strip()
+      if not tab or not name or any(c.isspace() for c in name):
+        return _bad(i, "expected 'id<TAB>text' (--doc_id_column) with an id without spaces")
+      names.append(name)
+      texts.append(rest)
+    lines = texts
+  for i, line in enumerate(lines):
+    if not line.strip():
+      return _bad(i, "empty document text (every line must hold a document)")
+  return _lines_to_counts("\n".join(lines), len(lines), names)
 
 
-def read_sentences(files: Sequence[str], on_decode_error: str = "strict"):
-  """Whitespace-split sentences, one per line, as d2l reads them.
-
-  Like d2l's `f.read().split('\\n')`, a file ending in a newline yields one
-  more (empty) sentence after its last line.
-
-  Returns:
-    (flat token list with "\\x00" after each sentence, a LineMap).
+def file_chunks(path: str, chunk_bytes: int = CHUNK_BYTES) -> List[Tuple[int, int]]:
+  """Byte ranges [start, end) of `path` of about chunk_bytes, each ending after a newline.
 
   Raises:
-    UserError: an empty or unreadable file, invalid UTF-8 (strict), binary data.
+    UserError: an unreadable or empty file.
   """
-  flat: List[str] = []
-  line_of = LineMap()
-  for path in files:
-    try:
-      size = os.path.getsize(path)
-    except OSError as e:
-      raise UserError(f"cannot read {path}: {e.strerror}") from e
-    if size == 0:
-      raise UserError(f"{path}: empty file (expected one sentence per line)")
-    tokens = _fast_tokens(path)
-    first = line_of.count
-    if tokens is not None:
-      flat.extend(tokens)
-      lines = None
-      count = tokens.count(_END)
-    else:  # invalid UTF-8 or NUL bytes: read_lines reports them or applies on_decode_error
-      lines = []
-      for lineno, text in text_input.read_lines(path, on_decode_error):
-        if _END in text:
-          raise UserError(f"{path}:{lineno}: NUL byte in the line; expected UTF-8 text")
-        flat.extend(text.split())
-        flat.append(_END)
-        lines.append(lineno)
-      count = len(lines)
-    if _ends_with_newline(path):
-      flat.append(_END)
-      if lines is not None:
-        lines.append((lines[-1] if lines else 0) + 1)
-      count += 1
-    line_of.add(path, first, count, lines)
-  return flat, line_of
+  try:
+    size = os.path.getsize(path)
+    f = open(path, "rb")
+  except OSError as e:
+    raise UserError(f"cannot read {path}: {e.strerror}") from e
+  if size == 0:
+    f.close()
+    raise UserError(f"{path}: empty file (expected one line per sentence or document)")
+  bounds = [0]
+  with f:
+    while bounds[-1] + chunk_bytes < size:
+      f.seek(bounds[-1] + chunk_bytes)
+      rest = f.readline()  # up to and including the next newline
+      end = f.tell() if rest.endswith(b"\n") else size
+      if end >= size:
+        break
+      bounds.append(end)
+  bounds.append(size)
+  return list(zip(bounds[:-1], bounds[1:]))
+
+
+@dataclasses.dataclass(frozen=True)
+class _ReadUnit:
+  path: str
+  start: int
+  end: int
+  last: bool
+  mode: ReadMode
+
+
+def _read_unit(unit: _ReadUnit) -> ChunkCounts:
+  """Reads and counts one chunk; runs in a worker."""
+  try:
+    with open(unit.path, "rb") as f:
+      f.seek(unit.start)
+      data = f.read(unit.end - unit.start)
+  except OSError as e:
+    return _bad(0, f"cannot read: {e.strerror}")
+  return count_chunk(data, unit.last, unit.mode)
+
+
+def _slow_file(path: str, on_decode_error: str, mode: ReadMode):
+  """A file that is not clean UTF-8, line by line: (ChunkCounts, line numbers)."""
+  lines, linenos = [], []
+  for lineno, text in text_input.read_lines(path, on_decode_error):
+    if _END in text:
+      raise UserError(f"{path}:{lineno}: NUL byte in the line; expected UTF-8 text")
+    lines.append(text)
+    linenos.append(lineno)
+  if mode.kind == "sentences":
+    with open(path, "rb") as f:
+      f.seek(-1, os.SEEK_END)
+      if f.read(1) == b"\n":  # d2l's extra empty sentence
+        lines.append("")
+        linenos.append((linenos[-1] if linenos else 0) + 1)
+    return _lines_to_counts("\n".join(lines), len(lines)), linenos
+  data = "".join(line + "\n" for line in lines).encode("utf-8")
+  result = count_chunk(data, True, mode) if data else _lines_to_counts("", 0)
+  if result.error is not None:
+    raise UserError(f"{path}:{linenos[result.error[0]]}: {result.error[1]}")
+  return result, linenos
 
 
 def build_vocab(counter: "collections.Counter", min_freq: int) -> List[str]:
@@ -168,18 +290,56 @@ def build_vocab(counter: "collections.Counter", min_freq: int) -> List[str]:
   return vocab_lib.frequency_vocab_from_counts(counter, min_freq, [schema.UNK])
 
 
-def load_corpus(files: Sequence[str], min_freq: int,
-                on_decode_error: str = "strict") -> Corpus:
-  """Reads `files`, builds the vocab and maps every token to its id.
+def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "strict",
+                num_workers: int = 1, mode: ReadMode = SENTENCES,
+                chunk_bytes: int = CHUNK_BYTES) -> Corpus:
+  """Reads `files` (in parallel), builds the vocab and maps every token to its id.
 
   Raises:
-    UserError: bad input (see `read_sentences`), no tokens at all, or a
-      `min_freq` that leaves no word besides <unk>.
+    UserError: an empty or unreadable file, invalid UTF-8 (strict), binary
+      data, a bad document line, a duplicate document id, no tokens at all, or
+      a `min_freq` that leaves no word besides <unk>.
   """
-  flat, line_of = read_sentences(files, on_decode_error)
-  counter = collections.Counter(flat)
-  num_sentences = counter.pop(_END)
-  raw_tokens = len(flat) - num_sentences
+  units = []
+  for path in files:
+    chunks = file_chunks(path, chunk_bytes)
+    units.extend(_ReadUnit(path, a, b, i == len(chunks) - 1, mode)
+                 for i, (a, b) in enumerate(chunks))
+  counter: Dict[str, int] = collections.Counter()
+  pieces = []  # (chunk tokens, local ids) in input order
+  line_of = LineMap()
+  doc_names: Optional[List[str]] = [] if mode.kind == "documents" else None
+  doc_index: Dict[str, int] = {}
+  in_file: List[ChunkCounts] = []  # the current file's chunks so far
+  for unit, result in zip(units, parallel.ordered_map(_read_unit, units, num_workers)):
+    if result.error is not None and not any(r.unclean for r in in_file):
+      before = sum(r.num_lines for r in in_file)
+      raise UserError(f"{unit.path}:{before + result.error[0] + 1}: {result.error[1]}")
+    in_file.append(result)
+    if not unit.last:
+      continue
+    first = line_of.count
+    if any(r.unclean for r in in_file):  # invalid UTF-8 or NUL bytes somewhere
+      slow, linenos = _slow_file(unit.path, on_decode_error, mode)
+      in_file = [slow]
+      line_of.add(unit.path, first, len(linenos), linenos)
+    else:
+      line_of.add(unit.path, first, sum(r.num_lines for r in in_file), None)
+    for r in in_file:
+      counter.update(dict(zip(r.tokens, r.counts.tolist())))
+      pieces.append((r.tokens, r.local_ids))
+      if doc_names is not None:
+        names = r.doc_names or [str(len(doc_names) + i) for i in range(r.num_lines)]
+        for name in names:
+          if name in doc_index:
+            path, line = line_of[len(doc_names)]
+            raise UserError(f"{path}:{line}: duplicate document id {name!r} (first at "
+                            "{}:{})".format(*line_of[doc_index[name]]))
+          doc_index[name] = len(doc_names)
+          doc_names.append(name)
+    in_file = []
+  num_sentences = line_of.count
+  raw_tokens = sum(counter.values())
   if not raw_tokens:
     raise UserError(f"--input_file: no tokens in {', '.join(files)} (only blank lines)")
   tokens = build_vocab(counter, min_freq)
@@ -189,15 +349,19 @@ def load_corpus(files: Sequence[str], min_freq: int,
     raise UserError(f"--min_freq={min_freq} leaves an empty vocabulary (the most "
                     f"frequent token, {top!r}, occurs {top_count} times); lower --min_freq")
   index = {t: i for i, t in enumerate(tokens)}
-  index[_END] = -1
-  all_ids = np.fromiter(map(index.get, flat, itertools.repeat(0)), dtype=np.int32,
-                        count=len(flat))
   counts = np.zeros(len(tokens), dtype=np.int64)
   counts[1:] = [counter[t] for t in tokens[1:]]
   counts[0] = raw_tokens - int(counts[1:].sum())
-  end = all_ids < 0
-  owner = np.cumsum(end) - end  # sentence of each token
-  keep = all_ids > 0
-  kept_lengths = np.bincount(owner[keep], minlength=num_sentences).astype(np.int64)
-  return Corpus(tokens=tokens, counts=counts, ids=all_ids[keep], lengths=kept_lengths,
-                raw_tokens=raw_tokens, line_of=line_of)
+  ids, lengths = [], []
+  for local_tokens, local_ids in pieces:
+    # Local id -> global id (0 = <unk>); slot -1 (line end) -> -1.
+    remap = np.array([index.get(t, 0) for t in local_tokens] + [-1], dtype=np.int32)
+    g = remap[local_ids]
+    end = g < 0
+    owner = np.cumsum(end) - end  # line of each token
+    keep = g > 0
+    ids.append(g[keep])
+    lengths.append(np.bincount(owner[keep], minlength=int(end.sum())).astype(np.int64))
+  return Corpus(tokens=tokens, counts=counts, ids=np.concatenate(ids),
+                lengths=np.concatenate(lengths), raw_tokens=raw_tokens, line_of=line_of,
+                doc_names=doc_names)

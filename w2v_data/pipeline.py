@@ -130,7 +130,8 @@ def create(config: W2vConfig) -> dict:
   writer = dataset_writer.DatasetWriter(meta_path, fingerprint, overwrite=config.overwrite,
                                         resume=config.resume)
   progress = cli.Progress(config.quiet)
-  corpus = corpus_lib.load_corpus(files, config.min_freq, config.on_decode_error)
+  corpus = corpus_lib.load_corpus(files, config.min_freq, config.on_decode_error,
+                                  num_workers=config.num_workers)
   progress.update(lambda: f"w2v_data: read {corpus.num_sentences:,} sentences, "
                   f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
   sampler = sampling.SkipGramSampler.build(
