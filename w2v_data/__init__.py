@@ -1,4 +1,4 @@
-"""w2v_data: skip-gram (word2vec) training records with subsampling and noise words.
+"""w2v_data: word2vec (skip-gram, CBOW) and paragraph-vector training records.
 
 `python -m w2v_data.create` writes records; `w2v_data.make_dataset` reads them
 as `(x, y, sample_weight)` batches for Keras. Importing this package does not

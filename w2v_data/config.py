@@ -26,7 +26,11 @@ class W2vConfig(RunOptions):
     max_window_size: windows are uniform on 1..max_window_size.
     num_noise_words: K noise words per context word.
     random_seed: seeds every per-sentence random stream.
-    layout: "sentence" (one record per sentence) or "center" (one per center).
+    layout: "sentence" (one record per sentence) or "center" (one per center;
+      skip-gram only).
+    model: "skipgram", "cbow", "pv_dbow" or "pv_dm".
+    doc_id_column: paragraph vectors: lines are "id<TAB>text" (else the
+      document id is the line's 0-based index in the input).
   """
   input_file: str
   output_dir: str
@@ -37,6 +41,8 @@ class W2vConfig(RunOptions):
   num_noise_words: int = 5
   random_seed: int = 12345
   layout: str = "sentence"
+  model: str = "skipgram"
+  doc_id_column: bool = False
 
   def validate(self) -> "W2vConfig":
     """Range-checks every setting before any work; raises UserError naming the flag."""
@@ -55,6 +61,13 @@ class W2vConfig(RunOptions):
     cli.check_range("random_seed", self.random_seed, 0, (1 << 63) - 1)
     if self.layout not in schema.LAYOUTS:
       raise UserError(f"--layout={self.layout!r}: must be one of {', '.join(schema.LAYOUTS)}")
+    if self.model not in schema.MODELS:
+      raise UserError(f"--model={self.model!r}: must be one of {', '.join(schema.MODELS)}")
+    if (self.model, self.layout) not in schema.SCHEMAS:
+      raise UserError(f"--layout={self.layout!r} is for --model=skipgram only; "
+                      f"--model={self.model} writes the sentence layout")
+    if self.doc_id_column and self.model not in schema.PV_MODELS:
+      raise UserError(f"--doc_id_column is for --model=pv_dbow or pv_dm, not {self.model}")
     self.validate_run_options()
     return self
 
@@ -68,6 +81,7 @@ class W2vConfig(RunOptions):
             "subsample_formula": self.subsample_formula,
             "max_window_size": self.max_window_size,
             "num_noise_words": self.num_noise_words, "random_seed": self.random_seed,
-            "layout": self.layout,
+            "layout": self.layout, "model": self.model,
+            "doc_id_column": self.doc_id_column,
             "num_shards": self.num_shards, "compression": self.compression,
             "on_decode_error": self.on_decode_error}

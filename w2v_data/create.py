@@ -1,8 +1,10 @@
-"""`python -m w2v_data.create`: skip-gram training records from text.
+"""`python -m w2v_data.create`: skip-gram, CBOW or paragraph-vector records from text.
 
 Example:
   python -m w2v_data.create --input_file=ptb.train.txt --output_dir=out/ptb_w2v \\
       --min_freq=10 --max_window_size=5 --num_noise_words=5 --num_shards=4
+  python -m w2v_data.create --model=pv_dbow --doc_id_column --input_file=docs.tsv \\
+      --output_dir=out/pv
 """
 
 import sys
@@ -36,6 +38,12 @@ def define_flags():
   flags.DEFINE_string("layout", schema.DEFAULT_LAYOUT, "Record layout: 'sentence' (one "
                       "record per sentence, ragged features; fastest) or 'center' (one "
                       "record per center).")
+  flags.DEFINE_string("model", schema.DEFAULT_MODEL, "What the records train: "
+                      f"{', '.join(schema.MODELS)} (pv_*: paragraph vectors, one document "
+                      "per line).")
+  flags.DEFINE_bool("doc_id_column", False, "pv_dbow/pv_dm: lines are 'id<TAB>text' "
+                    "(ids unique, no spaces); otherwise a document's id is its 0-based "
+                    "line index in the input.")
   cli.define_common_flags()
 
 
@@ -45,6 +53,7 @@ def config_from_flags() -> W2vConfig:
       min_freq=FLAGS.min_freq, subsample_t=FLAGS.subsample_t,
       subsample_formula=FLAGS.subsample_formula, max_window_size=FLAGS.max_window_size,
       num_noise_words=FLAGS.num_noise_words, random_seed=FLAGS.random_seed, layout=FLAGS.layout,
+      model=FLAGS.model, doc_id_column=FLAGS.doc_id_column,
       **run_options_from_flags(FLAGS)).validate()
 
 

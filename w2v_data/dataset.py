@@ -1,6 +1,6 @@
 """`make_dataset`: w2v_data records -> (x, y, sample_weight) batches for Keras `fit`.
 
-Each batch, for B centers and rows padded to L:
+Skip-gram records: each batch, for B centers and rows padded to L:
   x = {"center": int32 (B, 1), "contexts_negatives": int32 (B, L)}
   y = float32 (B, L): 1 for context words, 0 for noise words and padding
   sample_weight = float32 (B, L): 1 for real entries, 0 for padding
@@ -12,6 +12,14 @@ into dense rows [contexts, noise words, 0...] as wide as the data's longest row
 -> trimmed to the batch's longest row (pad_to=None). With the sentence layout a
 chunk of ~8 batches of sentences is parsed at once and its centers are
 shuffled in-graph before being cut into batches (`rebatch`).
+
+CBOW, PV-DM and PV-DBOW records (K noise words per center), for B centers:
+  x = {"center_and_noise": int32 (B, 1 + K),
+       "contexts": int32 (B, 2W), "contexts_mask": float32 (B, 2W)   (CBOW, PV-DM)
+       "doc_id": int32 (B, 1)}                                        (PV-DM, PV-DBOW)
+  y = float32 (B, 1 + K): 1 for the center, 0 for the noise words
+  sample_weight = float32 (B, 1 + K): all 1
+W is the data's max_window_size; contexts are zero-padded with mask 0.
 """
 
 import os
@@ -40,7 +48,7 @@ def read_meta(output_dir: str) -> dict:
   meta = metadata.read(meta_path, schema.PACKAGE)
   try:
     stored = features.schema_from_json(meta["schema"])
-    expected = schema.LAYOUTS[meta["layout"]]
+    expected = schema.schema_for(meta.get("model", schema.DEFAULT_MODEL), meta["layout"])
     for key in ("record_files", "counts", "vocab", "noise"):
       meta[key]  # pylint: disable=pointless-statement
   except (KeyError, TypeError) as e:
@@ -95,6 +103,10 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
     raise UserError(f"negatives={negatives!r}: must be one of {', '.join(NEGATIVES_MODES)}")
   meta = read_meta(output_dir)
   meta_path = os.path.join(output_dir, schema.META_NAME)
+  model = meta.get("model", schema.DEFAULT_MODEL)
+  if model != "skipgram" and (negatives != "stored" or pad_to is not None):
+    raise UserError(f"{meta_path}: --model={model} records take negatives='stored' and "
+                    "pad_to=None (their rows have a fixed width)")
   counts = meta["counts"]
   longest = max(int(counts["max_row_length"]), 1)
   if pad_to is not None and pad_to < longest:
@@ -106,7 +118,7 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
   tf = require_tf()
   k = int(meta["noise"]["num_noise_words"])
   layout = meta["layout"]
-  spec = features.parse_spec(schema.LAYOUTS[layout])
+  spec = features.parse_spec(schema.schema_for(model, layout))
   seed2 = None if seed is None else (int(seed) * 2 + 1) % (1 << 63)
 
   table = None
@@ -145,6 +157,12 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
   ds = tf_input.record_dataset(files, meta.get("compression", ""), training=training,
                                seed=seed, input_context=input_context, cycle_length=4,
                                parallel=False, block_length=16)
+  if model != "skipgram":
+    return _center_dataset(tf, ds, meta, spec, batch_size=batch_size, training=training,
+                           seed=seed, shuffle_buffer=shuffle_buffer,
+                           drop_remainder=drop_remainder, with_seeds=with_seeds,
+                           finish=lambda d: _with_cardinality(tf, d, meta, files, batch_size,
+                                                              drop_remainder, input_context))
   if layout == "center":
     if training:
       ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
@@ -172,14 +190,70 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
     return ({schema.X_CENTER: center, schema.X_CONTEXTS_NEGATIVES: row}, labels, mask)
 
   ds = ds.map(trimmed, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return _with_cardinality(tf, ds, meta, files, batch_size, drop_remainder, input_context)
+
+
+def _with_cardinality(tf, ds, meta, files, batch_size, drop_remainder, input_context):
+  """Sets the epoch length when it is known (Keras then shows progress); prefetches."""
   per_file = meta.get("file_centers", {})
   names = [os.path.basename(f) for f in files]
   if input_context is None and all(n in per_file for n in names):
-    # Known epoch length (Keras shows progress and does not warn at the epoch's end).
     total = sum(int(per_file[n]) for n in names)
     steps = total // batch_size if drop_remainder else -(-total // batch_size)
     ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
   return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _center_dataset(tf, ds, meta, spec, *, batch_size, training, seed, shuffle_buffer,
+                    drop_remainder, with_seeds, finish):
+  """CBOW / PV-DM / PV-DBOW: sentence records -> batches of centers (see the module doc)."""
+  k = int(meta["noise"]["num_noise_words"])
+  two_w = 2 * int(meta["flags"]["max_window_size"])
+  has_contexts = schema.NUM_CONTEXTS in spec
+  has_doc = schema.DOC_ID in spec
+  counts = meta["counts"]
+  per_record = max(1.0, counts["centers"] / max(1, counts["records"]))
+  chunk = max(1, int(CHUNK_BATCHES * batch_size / per_record))
+  if training:
+    ds = ds.shuffle(max(1, int(shuffle_buffer / per_record)), seed=seed,
+                    reshuffle_each_iteration=True)
+  ds = with_seeds(ds.batch(chunk), training)
+
+  def per_center(serialized, shuffle_seed=None):
+    parsed = tf.io.parse_example(serialized, spec)
+    centers = parsed[schema.CENTERS]
+    center = tf.cast(centers.flat_values, tf.int32)
+    if k:
+      noise = tf.reshape(tf.cast(parsed[schema.NEGATIVES].flat_values, tf.int32), [-1, k])
+    else:
+      noise = tf.zeros([tf.shape(center)[0], 0], tf.int32)
+    out = {schema.X_CENTER_AND_NOISE: tf.concat([center[:, tf.newaxis], noise], axis=1)}
+    if has_contexts:
+      n = parsed[schema.NUM_CONTEXTS].flat_values
+      ctx = tf.RaggedTensor.from_row_lengths(
+          tf.cast(parsed[schema.CONTEXTS].flat_values, tf.int32), n, validate=False)
+      out[schema.X_CONTEXTS] = ctx.to_tensor(0, shape=[None, two_w])
+      out[schema.X_CONTEXTS_MASK] = tf.cast(
+          tf.range(two_w, dtype=tf.int64)[tf.newaxis, :] < n[:, tf.newaxis], tf.float32)
+    if has_doc:
+      doc = tf.repeat(parsed[schema.DOC_ID][:, 0], centers.row_lengths())
+      out[schema.X_DOC_ID] = tf.cast(doc[:, tf.newaxis], tf.int32)
+    if shuffle_seed is not None:
+      keys = tf.random.stateless_uniform(tf.shape(center), seed=shuffle_seed)
+      order = tf.argsort(keys)
+      out = {key: tf.gather(v, order) for key, v in out.items()}
+    return out
+
+  ds = ds.map(per_center, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
+  labels = tf.constant([[1.0] + [0.0] * k], tf.float32)
+
+  def to_xyw(x):
+    b = tf.shape(x[schema.X_CENTER_AND_NOISE])[0]
+    y = tf.tile(labels, [b, 1])
+    return x, y, tf.ones_like(y)
+
+  return finish(ds.map(to_xyw, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
 
 
 def _positive_int(value) -> bool:

@@ -18,6 +18,7 @@ from w2v_data import schema
 
 CENTER_EMBEDDING = "center_embedding"
 CONTEXT_EMBEDDING = "context_embedding"
+DOC_EMBEDDING = "doc_embedding"
 
 
 def seed_everything(seed: int):
@@ -63,6 +64,70 @@ def skipgram(vocab_size: int, embed_size: int, learning_rate: float = 0.002):
   return _compile(model, learning_rate)
 
 
+def _scores(keras, h, words_embedded):
+  """Logits (B, 1+K): dot products of h (B, D) with each of (B, 1+K, D)."""
+  return keras.ops.squeeze(keras.ops.matmul(words_embedded, h[:, :, None]), -1)
+
+
+def _context_mean(keras, vectors, mask, extra=None):
+  """Mean of the masked context vectors (B, 2W, D), plus `extra` (B, D) if given."""
+  total = keras.ops.sum(vectors * mask[:, :, None], axis=1)
+  n = keras.ops.sum(mask, axis=1, keepdims=True)
+  if extra is not None:
+    total, n = total + extra, n + 1.0
+  return total / keras.ops.maximum(n, 1.0)
+
+
+def cbow(vocab_size: int, embed_size: int, window: int, num_noise_words: int,
+         learning_rate: float = 0.002):
+  """CBOW: the mean of the context vectors scores the center and K noise words.
+
+  Inputs {"contexts": (B,2W), "contexts_mask": (B,2W), "center_and_noise": (B,1+K)}
+  -> logits (B, 1+K). Word vectors: the context embedding ("center_embedding"
+  holds the input side, as word2vec's syn0).
+  """
+  require_tf()
+  import keras  # pylint: disable=import-outside-toplevel
+  contexts = keras.Input((2 * window,), dtype="int32", name=schema.X_CONTEXTS)
+  mask = keras.Input((2 * window,), dtype="float32", name=schema.X_CONTEXTS_MASK)
+  words = keras.Input((1 + num_noise_words,), dtype="int32", name=schema.X_CENTER_AND_NOISE)
+  v = keras.layers.Embedding(vocab_size, embed_size, name=CENTER_EMBEDDING)(contexts)
+  u = keras.layers.Embedding(vocab_size, embed_size, name=CONTEXT_EMBEDDING)(words)
+  scores = _scores(keras, _context_mean(keras, v, mask), u)
+  model = keras.Model({schema.X_CONTEXTS: contexts, schema.X_CONTEXTS_MASK: mask,
+                       schema.X_CENTER_AND_NOISE: words}, scores)
+  return _compile(model, learning_rate)
+
+
+def paragraph_vectors(model_kind: str, vocab_size: int, num_docs: int, embed_size: int,
+                      window: int, num_noise_words: int, learning_rate: float = 0.002):
+  """PV-DBOW or PV-DM (Le & Mikolov 2014) on w2v_data's pv_* records.
+
+  pv_dbow: the document vector alone scores the target and K noise words.
+  pv_dm: the mean of the document vector and the context word vectors does.
+  Document vectors are the "doc_embedding" layer (row i = line i of docs.txt).
+  """
+  require_tf()
+  import keras  # pylint: disable=import-outside-toplevel
+  doc = keras.Input((1,), dtype="int32", name=schema.X_DOC_ID)
+  words = keras.Input((1 + num_noise_words,), dtype="int32", name=schema.X_CENTER_AND_NOISE)
+  d = keras.ops.squeeze(keras.layers.Embedding(num_docs, embed_size, name=DOC_EMBEDDING)(doc),
+                        1)
+  u = keras.layers.Embedding(vocab_size, embed_size, name=CONTEXT_EMBEDDING)(words)
+  inputs = {schema.X_DOC_ID: doc, schema.X_CENTER_AND_NOISE: words}
+  if model_kind == "pv_dm":
+    contexts = keras.Input((2 * window,), dtype="int32", name=schema.X_CONTEXTS)
+    mask = keras.Input((2 * window,), dtype="float32", name=schema.X_CONTEXTS_MASK)
+    v = keras.layers.Embedding(vocab_size, embed_size, name=CENTER_EMBEDDING)(contexts)
+    h = _context_mean(keras, v, mask, extra=d)
+    inputs.update({schema.X_CONTEXTS: contexts, schema.X_CONTEXTS_MASK: mask})
+  elif model_kind == "pv_dbow":
+    h = d
+  else:
+    raise ValueError(f"model_kind {model_kind!r}: expected pv_dbow or pv_dm")
+  return _compile(keras.Model(inputs, _scores(keras, h, u)), learning_rate)
+
+
 def embedding_matrix(model, layer: str = CENTER_EMBEDDING) -> np.ndarray:
   """The float32 weights of an embedding layer (row i = id i)."""
   return np.asarray(model.get_layer(layer).get_weights()[0], dtype=np.float32)
@@ -84,3 +149,56 @@ def nearest(matrix: np.ndarray, names: List[str], name: str, k: int = 3):
 def read_tokens(data_dir: str) -> List[str]:
   """The vocab of a w2v_data output folder (line i = id i)."""
   return vocab_lib.load_tokens(os.path.join(data_dir, schema.VOCAB_NAME), "data_dir")
+
+
+def read_doc_names(data_dir: str) -> List[str]:
+  """The document ids of a paragraph-vector output folder (line i = doc_id i)."""
+  return vocab_lib.load_tokens(os.path.join(data_dir, schema.DOCS_NAME), "data_dir")
+
+
+def read_meta(data_dir: str) -> dict:
+  """The checked metadata of a w2v_data output folder (see w2v_data.dataset.read_meta)."""
+  from w2v_data import dataset  # pylint: disable=import-outside-toplevel
+  return dataset.read_meta(data_dir)
+
+
+def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs: int = 5,
+          learning_rate: float = 0.002, seed=None, steps_per_epoch=None, verbose: int = 2,
+          expect=None):
+  """Trains the model the records were written for (CBOW, PV-DBOW or PV-DM).
+
+  Args:
+    expect: model names the caller accepts (UserError otherwise).
+
+  Returns:
+    (keras model, history, names, vectors): the word vectors (CBOW: the input
+    side) with the vocab, or the document vectors with the document ids (PV).
+  """
+  import w2v_data  # pylint: disable=import-outside-toplevel
+  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
+  meta = read_meta(data_dir)
+  kind = meta.get("model", schema.DEFAULT_MODEL)
+  if expect is not None and kind not in expect:
+    raise UserError(f"{data_dir}: records are for --model={kind}, this trains "
+                    f"{' or '.join(expect)}")
+  if seed is not None:
+    seed_everything(seed)
+  ds = w2v_data.make_dataset(data_dir, batch_size, seed=seed)
+  if steps_per_epoch:
+    ds = ds.repeat()
+  tokens = read_tokens(data_dir)
+  window = int(meta["flags"]["max_window_size"])
+  k = int(meta["noise"]["num_noise_words"])
+  if kind == "cbow":
+    model = cbow(len(tokens), embed_size, window, k, learning_rate)
+    names, layer = tokens, CENTER_EMBEDDING
+  elif kind in schema.PV_MODELS:
+    names = read_doc_names(data_dir)
+    model = paragraph_vectors(kind, len(tokens), len(names), embed_size, window, k,
+                              learning_rate)
+    layer = DOC_EMBEDDING
+  else:
+    raise UserError(f"{data_dir}: --model={kind} records: use scripts/train_skipgram.py")
+  history = model.fit(ds, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=verbose,
+                      shuffle=False)
+  return model, history, names, embedding_matrix(model, layer)

@@ -43,8 +43,11 @@ def _init_worker(ids, starts, lengths, sampler, layout):
 
 
 def encode_batch(batch: sampling.SkipGramBatch, num_noise_words: int,
-                 layout: str = schema.DEFAULT_LAYOUT) -> bytes:
-  """The framed records of a batch: one per center or one per sentence, in order."""
+                 layout: str = schema.DEFAULT_LAYOUT, model: str = schema.DEFAULT_MODEL) -> bytes:
+  """The framed records of a batch: one per center or one per sentence, in order.
+
+  A pure function of the batch (the per-unit encoder both engines call).
+  """
   n = len(batch.centers)
   k = num_noise_words
   if n == 0:
@@ -59,12 +62,21 @@ def encode_batch(batch: sampling.SkipGramBatch, num_noise_words: int,
   first = np.flatnonzero(np.r_[True, batch.sentence[1:] != batch.sentence[:-1]])
   per_sentence = np.diff(np.r_[first, n])
   contexts = np.add.reduceat(batch.num_contexts, first)
-  return records.encode_int64_records([
-      (schema.CENTERS, batch.centers, per_sentence),
-      (schema.NUM_CONTEXTS, batch.num_contexts, per_sentence),
-      (schema.CONTEXTS, batch.contexts, contexts),
-      (schema.NEGATIVES, batch.negatives, k * contexts),
-  ])
+  if model == "skipgram":
+    return records.encode_int64_records([
+        (schema.CENTERS, batch.centers, per_sentence),
+        (schema.NUM_CONTEXTS, batch.num_contexts, per_sentence),
+        (schema.CONTEXTS, batch.contexts, contexts),
+        (schema.NEGATIVES, batch.negatives, k * contexts),
+    ])
+  feats = [(schema.CENTERS, batch.centers, per_sentence),
+           (schema.NEGATIVES, batch.negatives, k * per_sentence)]
+  if model != "pv_dbow":
+    feats += [(schema.NUM_CONTEXTS, batch.num_contexts, per_sentence),
+              (schema.CONTEXTS, batch.contexts, contexts)]
+  if model in schema.PV_MODELS:
+    feats.append((schema.DOC_ID, batch.sentence[first], np.ones(len(first), dtype=np.int64)))
+  return records.encode_int64_records(feats)
 
 
 def _work(item: _Item):
@@ -74,7 +86,8 @@ def _work(item: _Item):
   a, b = st["starts"][item.lo], st["starts"][item.hi]
   batch = sampler.sample(st["ids"][a:b], st["lengths"][item.lo:item.hi],
                          np.arange(item.lo, item.hi), with_negatives=item.write)
-  data = encode_batch(batch, sampler.num_noise_words, st["layout"]) if item.write else None
+  data = (encode_batch(batch, sampler.num_noise_words, st["layout"], sampler.model)
+          if item.write else None)
   counts = {"centers": len(batch.centers), "pairs": batch.num_pairs,
             "subsampled_tokens": batch.subsampled_tokens,
             "records": len(np.unique(batch.sentence)),
@@ -130,19 +143,27 @@ def create(config: W2vConfig) -> dict:
   writer = dataset_writer.DatasetWriter(meta_path, fingerprint, overwrite=config.overwrite,
                                         resume=config.resume)
   progress = cli.Progress(config.quiet)
+  mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
+          if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
   corpus = corpus_lib.load_corpus(files, config.min_freq, config.on_decode_error,
-                                  num_workers=config.num_workers)
+                                  num_workers=config.num_workers, mode=mode)
   progress.update(lambda: f"w2v_data: read {corpus.num_sentences:,} sentences, "
                   f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
   sampler = sampling.SkipGramSampler.build(
       corpus.counts, subsample_t=config.subsample_t, max_window_size=config.max_window_size,
       num_noise_words=config.num_noise_words, seed=config.random_seed,
-      subsample_formula=config.subsample_formula)
+      subsample_formula=config.subsample_formula, model=config.model)
 
   vocab_path = os.path.join(out_dir, schema.VOCAB_NAME)
   vocab_bytes = vocab_lib.tokens_file_bytes(corpus.tokens)
   if not writer.is_finished(vocab_path):
     writer.write_bytes(vocab_path, vocab_bytes)
+  docs_path, docs_bytes = None, b""
+  if corpus.doc_names is not None:
+    docs_path = os.path.join(out_dir, schema.DOCS_NAME)
+    docs_bytes = vocab_lib.tokens_file_bytes(corpus.doc_names)
+    if not writer.is_finished(docs_path):
+      writer.write_bytes(docs_path, docs_bytes)
   record_paths = tfrecord.shard_paths(os.path.join(out_dir, schema.RECORDS_NAME),
                                       config.num_shards)
   finished = [writer.is_finished(p) for p in record_paths]
@@ -194,16 +215,18 @@ def create(config: W2vConfig) -> dict:
       "centers": totals["centers"],
       "records": totals["centers"] if config.layout == "center" else totals["records"],
       "pairs": totals["pairs"],
-      "negatives": k * totals["pairs"],
+      "negatives": k * totals["pairs" if config.model == "skipgram" else "centers"],
       "max_contexts": totals["max_contexts"],
-      "max_row_length": (1 + k) * totals["max_contexts"],
+      "max_row_length": ((1 + k) * totals["max_contexts"] if config.model == "skipgram"
+                         else 1 + k),
   }
 
   def build_meta(infos):
     meta = metadata.base_meta(schema.PACKAGE)
     meta.update({
-        "schema": features.schema_to_json(schema.LAYOUTS[config.layout]),
+        "schema": features.schema_to_json(schema.schema_for(config.model, config.layout)),
         "layout": config.layout,
+        "model": config.model,
         "flags": config.output_flags(),
         "seed": config.random_seed,
         "fingerprint": fingerprint,
@@ -213,12 +236,17 @@ def create(config: W2vConfig) -> dict:
         "vocab": {"file": schema.VOCAB_NAME, "size": len(corpus.tokens), "unk_id": 0,
                   "sha256": vocab_lib.sha256_bytes(vocab_bytes),
                   "counts": corpus.counts.tolist()},
-        "noise": {"power": sampling.NOISE_POWER, "num_noise_words": k},
+        "noise": {"power": sampling.NOISE_POWER, "num_noise_words": k,
+                  "per": "context" if config.model == "skipgram" else "center"},
         "counts": counts,
     })
+    if docs_path is not None:
+      meta["docs"] = {"file": schema.DOCS_NAME, "size": len(corpus.doc_names),
+                      "sha256": vocab_lib.sha256_bytes(docs_bytes)}
     return meta
 
-  meta = writer.finalize([vocab_path] + record_paths, build_meta)
+  meta = writer.finalize([vocab_path] + ([docs_path] if docs_path else []) + record_paths,
+                         build_meta)
   progress.update(lambda: f"w2v_data: done: {counts['centers']:,} centers, "
                   f"{counts['pairs']:,} pairs", force=True)
   return meta

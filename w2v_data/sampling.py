@@ -1,13 +1,17 @@
-"""Skip-gram sampling, vectorised over many sentences at once (numpy, no TF).
+"""Skip-gram, CBOW and paragraph-vector sampling, vectorised over many sentences (numpy, no TF).
 
-For each sentence (ids with <unk> already dropped):
+For each sentence or document (ids with <unk> already dropped):
   1. subsampling: keep token w with probability keep_prob[w];
-  2. if >= 2 tokens are left, every position is a center with a window size
-     uniform on 1..max_window_size; its contexts are the tokens within that
-     distance, in sentence order, excluding the center's own position;
-  3. for a center with n contexts, K*n noise words are drawn from ids 1..V-1
-     with weight count**0.75; a draw equal to one of that center's contexts is
-     rejected and drawn again.
+  2. skip-gram, CBOW, PV-DM: if >= 2 tokens are left, every position is a
+     center with a window size uniform on 1..max_window_size; its contexts
+     are the tokens within that distance, in sentence order, excluding the
+     center's own position. PV-DBOW: every kept token is a target (center)
+     of the document, without contexts;
+  3. noise words, drawn from ids 1..V-1 with weight count**0.75 and drawn
+     again while equal to an excluded word:
+       skip-gram: K per context (K*n per center), excluding the contexts;
+       CBOW, PV-DM: K per center, excluding the center and its contexts;
+       PV-DBOW: K per target, excluding the target.
 
 Randomness is counter-based: every random number is a hash (splitmix64) of
 (the sentence's key, a stream, a position), the sentence's key derived from
@@ -22,6 +26,7 @@ from typing import Optional
 import numpy as np
 
 from textrecords import seeding
+from w2v_data import schema
 
 _U64 = np.uint64
 _GAMMA = _U64(0x9E3779B97F4A7C15)
@@ -152,11 +157,12 @@ class SkipGramBatch:
   """Centers of a group of sentences, in sentence order, with their samples.
 
   Attributes:
-    centers: int32 [C] center ids.
-    sentence: int64 [C] global index of each center's sentence.
-    num_contexts: int64 [C] n for each center.
+    centers: int32 [C] center ids (PV-DBOW: the documents' targets).
+    sentence: int64 [C] global index of each center's sentence (document).
+    num_contexts: int64 [C] n for each center (PV-DBOW: 0).
     contexts: int32 [sum n] contexts, center after center.
-    negatives: int32 [K * sum n] noise words, center after center (K*n each).
+    negatives: int32 noise words, center after center: K*n each (skip-gram)
+      or K each (other models).
     subsampled_tokens: tokens kept by subsampling (all sentences, incl. short).
   """
   centers: np.ndarray
@@ -189,15 +195,19 @@ class SkipGramSampler:
   max_window_size: int
   num_noise_words: int
   seed: int
+  model: str = "skipgram"
 
   @classmethod
   def build(cls, counts: np.ndarray, *, subsample_t: float, max_window_size: int,
-            num_noise_words: int, seed: int, subsample_formula: str = "sqrt"):
+            num_noise_words: int, seed: int, subsample_formula: str = "sqrt",
+            model: str = "skipgram"):
+    if model not in schema.MODELS:
+      raise ValueError(f"model {model!r} is not one of {schema.MODELS}")
     counts = np.asarray(counts, dtype=np.int64)
     return cls(keep_prob=keep_probabilities(counts, subsample_t, subsample_formula),
                noise=AliasTable(noise_probabilities(counts)[1:]),
                vocab_size=len(counts), max_window_size=max_window_size,
-               num_noise_words=num_noise_words, seed=seed)
+               num_noise_words=num_noise_words, seed=seed, model=model)
 
   def sample(self, ids: np.ndarray, lengths: np.ndarray, sentence_index: np.ndarray,
              with_negatives: bool = True) -> SkipGramBatch:
@@ -223,6 +233,20 @@ class SkipGramSampler:
     toks, towner = ids[keep], owner[keep]
     tlen = np.bincount(towner, minlength=num_s)
     subsampled = int(len(toks))
+    k = self.num_noise_words
+    if self.model == "pv_dbow":  # every kept token is a target; nothing to exclude but it
+      tstart = np.cumsum(tlen) - tlen
+      tpos = np.arange(len(toks), dtype=np.int64) - tstart[towner]
+      negatives = np.zeros(0, dtype=np.int32)
+      if with_negatives and k > 0 and len(toks):
+        ones = np.ones(len(toks), dtype=np.int64)
+        negatives = self._draw_excluding(keys, towner, tpos * k, np.full(len(toks), k),
+                                         toks, ones, sentence_index)
+      return SkipGramBatch(centers=toks.astype(np.int32),
+                           sentence=np.asarray(sentence_index, dtype=np.int64)[towner],
+                           num_contexts=np.zeros(len(toks), dtype=np.int64),
+                           contexts=np.zeros(0, dtype=np.int32), negatives=negatives,
+                           subsampled_tokens=subsampled)
     long_enough = tlen[towner] >= 2
     toks, towner = toks[long_enough], towner[long_enough]
     tlen = np.where(tlen >= 2, tlen, 0)
@@ -243,32 +267,48 @@ class SkipGramSampler:
     contexts = toks[tstart[towner[ctx_owner]] + local[not_self]]
     num_ctx = span - 1
     negatives = np.zeros(0, dtype=np.int32)
-    if with_negatives and self.num_noise_words > 0 and num_c:
-      negatives = self._negatives(keys, towner, tpos, ctx_owner, contexts, num_ctx,
-                                  sentence_index)
+    if with_negatives and k > 0 and num_c:
+      if self.model == "skipgram":
+        # Slot j of center c draws from the stream position tpos[c] * (2 * W * K) + j.
+        negatives = self._draw_excluding(keys, towner, tpos * (2 * width * k), k * num_ctx,
+                                         contexts, num_ctx, sentence_index)
+      else:  # CBOW, PV-DM: K per center, never the center or one of its contexts
+        excl_len = num_ctx + 1
+        excl = np.empty(int(excl_len.sum()), dtype=contexts.dtype)
+        first = np.cumsum(excl_len) - excl_len
+        excl[first] = toks
+        rest = np.ones(len(excl), dtype=bool)
+        rest[first] = False
+        excl[rest] = contexts
+        negatives = self._draw_excluding(keys, towner, tpos * k, np.full(num_c, k),
+                                         excl, excl_len, sentence_index)
     return SkipGramBatch(centers=toks.astype(np.int32),
                          sentence=np.asarray(sentence_index, dtype=np.int64)[towner],
                          num_contexts=num_ctx, contexts=contexts.astype(np.int32),
                          negatives=negatives, subsampled_tokens=subsampled)
 
-  def _negatives(self, keys, towner, tpos, ctx_owner, contexts, num_ctx, sentence_index):
-    k = self.num_noise_words
-    slots_per = k * num_ctx
+  def _draw_excluding(self, keys, towner, base, slots_per, excluded, excl_len,
+                      sentence_index):
+    """Noise words for owners (centers or targets), none equal to an excluded word.
+
+    Owner c gets slots_per[c] draws; slot j draws from position base[c] + j of
+    its sentence's noise stream (and, if rejected, of the streams of later
+    attempts). excluded: the owners' excluded words, owner after owner,
+    excl_len[c] >= 1 each.
+    """
     slot_start = np.cumsum(slots_per) - slots_per
     total = int(slots_per.sum())
-    # Slot j of center c draws from the stream position tpos[c] * (2 * W * K) + j.
-    stride = 2 * self.max_window_size * k
-    counter = (np.arange(total, dtype=np.int64)
-               + np.repeat(tpos * stride - slot_start, slots_per))
-    # Contexts of each center: a padded matrix, and a 64-bit mask of (id % 64)
-    # that rules most draws out without looking at the matrix.
-    max_n = int(num_ctx.max())
-    ctx_start = np.cumsum(num_ctx) - num_ctx
-    ctx_col = np.arange(len(contexts), dtype=np.int64) - np.repeat(ctx_start, num_ctx)
-    ctx_pad = np.full((len(num_ctx), max_n), -1, dtype=np.int32)
-    ctx_pad[ctx_owner, ctx_col] = contexts
+    counter = np.arange(total, dtype=np.int64) + np.repeat(base - slot_start, slots_per)
+    # Excluded words of each owner: a padded matrix, and a 64-bit mask of
+    # (id % 64) that rules most draws out without looking at the matrix.
+    max_n = int(excl_len.max())
+    ctx_start = np.cumsum(excl_len) - excl_len
+    ctx_owner = np.repeat(np.arange(len(excl_len)), excl_len)
+    ctx_col = np.arange(len(excluded), dtype=np.int64) - ctx_start[ctx_owner]
+    ctx_pad = np.full((len(excl_len), max_n), -1, dtype=np.int32)
+    ctx_pad[ctx_owner, ctx_col] = excluded
     bloom = np.bitwise_or.reduceat(
-        np.left_shift(_U64(1), (contexts & 63).astype(_U64)), ctx_start)
+        np.left_shift(_U64(1), (excluded & 63).astype(_U64)), ctx_start)
 
     bits = random_bits(keys, _STREAM_NOISE, np.repeat(towner, slots_per), counter)
     negatives = self.noise.sample(bits) + 1
