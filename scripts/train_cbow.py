@@ -14,7 +14,6 @@ Example:
 import argparse
 import os
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -22,41 +21,24 @@ if ROOT not in sys.path:
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from w2v_data import training  # pylint: disable=wrong-import-position
+
+
+def _train(args):
+  from w2v_data import models  # pylint: disable=import-outside-toplevel
+  _, _, names, matrix = models.train(
+      args.data_dir, embed_size=args.embed_size, batch_size=args.batch_size,
+      epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
+      steps_per_epoch=args.steps_per_epoch, expect=("cbow",))
+  return names, matrix
+
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--data_dir", required=True, help="a w2v_data.create --model=cbow output")
-  p.add_argument("--embed_size", type=int, default=100)
-  p.add_argument("--batch_size", type=int, default=512)
-  p.add_argument("--epochs", type=int, default=5)
-  p.add_argument("--steps_per_epoch", type=int, default=None)
-  p.add_argument("--learning_rate", type=float, default=0.002)
-  p.add_argument("--seed", type=int, default=None,
-                 help="seed everything (deterministic on CPU); default: not seeded")
-  p.add_argument("--save_vectors", default=None,
-                 help="write the word vectors here (word2vec text format)")
-  p.add_argument("--words", default="chip,baby,intel")
+  training.add_flags(p, vectors_help="the word vectors")
+  p.add_argument("--words", default="chip,baby,intel", help="show neighbours of these")
   args = p.parse_args(argv)
-  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  from w2v_data import models, vectors  # pylint: disable=import-outside-toplevel
-  try:
-    start = time.time()
-    _, _, names, matrix = models.train(
-        args.data_dir, embed_size=args.embed_size, batch_size=args.batch_size,
-        epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
-        steps_per_epoch=args.steps_per_epoch, expect=("cbow",))
-    if args.save_vectors:
-      digest = vectors.save(args.save_vectors, names, matrix)
-      print(f"saved {len(names)} vectors to {args.save_vectors} (sha256 {digest})")
-  except UserError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  print(f"trained in {time.time() - start:.1f} s")
-  for word in filter(None, (w.strip() for w in args.words.split(","))):
-    near = models.nearest(matrix, names, word)
-    shown = ", ".join(f"{t} ({c:.3f})" for t, c in near) if near else "(not in vocab)"
-    print(f"nearest to {word!r}: {shown}")
-  return 0
+  return training.run(args, _train, args.words.split(","))
 
 
 if __name__ == "__main__":

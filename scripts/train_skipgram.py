@@ -18,13 +18,14 @@ Example:
 import argparse
 import os
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from w2v_data import training  # pylint: disable=wrong-import-position
 
 
 def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs: int = 5,
@@ -48,42 +49,21 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--data_dir", required=True, help="a w2v_data.create --output_dir")
-  p.add_argument("--embed_size", type=int, default=100)
-  p.add_argument("--batch_size", type=int, default=512)
-  p.add_argument("--epochs", type=int, default=5)
-  p.add_argument("--steps_per_epoch", type=int, default=None)
-  p.add_argument("--learning_rate", type=float, default=0.002)
+  training.add_flags(p, vectors_help="the center embeddings")
   p.add_argument("--pad_to", type=int, default=None)
   p.add_argument("--negatives", choices=["stored", "fresh"], default="stored")
-  p.add_argument("--seed", type=int, default=None,
-                 help="seed everything (deterministic on CPU); default: not seeded")
-  p.add_argument("--save_vectors", default=None,
-                 help="write the center embeddings here (word2vec text format)")
-  p.add_argument("--words", default="chip,baby,intel")
+  p.add_argument("--words", default="chip,baby,intel", help="show neighbours of these")
   args = p.parse_args(argv)
-  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  from w2v_data import models, vectors  # pylint: disable=import-outside-toplevel
-  try:
-    start = time.time()
-    model, _, tokens = train(args.data_dir, embed_size=args.embed_size,
-                             batch_size=args.batch_size, epochs=args.epochs,
-                             learning_rate=args.learning_rate, pad_to=args.pad_to,
-                             negatives=args.negatives, seed=args.seed,
-                             steps_per_epoch=args.steps_per_epoch)
-    matrix = models.embedding_matrix(model)
-    if args.save_vectors:
-      digest = vectors.save(args.save_vectors, tokens, matrix)
-      print(f"saved {len(tokens)} vectors to {args.save_vectors} (sha256 {digest})")
-  except UserError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  print(f"trained in {time.time() - start:.1f} s")
-  for word in filter(None, (w.strip() for w in args.words.split(","))):
-    near = models.nearest(matrix, tokens, word)
-    shown = ", ".join(f"{t} ({c:.3f})" for t, c in near) if near else "(not in vocab)"
-    print(f"nearest to {word!r}: {shown}")
-  return 0
+
+  def _train(a):
+    from w2v_data import models  # pylint: disable=import-outside-toplevel
+    model, _, tokens = train(a.data_dir, embed_size=a.embed_size, batch_size=a.batch_size,
+                             epochs=a.epochs, learning_rate=a.learning_rate, pad_to=a.pad_to,
+                             negatives=a.negatives, seed=a.seed,
+                             steps_per_epoch=a.steps_per_epoch)
+    return tokens, models.embedding_matrix(model)
+
+  return training.run(args, _train, args.words.split(","))
 
 
 if __name__ == "__main__":

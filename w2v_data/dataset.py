@@ -169,14 +169,8 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
     ds = with_seeds(ds.batch(batch_size, drop_remainder=drop_remainder), False)
     parse = lambda s: _parse_centers(tf, s, spec, k, longest)  # noqa: E731
   else:
-    # Whole sentences are read a chunk at a time; the chunk's centers are
-    # shuffled in-graph, then cut into batches of batch_size centers.
-    per_record = max(1.0, counts["centers"] / max(1, counts["records"]))
-    chunk = max(1, int(CHUNK_BATCHES * batch_size / per_record))
-    if training:
-      ds = ds.shuffle(max(1, int(shuffle_buffer / per_record)), seed=seed,
-                      reshuffle_each_iteration=True)
-    ds = with_seeds(ds.batch(chunk), training)
+    ds = with_seeds(_sentence_chunks(ds, counts, batch_size, training, seed, shuffle_buffer),
+                    training)
     parse = lambda s: _parse_sentences(tf, s, spec, k, longest)  # noqa: E731
   ds = ds.map(lambda s, *seeds: expanded(parse(s), *seeds),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -204,6 +198,20 @@ def _with_cardinality(tf, ds, meta, files, batch_size, drop_remainder, input_con
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
+def _sentence_chunks(ds, counts, batch_size, training, seed, shuffle_buffer):
+  """Sentence records (shuffled when training) in chunks of about CHUNK_BATCHES batches.
+
+  Whole sentences are read a chunk at a time; the chunk's centers are then
+  shuffled in-graph and cut into batches of batch_size centers.
+  """
+  per_record = max(1.0, counts["centers"] / max(1, counts["records"]))
+  chunk = max(1, int(CHUNK_BATCHES * batch_size / per_record))
+  if training:
+    ds = ds.shuffle(max(1, int(shuffle_buffer / per_record)), seed=seed,
+                    reshuffle_each_iteration=True)
+  return ds.batch(chunk)
+
+
 def _center_dataset(tf, ds, meta, spec, *, batch_size, training, seed, shuffle_buffer,
                     drop_remainder, with_seeds, finish):
   """CBOW / PV-DM / PV-DBOW: sentence records -> batches of centers (see the module doc)."""
@@ -211,13 +219,8 @@ def _center_dataset(tf, ds, meta, spec, *, batch_size, training, seed, shuffle_b
   two_w = 2 * int(meta["flags"]["max_window_size"])
   has_contexts = schema.NUM_CONTEXTS in spec
   has_doc = schema.DOC_ID in spec
-  counts = meta["counts"]
-  per_record = max(1.0, counts["centers"] / max(1, counts["records"]))
-  chunk = max(1, int(CHUNK_BATCHES * batch_size / per_record))
-  if training:
-    ds = ds.shuffle(max(1, int(shuffle_buffer / per_record)), seed=seed,
-                    reshuffle_each_iteration=True)
-  ds = with_seeds(ds.batch(chunk), training)
+  ds = with_seeds(_sentence_chunks(ds, meta["counts"], batch_size, training, seed,
+                                   shuffle_buffer), training)
 
   def per_center(serialized, shuffle_seed=None):
     parsed = tf.io.parse_example(serialized, spec)
