@@ -9,6 +9,7 @@ from textrecords.run_options import RunOptions
 
 
 MASKING_MODES = ("static", "dynamic")
+PACKING_MODES = ("full_sentences", "doc_sentences")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +20,11 @@ class BertConfig(RunOptions):
   "dynamic" writes unmasked ones that `make_dataset` masks every epoch.
   max_ngram_size: mask n-grams of 1..N whole words (needs whole-word masking).
   use_v2_feature_names: records carry Model Garden's input names.
+  sentence_order: ALBERT's sentence-order prediction instead of NSP.
+  next_sentence: False drops the sentence-pair task (no label feature);
+    needs `packing` ("full_sentences" or "doc_sentences", RoBERTa's).
+  spm_model_file: a SentencePiece model to tokenize with instead of
+    `vocab_file` (ALBERT's way).
   """
   input_files: Tuple[str, ...]
   output_files: Tuple[str, ...]
@@ -35,6 +41,10 @@ class BertConfig(RunOptions):
   masking: str = "static"
   max_ngram_size: int = 1
   use_v2_feature_names: bool = False
+  sentence_order: bool = False
+  next_sentence: bool = True
+  packing: str = ""
+  spm_model_file: str = ""
 
   def validate(self) -> "BertConfig":
     """Range-checks every setting; raises UserError naming the flag."""
@@ -63,6 +73,7 @@ class BertConfig(RunOptions):
     if self.max_ngram_size > 1 and self.reference_compatible:
       raise UserError(f"--max_ngram_size={self.max_ngram_size} with --reference_compatible: "
                       "the reference has no n-gram masking")
+    self._validate_recipes()
     self.validate_run_options()
     if len(self.output_files) > 1 and self.num_shards > 1:
       raise UserError(f"--output_file lists {len(self.output_files)} files and "
@@ -71,6 +82,43 @@ class BertConfig(RunOptions):
       raise UserError("--reference_compatible writes the reference's files; give several "
                       "--output_file paths instead of --num_shards")
     return self
+
+  def _validate_recipes(self) -> None:
+    """The post-2018 recipes: SOP, packing without NSP, SentencePiece."""
+    if self.spm_model_file and self.vocab_file:
+      raise UserError("--spm_model_file and --vocab_file: give one (the model holds the "
+                      "vocabulary)")
+    if not self.spm_model_file and not self.vocab_file:
+      raise UserError("--vocab_file (or --spm_model_file) is required")
+    if self.packing and self.packing not in PACKING_MODES:
+      raise UserError(f"--packing={self.packing}: must be one of {', '.join(PACKING_MODES)}")
+    if self.sentence_order and not self.next_sentence:
+      raise UserError("--sentence_order with --next_sentence=false: sentence-order "
+                      "prediction needs segment pairs; drop one of them")
+    if self.packing and self.next_sentence:
+      raise UserError(f"--packing={self.packing} packs one segment without a sentence-pair "
+                      "label: add --next_sentence=false")
+    if not self.next_sentence and not self.packing:
+      raise UserError("--next_sentence=false needs --packing=full_sentences or "
+                      "--packing=doc_sentences")
+    used = [flag for flag, on in (("--sentence_order", self.sentence_order),
+                                  ("--next_sentence=false", not self.next_sentence),
+                                  ("--spm_model_file", bool(self.spm_model_file))) if on]
+    if used and self.reference_compatible:
+      raise UserError(f"{', '.join(used)} with --reference_compatible: the reference has no "
+                      "such recipe; drop --reference_compatible")
+
+  @property
+  def sentence_task(self) -> str:
+    """"nsp", "sop" or "none": what the next_sentence_labels feature holds."""
+    if not self.next_sentence:
+      return "none"
+    return "sop" if self.sentence_order else "nsp"
+
+  @property
+  def tokenizer_file(self) -> str:
+    """The vocab file or SentencePiece model the run tokenizes with."""
+    return self.spm_model_file or self.vocab_file
 
   @property
   def max_num_tokens(self) -> int:

@@ -46,6 +46,16 @@ def define_flags():
                        "ones favoured (weight 1/n), as ALBERT; needs --do_whole_word_mask.")
   flags.DEFINE_bool("use_v2_feature_names", False, "Write Model Garden's v2 names "
                     "(input_word_ids, input_type_ids).")
+  flags.DEFINE_bool("sentence_order", False, "ALBERT's sentence-order prediction: B always "
+                    "follows A; swapped (label 1) with probability 0.5.")
+  flags.DEFINE_bool("next_sentence", True, "false: no sentence-pair task and no label "
+                    "feature; needs --packing.")
+  flags.DEFINE_enum("packing", None, ["full_sentences", "doc_sentences"],
+                    "RoBERTa's packing (with --next_sentence=false): one segment of "
+                    "contiguous sentences filled to max_seq_length, across documents "
+                    "(full_sentences, [SEP] between them) or within one (doc_sentences).")
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model to tokenize with "
+                      "(ALBERT's way) instead of --vocab_file.")
   cli.define_common_flags()
 
 
@@ -59,11 +69,10 @@ def _dupe_factor() -> int:
 def config_from_flags() -> BertConfig:
   files = tuple(text_input.expand_patterns(FLAGS.input_file or "", "--input_file"))
   outputs = tuple(p.strip() for p in (FLAGS.output_file or "").split(",") if p.strip())
-  if not FLAGS.vocab_file:
-    from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-    raise UserError("--vocab_file is required")
   return BertConfig(
-      input_files=files, output_files=outputs, vocab_file=FLAGS.vocab_file,
+      input_files=files, output_files=outputs, vocab_file=FLAGS.vocab_file or "",
+      sentence_order=FLAGS.sentence_order, next_sentence=FLAGS.next_sentence,
+      packing=FLAGS.packing or "", spm_model_file=FLAGS.spm_model_file or "",
       do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask,
       max_seq_length=FLAGS.max_seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,

@@ -21,7 +21,8 @@ def record_schema(meta: dict):
   masking = meta.get("masking")
   if masking and masking.get("mode") == "dynamic":
     return S.dynamic_schema(meta["max_seq_length"], bool(masking["whole_word"]), v2)
-  return S.bert_schema(meta["max_seq_length"], meta["max_predictions_per_seq"], v2)
+  return S.bert_schema(meta["max_seq_length"], meta["max_predictions_per_seq"], v2,
+                       next_sentence=meta.get("sentence_task") != "none")
 
 
 def load_metadata(file_pattern: str, verify: str = "size", skip_corrupt: bool = False,
@@ -200,7 +201,9 @@ def _outputs(tf, ints: dict, mlm_weights, names: str):
   renamed = S.V2_NAMES if names == "v2" else {}
   x = {renamed.get(k, k): ints[k] for k in (S.INPUT_IDS, S.INPUT_MASK, S.SEGMENT_IDS,
                                             S.MASKED_LM_POSITIONS)}
-  y = {MASKED_LM: ints[S.MASKED_LM_IDS], NEXT_SENTENCE: ints[S.NEXT_SENTENCE_LABELS]}
-  weights = {MASKED_LM: mlm_weights,
-             NEXT_SENTENCE: tf.ones_like(ints[S.NEXT_SENTENCE_LABELS][:, 0], tf.float32)}
+  y = {MASKED_LM: ints[S.MASKED_LM_IDS]}
+  weights = {MASKED_LM: mlm_weights}
+  if S.NEXT_SENTENCE_LABELS in ints:  # packed records (--next_sentence=false) have none
+    y[NEXT_SENTENCE] = ints[S.NEXT_SENTENCE_LABELS]
+    weights[NEXT_SENTENCE] = tf.ones_like(ints[S.NEXT_SENTENCE_LABELS][:, 0], tf.float32)
   return x, y, weights

@@ -28,7 +28,8 @@ FLAGS = flags.FLAGS
 
 def define_flags():
   flags.DEFINE_string("input_file", None, "A bert_data output file (or shard glob).")
-  flags.DEFINE_string("vocab_file", None, "The vocab the records were made with.")
+  flags.DEFINE_string("vocab_file", None, "The vocab (or SentencePiece .model) the records "
+                      "were made with.")
   flags.DEFINE_integer("max_records", 5, "How many records to print.")
   cli.define_common_flags()
 
@@ -50,14 +51,16 @@ def format_record(features: dict, tokens) -> str:
     if i in label_at:
       tok = f"{tok}({tokens[label_at[i]]})"
     shown.append(tok)
-  return "\n".join([
+  lines = [
       "tokens: " + " ".join(shown),
       "segment_ids: " + " ".join(str(s) for s in features[S.SEGMENT_IDS][:n]),
       "masked_lm_positions: " + " ".join(str(p) for p in positions),
       "masked_lm_labels: " + " ".join(tokens[t] for t in labels),
-      f"next_sentence_label: {features[S.NEXT_SENTENCE_LABELS][0]} "
-      f"({'random' if features[S.NEXT_SENTENCE_LABELS][0] else 'actual'} next)",
-  ])
+  ]
+  if S.NEXT_SENTENCE_LABELS in features:  # packed records have no label
+    label = features[S.NEXT_SENTENCE_LABELS][0]
+    lines.append(f"next_sentence_label: {label} ({'random' if label else 'actual'} next)")
+  return "\n".join(lines)
 
 
 def main(argv):
@@ -66,7 +69,7 @@ def main(argv):
   if not FLAGS.input_file or not FLAGS.vocab_file:
     raise UserError("--input_file and --vocab_file are required")
   cli.check_range("max_records", FLAGS.max_records, 0, None)
-  tokens = vocab_lib.load_tokens(FLAGS.vocab_file)
+  tokens = load_vocab_tokens(FLAGS.vocab_file)
   shown = 0
   for path, compression in record_files(FLAGS.input_file, FLAGS.vocab_file):
     for rec in tfrecord.read_records(path, compression):
@@ -76,6 +79,14 @@ def main(argv):
       print(format_record(example_codec.decode_example(rec), tokens))
       print()
       shown += 1
+
+
+def load_vocab_tokens(path: str):
+  """Token strings by id from a vocab file or a SentencePiece `.model`."""
+  if path.endswith(".model"):
+    from bert_data.sentencepiece_tokenizer import SentencePieceTokenizer  # pylint: disable=import-outside-toplevel
+    return SentencePieceTokenizer(path).vocab_words()
+  return vocab_lib.load_tokens(path)
 
 
 def record_files(pattern: str, vocab_file: Optional[str] = None):

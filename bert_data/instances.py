@@ -109,6 +109,19 @@ def truncate_pair_sampled(a: list, b: list, max_num_tokens: int, rng) -> None:
       del lst[:front]
 
 
+def target_length(rng, max_num_tokens: int, short_seq_prob: float) -> int:
+  """A document's chunk target: max_num_tokens, or with probability
+  short_seq_prob a uniform length in [2, max_num_tokens] (the reference's draws).
+
+  >>> import random
+  >>> target_length(random.Random(0), 125, 0.0), 2 <= target_length(random.Random(0), 9, 1.0) <= 9
+  (125, True)
+  """
+  if rng.random() < short_seq_prob:
+    return rng.randint(2, max_num_tokens)
+  return max_num_tokens
+
+
 def _random_start(d: int, docs, rng):
   """(document, segment) where a random next B starts: up to 10 draws for a
   document other than d (it may still be d), then a uniform segment."""
@@ -143,9 +156,7 @@ def spans_from_document(d: int, bounds: List[int], docs, rng, max_num_tokens: in
   Returns:
     [(a0, a1, b0, b1, is_random_next)].
   """
-  target = max_num_tokens
-  if rng.random() < short_seq_prob:
-    target = rng.randint(2, max_num_tokens)
+  target = target_length(rng, max_num_tokens, short_seq_prob)
   out = []
   n = len(bounds) - 1
   chunk_start = 0
@@ -180,6 +191,30 @@ def spans_from_document(d: int, bounds: List[int], docs, rng, max_num_tokens: in
   return out
 
 
+def instances_from_spans(tokens, spans, rng, mask_params: masking.MaskingParams,
+                         clean_corpus: bool) -> List[Instance]:
+  """Masked instances from (a0, a1, b0, b1, label) ranges of a token array.
+
+  [CLS] tokens[a0:a1] [SEP] tokens[b0:b1] [SEP], masked by
+  `masking.mask_tokens` (default mode's draws) with `rng`.
+
+  >>> import random, numpy as np
+  >>> p = masking.MaskingParams(0.2, 2, False, 1, 2, 3, (4,), bytes(10))
+  >>> inst, = instances_from_spans(np.arange(5, 9), [(2, 4, 0, 2, True)], random.Random(0), p, True)
+  >>> inst.num_a, inst.is_random_next, len(inst.tokens), len(inst.positions)
+  (4, True, 7, 1)
+  """
+  out = []
+  cls_id, sep_id = mask_params.cls_id, mask_params.sep_id
+  for a0, a1, b0, b1, label in spans:
+    ids = [cls_id] + tokens[a0:a1].tolist() + [sep_id] + tokens[b0:b1].tolist() + [sep_id]
+    num_a = a1 - a0 + 2
+    output, positions, labels = masking.mask_tokens(ids, rng, mask_params, False,
+                                                    num_a if clean_corpus else 0)
+    out.append(Instance(output, num_a, bool(label), positions, labels))
+  return out
+
+
 def instances_from_document(d: int, document: List[List[int]], docs, rng,
                             max_num_tokens: int,
                             short_seq_prob: float, cls_id: int, sep_id: int,
@@ -198,9 +233,7 @@ def instances_from_document(d: int, document: List[List[int]], docs, rng,
     clean_corpus: no document token is [CLS] or [SEP] (lets masking skip a scan).
     mask_params: None returns unmasked instances, for batch masking.
   """
-  target = max_num_tokens
-  if rng.random() < short_seq_prob:
-    target = rng.randint(2, max_num_tokens)
+  target = target_length(rng, max_num_tokens, short_seq_prob)
   out = []
   chunk: List[List[int]] = []
   chunk_len = 0

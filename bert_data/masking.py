@@ -7,7 +7,7 @@ with the reference's single `random.Random` the output is the reference's.
 import dataclasses
 import functools
 import itertools
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -225,9 +225,11 @@ def mask_batch(token_lists: Sequence[List[int]], num_as: Sequence[int], keys,
 
 
 def mask_matrix(ids: np.ndarray, lengths: np.ndarray, num_a: np.ndarray, keys,
-                p: MaskingParams):
+                p: MaskingParams, special: Optional[np.ndarray] = None):
   """`mask_batch` on an id matrix (B, seq_len), modified in place.
 
+  special: optional (B, seq_len) bool marking more positions never to mask
+  (the [SEP]s between documents of packed instances).
   Returns what `mask_batch` returns.
   """
   b, seq_len = ids.shape
@@ -237,6 +239,8 @@ def mask_matrix(ids: np.ndarray, lengths: np.ndarray, num_a: np.ndarray, keys,
   counts = np.minimum(maxp, np.maximum(1, np.round(lengths * p.masked_lm_prob).astype(np.int64)))
   candidate = valid & (col[None, :] != 0) & (col[None, :] != num_a[:, None] - 1) & (
       col[None, :] != lengths[:, None] - 1)
+  if special is not None:
+    candidate &= ~special
   counts = np.minimum(counts, candidate.sum(axis=1))
   width = max(1, maxp)
   keys = np.asarray(keys, np.uint64)

@@ -13,15 +13,18 @@ import math
 import os
 import random
 import shutil
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 
 from bert_data import masking
+from bert_data import packing
 from bert_data import records
 from bert_data.config import BertConfig
 from bert_data.documents import Corpus, encode_lines, iter_line_batches, read_corpus
-from bert_data.instances import FastDraws, instances_from_document, spans_from_document
+from bert_data.instances import (FastDraws, instances_from_document, instances_from_spans,
+                                 spans_from_document)
+from bert_data.sentence_order import sop_spans_from_document
 from textrecords import __version__
 from textrecords import cli
 from textrecords import dataset_writer
@@ -41,7 +44,10 @@ _STATE: Dict[str, object] = {}
 
 
 def load_tokenizer(config: BertConfig):
-  """The WordPiece tokenizer, with a UserError for an unusable vocab."""
+  """The WordPiece (or SentencePiece) tokenizer; UserError for an unusable vocab."""
+  if config.spm_model_file:
+    from bert_data import sentencepiece_tokenizer  # pylint: disable=import-outside-toplevel
+    return sentencepiece_tokenizer.load(config.spm_model_file, config.do_lower_case)
   from bert_data.tokenizer import WordPieceTokenizer  # pylint: disable=import-outside-toplevel
   if not os.path.isfile(config.vocab_file):
     raise UserError(f"--vocab_file: {config.vocab_file} not found")
@@ -58,9 +64,14 @@ def load_tokenizer(config: BertConfig):
 def masking_params(config: BertConfig, tok) -> masking.MaskingParams:
   words = tok.vocab_words()
   is_subword = bytearray(tok.vocab_size)
+  if hasattr(tok, "word_start_flags"):  # SentencePiece: pieces without a word start
+    is_subword = bytearray(1 - f for f in tok.word_start_flags())
   for w in words:
     if w.startswith("##"):
       is_subword[tok.token_to_id(w)] = 1
+  if config.do_whole_word_mask and not any(is_subword):
+    raise UserError(f"--do_whole_word_mask: {config.tokenizer_file} has no word-continuing "
+                    "pieces (## pieces), so every word would be one piece")
   return masking.MaskingParams(
       masked_lm_prob=config.masked_lm_prob,
       max_predictions_per_seq=config.max_predictions_per_seq,
@@ -107,6 +118,7 @@ class _Context:
   spill_dir: str = ""
   num_buckets: int = 1
   clean: bool = False  # no [CLS]/[SEP] inside the documents
+  packed: Optional[packing.Packing] = None  # --packing: the packed instances
 
 
 def _doc_instances(ctx: _Context, d: int, rng):
@@ -144,7 +156,15 @@ def _default_task(task):
   for d in range(d0, d1):
     digest = document_digest(corpus, d)
     rng = FastDraws(seeding.rng_for(seed, dupe, d, digest))
-    if python_masking:
+    if c.sentence_order:
+      doc_spans = sop_spans_from_document(corpus.segment_bounds(d), rng, c.max_num_tokens,
+                                          c.short_seq_prob)
+      if python_masking:
+        insts.extend(instances_from_spans(corpus.tokens, doc_spans, rng, ctx.mask, ctx.clean))
+      else:
+        spans.extend(doc_spans)
+      count = len(doc_spans)
+    elif python_masking:
       doc_insts = instances_from_document(
           d, corpus.document(d), corpus, rng, c.max_num_tokens, c.short_seq_prob,
           ctx.mask.cls_id, ctx.mask.sep_id, ctx.mask, exact_draws=False,
@@ -176,10 +196,46 @@ def _default_task(task):
   return writer.count
 
 
-def _tasks(config: BertConfig, num_docs: int):
+def _packed_task(task):
+  """Worker: packed instances [k0, k1) in round `dupe`, spilled by order key.
+
+  Packing has no randomness (`packing.pack`); instance k's masks and order
+  key come from (seed, dupe, k, a digest of its token ids).
+  """
+  dupe, k0, k1 = task
+  ctx: _Context = _STATE["ctx"]
+  c = ctx.config
+  corpus = ctx.corpus
+  writer = spill.SpillWriter(ctx.spill_dir, f"w{os.getpid()}", ctx.num_buckets)
+  ids, lengths, special = packing.instance_ids(corpus.tokens, ctx.packed, range(k0, k1),
+                                               ctx.mask.cls_id, ctx.mask.sep_id,
+                                               c.max_seq_length)
+  keys = np.asarray([seeding.order_key(c.random_seed, dupe, "packed", k,
+                                       seeding.content_digest(ids[k - k0]))
+                     for k in range(k0, k1)], np.uint64)
+  if c.do_whole_word_mask or not ctx.clean:
+    records_ = []
+    for r, key in enumerate(keys.tolist()):
+      rng = FastDraws(seeding.rng_for(c.random_seed, key))
+      tokens = ids[r, :lengths[r]].tolist()
+      output, positions, labels = masking.mask_tokens(tokens, rng, ctx.mask, False)
+      records_.append(ctx.encoder.encode_parts(output, len(tokens), False, positions, labels))
+  else:
+    ids, lengths, positions, labels, counts = masking.mask_matrix(
+        ids, lengths, lengths.copy(), keys, ctx.mask, special=special)
+    records_ = ctx.encoder.encode_arrays(ids, lengths, lengths.tolist(),
+                                         [False] * len(keys), positions, labels, counts)
+  for key, rec in zip(keys.tolist(), records_):
+    writer.add(key, rec)
+  writer.close()
+  return writer.count
+
+
+def _tasks(config: BertConfig, num_units: int):
+  """(dupe, first, end) ranges of documents (or packed instances)."""
   for dupe in range(config.dupe_factor):
-    for d0 in range(0, num_docs, _DOCS_PER_TASK):
-      yield dupe, d0, min(num_docs, d0 + _DOCS_PER_TASK)
+    for d0 in range(0, num_units, _DOCS_PER_TASK):
+      yield dupe, d0, min(num_units, d0 + _DOCS_PER_TASK)
 
 
 def _estimate_buckets(config: BertConfig, corpus: Corpus, num_shards: int) -> int:
@@ -193,8 +249,11 @@ def spill_default_mode(ctx: _Context, progress: cli.Progress) -> int:
   """Builds all instances in workers, spilled to hash buckets; returns the count."""
   _STATE["ctx"] = ctx
   total = 0
-  tasks = list(_tasks(ctx.config, ctx.corpus.num_docs))
-  for n, count in enumerate(parallel.ordered_map(_default_task, tasks,
+  if ctx.packed is not None:
+    task_fn, tasks = _packed_task, list(_tasks(ctx.config, ctx.packed.num_instances))
+  else:
+    task_fn, tasks = _default_task, list(_tasks(ctx.config, ctx.corpus.num_docs))
+  for n, count in enumerate(parallel.ordered_map(task_fn, tasks,
                                                  ctx.config.num_workers)):
     total += count
     progress.update(lambda: f"instances: {total:,} ({n + 1}/{len(tasks)} tasks)")
@@ -296,7 +355,7 @@ def create(config: BertConfig) -> dict:
     raise UserError("--masking=dynamic and --max_ngram_size are not available yet")
   progress = cli.Progress(config.quiet)
   tok = load_tokenizer(config)
-  with open(config.vocab_file, "rb") as f:
+  with open(config.tokenizer_file, "rb") as f:
     vocab_sha = hashlib.sha256(f.read()).hexdigest()
   compression = tfrecord.check_compression(config.compression)
   fingerprint = _fingerprint(config, vocab_sha)
@@ -324,7 +383,8 @@ def create(config: BertConfig) -> dict:
   mask = masking_params(config, tok)
   encoder = records.BertRecordEncoder(config.max_seq_length,
                                       config.max_predictions_per_seq, tok.vocab_size,
-                                      v2_names=config.use_v2_feature_names)
+                                      v2_names=config.use_v2_feature_names,
+                                      next_sentence=config.next_sentence)
   clean = not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
   tmp = writers[0].scratch_dir()
   handles = []
@@ -339,6 +399,9 @@ def create(config: BertConfig) -> dict:
     else:
       nb = _estimate_buckets(config, corpus, config.num_shards)
       ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb, clean=clean)
+      if config.packing:
+        ctx.packed = packing.pack(corpus.seg_starts, corpus.doc_starts,
+                                   config.max_seq_length, config.packing)
       total = spill_default_mode(ctx, progress)
       if total < len(all_paths):
         raise UserError(f"--num_shards={len(all_paths)} (or that many --output_file paths) "
@@ -375,7 +438,12 @@ def create(config: BertConfig) -> dict:
           "mode": "reference" if config.reference_compatible else "default",
           "flags": flags, "counts": dict(summary, records=sum(i["records"] for i in infos)),
           "datasets": [os.path.basename(p) for p in config.output_files],
+          "sentence_task": config.sentence_task,
+          "packing": config.packing or None,
+          "tokenizer": "sentencepiece" if config.spm_model_file else "wordpiece",
       })
+      if config.spm_model_file:
+        meta["spm_model_sha256"] = vocab_sha
       return meta
     w.finalize(ps, build)
   progress.update(lambda: f"wrote {count:,} instances to {len(all_paths)} file(s)",

@@ -53,13 +53,15 @@ class BertRecordEncoder:
   """
 
   def __init__(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int,
-               v2_names: bool = False):
-    self.schema = S.bert_schema(max_seq_length, max_predictions_per_seq, v2_names)
+               v2_names: bool = False, next_sentence: bool = True):
+    self.schema = S.bert_schema(max_seq_length, max_predictions_per_seq, v2_names,
+                                next_sentence)
     self._seq = max_seq_length
     self._pred = max_predictions_per_seq
     self._table = codec.varint_table(max(vocab_size, max_seq_length) + 1)
     # Keyed by the canonical names, whatever names the records carry.
-    canonical = S.bert_schema(max_seq_length, max_predictions_per_seq)
+    canonical = S.bert_schema(max_seq_length, max_predictions_per_seq,
+                              next_sentence=next_sentence)
     self._hdr = {c.name: _EntryHeaders(s) for c, s in zip(canonical, self.schema)}
     seq, pred = max_seq_length, max_predictions_per_seq
     mask_hdr, seg_hdr, w_hdr = (self._hdr[S.INPUT_MASK][seq], self._hdr[S.SEGMENT_IDS][seq],
@@ -68,7 +70,9 @@ class BertRecordEncoder:
     self._seg = {}
     self._seg_hdr = seg_hdr
     self._weights = [w_hdr + _ONE_F32 * m + _ZERO_F32 * (pred - m) for m in range(pred + 1)]
-    self._nsp = [self._hdr[S.NEXT_SENTENCE_LABELS][1] + bytes([v]) for v in (0, 1)]
+    # Without the label feature (packed records) the label writes nothing.
+    self._nsp = ([self._hdr[S.NEXT_SENTENCE_LABELS][1] + bytes([v]) for v in (0, 1)]
+                 if next_sentence else [b"", b""])
     self._pad = [b"\x00" * k for k in range(seq + 1)]
 
   def _segments(self, num_a: int, n: int) -> bytes:

@@ -45,9 +45,14 @@ def _named(specs, v2_names: bool):
   return tuple(FeatureSpec(names.get(s.name, s.name), s.dtype, s.length) for s in specs)
 
 
-def bert_schema(max_seq_length: int, max_predictions_per_seq: int, v2_names: bool = False):
-  """The seven FeatureSpecs for given lengths (v2 names: Model Garden's)."""
-  return _named((
+def bert_schema(max_seq_length: int, max_predictions_per_seq: int, v2_names: bool = False,
+                next_sentence: bool = True):
+  """The seven FeatureSpecs for given lengths (v2 names: Model Garden's).
+
+  next_sentence=False (packed records, `--next_sentence=false`) drops
+  next_sentence_labels.
+  """
+  specs = _named((
       FeatureSpec(INPUT_IDS, INT64, max_seq_length),
       FeatureSpec(INPUT_MASK, INT64, max_seq_length),
       FeatureSpec(SEGMENT_IDS, INT64, max_seq_length),
@@ -56,6 +61,7 @@ def bert_schema(max_seq_length: int, max_predictions_per_seq: int, v2_names: boo
       FeatureSpec(MASKED_LM_WEIGHTS, FLOAT, max_predictions_per_seq),
       FeatureSpec(NEXT_SENTENCE_LABELS, INT64, 1),
   ), v2_names)
+  return specs if next_sentence else specs[:-1]
 
 
 def dynamic_schema(max_seq_length: int, whole_word: bool, v2_names: bool = False):

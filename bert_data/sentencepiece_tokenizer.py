@@ -74,6 +74,16 @@ def train_model(spm, sentences: Iterable[str], vocab_size: int, input_sentence_s
   return buf.getvalue()
 
 
+def load(model_file: str, do_lower_case: bool) -> "SentencePieceTokenizer":
+  """The tokenizer of `--spm_model_file`, checked for [CLS], [SEP] and [MASK]."""
+  tok = SentencePieceTokenizer(model_file, do_lower_case)
+  missing = [t for t in CONTROL_SYMBOLS if tok.token_to_id(t) is None]
+  if missing:
+    raise UserError(f"--spm_model_file: {model_file} lacks {', '.join(missing)} (train it "
+                    "with bert_data.build_vocab --kind=sentencepiece)")
+  return tok
+
+
 class SentencePieceTokenizer:
   """The bert_data tokenizer interface over a SentencePiece model.
 

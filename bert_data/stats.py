@@ -30,13 +30,12 @@ import numpy as np
 from absl import flags
 
 from bert_data import schema as S
-from bert_data.inspect import record_files
+from bert_data.inspect import load_vocab_tokens, record_files
 from textrecords import cli
 from textrecords import dataset_files
 from textrecords import example_codec
 from textrecords import metadata
 from textrecords import tfrecord
-from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -130,13 +129,6 @@ def to_json(summary: dict) -> str:
   return "{\n" + body + "\n}"
 
 
-def _vocab_tokens(path: str) -> List[str]:
-  if path.endswith(".model"):
-    from bert_data.sentencepiece_tokenizer import SentencePieceTokenizer  # pylint: disable=import-outside-toplevel
-    return SentencePieceTokenizer(path).vocab_words()
-  return vocab_lib.load_tokens(path)
-
-
 def _meta_of(pattern: str) -> Optional[dict]:
   """The first dataset's metadata, or None for plain TFRecord files."""
   for meta_path, _ in dataset_files.resolve(pattern):
@@ -216,7 +208,7 @@ def main(argv):
   plt = cli.pyplot() if FLAGS.plot else None
   meta = _meta_of(FLAGS.input_file)
   vocab_path = FLAGS.vocab_file or _meta_vocab(meta)
-  tokens = _vocab_tokens(vocab_path) if vocab_path else None
+  tokens = load_vocab_tokens(vocab_path) if vocab_path else None
   tally = collect(FLAGS.input_file, FLAGS.max_records)
   if not tally.lengths:
     raise UserError(f"--input_file: {FLAGS.input_file} holds no records")

@@ -1,0 +1,155 @@
+"""RoBERTa-style packing: one segment of contiguous sentences, filled to the length.
+
+`--next_sentence=false --packing=full_sentences|doc_sentences` makes
+instances `[CLS] s_i s_i+1 ... s_j [SEP]`: consecutive sentences (segments)
+taken greedily while they fit in `max_seq_length - 2` tokens, so an instance
+is full unless the next sentence would not fit, or (doc_sentences) its
+document ends, or the corpus ends.
+
+* full_sentences: instances cross document boundaries; a `[SEP]` separates
+  the documents inside an instance (it counts towards the length).
+* doc_sentences: an instance never crosses a document boundary.
+
+A sentence longer than the budget is cut into budget-sized pieces, each
+packed like a sentence (no text is dropped). Packing has no randomness: every
+dupe round packs the same way, and only the masks differ. Instances are
+described as piece ranges `[p0, p1)` of the corpus's piece boundaries, so
+they can be cut into fixed-size blocks for the workers without any
+dependence on the worker count.
+"""
+
+import dataclasses
+
+import numpy as np
+
+PACKING_MODES = ("full_sentences", "doc_sentences")
+
+
+@dataclasses.dataclass(frozen=True)
+class Packing:
+  """The packed instances of a corpus.
+
+  Attributes:
+    piece_starts: token offsets of the pieces (sentences, or budget-sized
+      parts of long ones), plus the end offset: n_pieces + 1 values.
+    doc_first: doc_first[i] is True if piece i starts a document.
+    instances: (n, 2) int64 rows [p0, p1): pieces p0..p1-1 form an instance.
+  """
+  piece_starts: np.ndarray
+  doc_first: np.ndarray
+  instances: np.ndarray
+
+  @property
+  def num_instances(self) -> int:
+    return int(self.instances.shape[0])
+
+  def token_range(self, k: int):
+    p0, p1 = self.instances[k]
+    return int(self.piece_starts[p0]), int(self.piece_starts[p1])
+
+  def doc_breaks(self, k: int) -> np.ndarray:
+    """Token offsets inside instance k where a new document starts."""
+    p0, p1 = (int(x) for x in self.instances[k])
+    inner = np.flatnonzero(self.doc_first[p0 + 1:p1]) + p0 + 1
+    return self.piece_starts[inner]
+
+
+def pieces(seg_starts: np.ndarray, doc_starts: np.ndarray, budget: int):
+  """Sentences cut to at most `budget` tokens: (piece_starts, doc_first).
+
+  >>> s, f = pieces(np.array([0, 3, 10, 12]), np.array([0, 2, 3]), 4)
+  >>> s.tolist(), f.tolist()
+  ([0, 3, 7, 10, 12], [True, False, False, True])
+  """
+  seg_starts = np.asarray(seg_starts, np.int64)
+  lengths = np.diff(seg_starts)
+  parts = np.maximum(1, -(-lengths // budget))          # ceil, at least one
+  first_piece = np.zeros(len(parts) + 1, np.int64)
+  np.cumsum(parts, out=first_piece[1:])
+  seg_of_piece = np.repeat(np.arange(len(parts)), parts)
+  within = np.arange(int(first_piece[-1])) - first_piece[seg_of_piece]
+  starts = seg_starts[:-1][seg_of_piece] + within * budget
+  piece_starts = np.append(starts, seg_starts[-1])
+  seg_first = np.zeros(len(parts), bool)
+  seg_first[np.asarray(doc_starts[:-1], np.int64)] = True
+  doc_first = seg_first[seg_of_piece] & (within == 0)
+  return piece_starts, doc_first
+
+
+def pack(seg_starts: np.ndarray, doc_starts: np.ndarray, max_seq_length: int,
+         mode: str) -> Packing:
+  """Greedy packing of a corpus's segments (see the module docstring).
+
+  Args:
+    seg_starts, doc_starts: the corpus's boundaries (`documents.Corpus`).
+    max_seq_length: the record length; an instance holds at most
+      max_seq_length - 2 tokens of text and inner [SEP]s.
+    mode: "full_sentences" or "doc_sentences".
+
+  Example (documents [[3 tokens], [2 tokens]] and [[5 tokens]], length 8):
+    >>> p = pack(np.array([0, 3, 5, 10]), np.array([0, 2, 3]), 8, "full_sentences")
+    >>> p.instances.tolist()  # 3 + 2 fit; the next document's 5 (+1 [SEP]) do not
+    [[0, 2], [2, 3]]
+    >>> pack(np.array([0, 3, 5, 10]), np.array([0, 1, 3]), 9, "full_sentences").instances.tolist()
+    [[0, 2], [2, 3]]
+  """
+  if mode not in PACKING_MODES:
+    raise ValueError(f"packing mode {mode!r}: must be one of {PACKING_MODES}")
+  budget = max_seq_length - 2
+  piece_starts, doc_first = pieces(seg_starts, doc_starts, budget)
+  n = len(doc_first)
+  full = mode == "full_sentences"
+  # Cost of pieces [s, e): their tokens, plus one [SEP] before each piece
+  # that starts a document, except the first one (full_sentences).
+  cost = np.diff(piece_starts) + (doc_first if full else 0)
+  cum = np.zeros(n + 1, np.int64)
+  np.cumsum(cost, out=cum[1:])
+  doc_end = _doc_ends(doc_first)
+  out = []
+  s = 0
+  search = cum.searchsorted
+  while s < n:
+    limit = cum[s] + (int(doc_first[s]) if full else 0) + budget
+    e = max(s + 1, int(search(limit, side="right")) - 1)
+    if not full:
+      e = min(e, int(doc_end[s]))
+    out.append((s, e))
+    s = e
+  return Packing(piece_starts, doc_first, np.asarray(out, np.int64).reshape(-1, 2))
+
+
+def _doc_ends(doc_first: np.ndarray) -> np.ndarray:
+  """For each piece, the index of the first piece of the next document."""
+  starts = np.append(np.flatnonzero(doc_first), len(doc_first))
+  which = np.cumsum(doc_first) - 1
+  return starts[which + 1]
+
+
+def instance_ids(tokens: np.ndarray, packing: Packing, rows, cls_id: int, sep_id: int,
+                 seq_len: int):
+  """[CLS] text [SEP] id rows (inner [SEP] between documents) for instances `rows`.
+
+  Returns (ids (B, seq_len) int64 zero-padded, lengths, is_special (B,
+  seq_len) bool marking [CLS] and every [SEP]).
+
+  >>> p = pack(np.array([0, 2, 3]), np.array([0, 1, 2]), 8, "full_sentences")
+  >>> ids, n, sp = instance_ids(np.array([7, 8, 9]), p, [0], 1, 2, 8)
+  >>> ids.tolist(), n.tolist(), np.flatnonzero(sp[0]).tolist()
+  ([[1, 7, 8, 2, 9, 2, 0, 0]], [6], [0, 3, 5])
+  """
+  rows = list(rows)
+  ids = np.zeros((len(rows), seq_len), np.int64)
+  special = np.zeros((len(rows), seq_len), bool)
+  lengths = np.zeros(len(rows), np.int64)
+  for r, k in enumerate(rows):
+    t0, t1 = packing.token_range(k)
+    breaks = packing.doc_breaks(k) - t0
+    text = np.insert(tokens[t0:t1].astype(np.int64), breaks, sep_id)
+    n = len(text) + 2
+    ids[r, 0] = cls_id
+    ids[r, 1:n - 1] = text
+    ids[r, n - 1] = sep_id
+    special[r, 0] = special[r, n - 1] = True
+    special[r, breaks + np.arange(len(breaks)) + 1] = True
+    lengths[r] = n
+  return ids, lengths, special
