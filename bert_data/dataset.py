@@ -1,12 +1,10 @@
 """`make_dataset`: bert_data records -> Keras-ready `(x, y, sample_weight)` batches."""
 
-import os
 from typing import Optional
 
 from bert_data import schema as S
 from textrecords import dataset_files
 from textrecords import features
-from textrecords import metadata
 from textrecords import tf_input
 from textrecords.errors import UserError
 from textrecords.tf_import import require_tf
@@ -25,32 +23,25 @@ def record_schema(meta: dict):
                        next_sentence=meta.get("sentence_task") != "none")
 
 
-def load_metadata(file_pattern: str, verify: str = "size", skip_corrupt: bool = False,
-                  log=print):
-  """(meta, entries) for a pattern; all datasets must share lengths and compression.
+def load_metadata(file_pattern: str):
+  """(first metadata, datasets found) for a location; all must share lengths and compression.
 
-  entries: [(meta, meta_path, path)] of the files that passed `verify`.
+  Raises:
+    UserError: no dataset there, another package's, another schema, or
+      datasets that differ in lengths or compression.
   """
-  metas, entries = [], []
-  for meta_path, names in dataset_files.resolve(file_pattern):
-    meta = metadata.read(meta_path, package="bert_data")
+  found = dataset_files.open_datasets(file_pattern, "bert_data", allow_list=True)
+  first = found[0].meta
+  for f in found:
+    meta, meta_path = f.meta, f.layout.meta_path
     if meta.get("schema") != features.schema_to_json(record_schema(meta)):
       raise UserError(f"{meta_path}: schema differs from this version's bert_data schema")
-    if metas and (meta["schema"], meta["compression"], meta.get("masking")) != (
-        metas[0]["schema"], metas[0]["compression"], metas[0].get("masking")):
-      raise UserError(f"{meta_path}: schema, masking or compression differ from "
-                      f"{metas[0]['_path']}")
     meta["_path"] = meta_path
-    metas.append(meta)
-    if names is None:
-      names = [f["name"] for f in meta["files"]]
-    for name in names:
-      for path in metadata.verified_files(meta, meta_path, [name], verify, skip_corrupt, log,
-                                          require_some=False):
-        entries.append((meta, meta_path, path))
-  if not entries:
-    raise UserError(f"{file_pattern}: no readable record files left")
-  return metas[0], entries
+    if (meta["schema"], meta["compression"], meta.get("masking")) != (
+        first["schema"], first["compression"], first.get("masking")):
+      raise UserError(f"{meta_path}: schema, masking or compression differ from "
+                      f"{first['_path']}")
+  return first, found
 
 
 def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
@@ -107,16 +98,9 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
   names = _feature_names(feature_names, v2_names)
   if batch_size < 1:
     raise UserError(f"batch_size={batch_size}: must be >= 1")
-  meta, entries = load_metadata(file_pattern, "size" if verify == "checksum" else verify,
-                                skip_corrupt, log)
-  entries = tf_input.shard_files(entries, input_context)
-  if verify == "checksum":
-    files = [p for m, mp, path in entries for p in metadata.verified_files(
-        m, mp, [os.path.basename(path)], "checksum", skip_corrupt, log, require_some=False)]
-    if not files:
-      raise UserError(f"{file_pattern}: no readable record files left")
-  else:
-    files = [path for _, _, path in entries]
+  meta, found = load_metadata(file_pattern)
+  files = [e.path for e in dataset_files.record_files(
+      found, verify=verify, skip_corrupt=skip_corrupt, log=log, input_context=input_context)]
   dynamic = (meta.get("masking") or {}).get("mode") == "dynamic"
   if max_seq_length is not None and max_seq_length != meta["max_seq_length"]:
     raise UserError(f"{meta['_path']}: records have max_seq_length={meta['max_seq_length']}, "

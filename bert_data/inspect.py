@@ -9,7 +9,6 @@ Example:
       --vocab_file=vocab.txt --max_records=3
 """
 
-import os
 import sys
 from typing import Optional
 
@@ -22,6 +21,8 @@ from textrecords import example_codec
 from textrecords import metadata
 from textrecords import tfrecord
 from textrecords import vocab as vocab_lib
+from textrecords.errors import UserError
+from textrecords.layout import DEFAULT_SPLIT
 
 FLAGS = flags.FLAGS
 
@@ -65,7 +66,6 @@ def format_record(features: dict, tokens) -> str:
 
 def main(argv):
   del argv
-  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
   if not FLAGS.input_file or not FLAGS.vocab_file:
     raise UserError("--input_file and --vocab_file are required")
   cli.check_range("max_records", FLAGS.max_records, 0, None)
@@ -95,17 +95,20 @@ def record_files(pattern: str, vocab_file: Optional[str] = None):
   Files with bert_data metadata are checked against it; a plain TFRecord
   file without metadata (e.g. written by google-research/bert) is read as is.
   """
-  for meta_path, names in dataset_files.resolve(pattern):
-    if not os.path.exists(meta_path) and names:
-      for name in names:
-        yield os.path.join(os.path.dirname(meta_path), name), ""
+  for found in dataset_files.find(pattern, allow_list=True):
+    if found.meta is None:
+      for path in found.names:
+        yield path, ""
       continue
-    meta = metadata.read(meta_path, package="bert_data")
+    if found.meta.get("package") != "bert_data":
+      raise UserError(metadata.foreign_message(found.given, found.meta))
+    meta = found.meta
     if vocab_file and meta.get("vocab_sha256") != vocab_lib.file_sha256(vocab_file):
       print(f"warning: {vocab_file} is not the vocab the records were made with",
             file=sys.stderr)
-    names = names or [f["name"] for f in meta["files"]]
-    for path in metadata.verified_files(meta, meta_path, names, "size"):
+    names = found.names or metadata.split_record_names(meta, DEFAULT_SPLIT,
+                                                       found.layout.meta_path)
+    for path in metadata.verified_files(meta, found.layout, names, "size"):
       yield path, meta["compression"]
 
 

@@ -35,6 +35,7 @@ from textrecords import seeding
 from textrecords import spill
 from textrecords import tfrecord
 from textrecords.errors import UserError
+from textrecords.layout import DEFAULT_SPLIT, DatasetLayout
 
 _DOCS_PER_TASK = 32
 _BUCKET_BYTES = 32 << 20
@@ -344,10 +345,6 @@ def _fingerprint(config: BertConfig, vocab_sha: str) -> dict:
   return {"inputs": inputs, "flags": flags, "vocab_sha256": vocab_sha, "version": __version__}
 
 
-def _meta_path(output: str) -> str:
-  return output + ".meta.json"
-
-
 def create(config: BertConfig) -> dict:
   """Runs the whole job; returns a summary dict (also stored in the metadata)."""
   config.validate()
@@ -362,11 +359,9 @@ def create(config: BertConfig) -> dict:
 
   # Destinations: several --output_file paths are separate datasets, filled
   # round-robin; one path with --num_shards is one dataset of N shards.
-  if len(config.output_files) > 1:
-    groups = [(_meta_path(p), [p]) for p in config.output_files]
-  else:
-    groups = [(_meta_path(config.output_files[0]),
-               tfrecord.shard_paths(config.output_files[0], config.num_shards))]
+  layouts = [DatasetLayout.for_file(p) for p in config.output_files]
+  groups = [(lay.meta_path, lay.record_paths(num_shards=config.num_shards))
+            for lay in layouts]
   writers = [dataset_writer.DatasetWriter(m, dict(fingerprint, meta=m),
                                           overwrite=config.overwrite, resume=config.resume)
              for m, _ in groups]
@@ -444,7 +439,7 @@ def create(config: BertConfig) -> dict:
       })
       if config.spm_model_file:
         meta["spm_model_sha256"] = vocab_sha
-      return meta
+      return metadata.set_files(meta, infos, {DEFAULT_SPLIT: [os.path.basename(p) for p in ps]})
     w.finalize(ps, build)
   progress.update(lambda: f"wrote {count:,} instances to {len(all_paths)} file(s)",
                   force=True)

@@ -131,11 +131,12 @@ def to_json(summary: dict) -> str:
 
 def _meta_of(pattern: str) -> Optional[dict]:
   """The first dataset's metadata, or None for plain TFRecord files."""
-  for meta_path, _ in dataset_files.resolve(pattern):
-    if os.path.exists(meta_path):
-      meta = metadata.read(meta_path, package="bert_data")
-      meta["_dir"] = os.path.dirname(os.path.abspath(meta_path))
-      return meta
+  for found in dataset_files.find(pattern, allow_list=True):
+    if found.meta is not None:
+      if found.meta.get("package") != "bert_data":
+        raise UserError(metadata.foreign_message(found.given, found.meta))
+      found.meta["_dir"] = os.path.abspath(found.layout.root)
+      return found.meta
   return None
 
 

@@ -25,6 +25,7 @@ from textrecords import metadata
 from textrecords import text_input
 from textrecords import tfrecord
 from textrecords.errors import UserError
+from textrecords.layout import DatasetLayout
 from textrecords import parallel
 
 from mt_data import config as config_lib
@@ -73,7 +74,7 @@ def _check_output_dir(cfg: config_lib.MTConfig):
   out = os.path.abspath(cfg.output_dir)
   if os.path.exists(out) and not os.path.isdir(out):
     raise UserError(f"--output_dir={cfg.output_dir}: exists and is not a folder")
-  meta_path = os.path.join(out, schema.META_NAME)
+  meta_path = DatasetLayout.for_dir(out).meta_path
   if os.path.exists(meta_path) and not (cfg.overwrite or cfg.resume):
     raise UserError(f"{meta_path} exists (a complete earlier output); pass --overwrite "
                     "to replace it")
@@ -181,12 +182,13 @@ def _create(cfg, log):
                  "flags": flags_used,
                  "inputs": [{"path": os.path.abspath(i["path"]), "bytes": i["bytes"],
                              "sha256": i["sha256"]} for i in inputs]}
-  dw = dataset_writer.DatasetWriter(os.path.join(out, schema.META_NAME), fingerprint,
+  lay = DatasetLayout.for_dir(out)
+  dw = dataset_writer.DatasetWriter(lay.meta_path, fingerprint,
                                     overwrite=cfg.overwrite, resume=cfg.resume)
   all_paths = []
   kept = 0
   for name in sorted(vocab_files):
-    path = os.path.join(out, name)
+    path = lay.path(name)
     all_paths.append(path)
     if dw.is_finished(path):
       kept += 1
@@ -199,7 +201,7 @@ def _create(cfg, log):
   offsets = {"train": (0, n_train), "valid": (n_train, n_train + n_val)}
   for split in schema.SPLITS:
     lo, hi = offsets[split]
-    paths = tfrecord.shard_paths(os.path.join(out, schema.RECORD_FILE[split]), cfg.num_shards)
+    paths = lay.record_paths(split, cfg.num_shards)
     split_names[split] = [os.path.basename(p) for p in paths]
     all_paths.extend(paths)
     for path, (s, e) in zip(paths, records.shard_ranges(hi - lo, cfg.num_shards)):
@@ -250,7 +252,9 @@ def _create(cfg, log):
     if cfg.tokenizer == "bpe":
       for side in ("source", "target"):
         meta["vocab"][side]["tokenizer_file"] = schema.TOKENIZER_FILE[side]
-    return meta
+    roles = {n: metadata.ROLE_VOCAB for n in schema.VOCAB_FILE.values()}
+    roles.update({n: metadata.ROLE_TOKENIZER for n in schema.TOKENIZER_FILE.values()})
+    return metadata.set_files(meta, infos, split_names, roles)
 
   meta = dw.finalize(all_paths, build_meta)
   t_end = time.monotonic()

@@ -13,11 +13,10 @@ the bucket of max(len(source), len(target)) via
 `tf.data.Dataset.bucket_by_sequence_length`.
 """
 
-import os
 from typing import Optional, Sequence
 
 from textrecords import features
-from textrecords import metadata
+from textrecords import dataset_files
 from textrecords import tf_input
 from textrecords.errors import UserError
 from textrecords.tf_import import require_tf
@@ -26,29 +25,34 @@ from mt_data import preprocess
 from mt_data import schema
 
 
-def read_meta(output_dir: str) -> dict:
-  """The checked metadata of an mt_data output folder (UserError if not one)."""
-  meta_path = os.path.join(output_dir, schema.META_NAME)
-  meta = metadata.read(meta_path, package=schema.PACKAGE)
-  if features.schema_from_json(meta.get("schema", [])) != schema.SCHEMA:
-    raise UserError(f"{meta_path}: record schema differs from this mt_data version's; "
-                    "rewrite the dataset with python -m mt_data.create")
-  return meta
+def open_dataset(location: str) -> dataset_files.Found:
+  """The checked mt_data dataset at `location` (UserError if not one)."""
+  found = dataset_files.open_datasets(location, schema.PACKAGE)[0]
+  if features.schema_from_json(found.meta.get("schema", [])) != schema.SCHEMA:
+    raise UserError(f"{found.layout.meta_path}: record schema differs from this mt_data "
+                    "version's; rewrite the dataset with python -m mt_data.create")
+  return found
 
 
-def record_files(output_dir: str, split: str, *, verify: str = "checksum",
-                 skip_corrupt: bool = False, log=print):
-  """(meta, checked file paths) of one split."""
+def read_meta(location: str) -> dict:
+  """The checked metadata of an mt_data dataset (UserError if not one)."""
+  return open_dataset(location).meta
+
+
+def record_files(location: str, split: str, *, verify: str = "checksum",
+                 skip_corrupt: bool = False, log=print, input_context=None):
+  """(meta, checked record entries) of one split, this input pipeline's share."""
   if split not in schema.SPLITS:
-    raise ValueError(f"split={split!r}: must be one of {', '.join(schema.SPLITS)}")
-  meta = read_meta(output_dir)
-  names = meta["splits"][split]["files"]
-  if meta["splits"][split]["pairs"] == 0:
-    raise UserError(f"{output_dir}: the {split!r} split has no pairs (see --num_train/"
+    raise UserError(f"split={split!r}: must be one of {', '.join(schema.SPLITS)}")
+  found = open_dataset(location)
+  meta = found.meta
+  if meta["splits"][split]["num_records"] == 0:
+    raise UserError(f"{location}: the {split!r} split has no pairs (see --num_train/"
                     "--num_val of mt_data.create)")
-  files = metadata.verified_files(meta, os.path.join(output_dir, schema.META_NAME), names,
-                                  verify=verify, skip_corrupt=skip_corrupt, log=log)
-  return meta, files
+  entries = dataset_files.record_files([found], split, verify=verify,
+                                       skip_corrupt=skip_corrupt, log=log,
+                                       input_context=input_context)
+  return meta, entries
 
 
 def _check_args(batch_size, num_steps, bucket_boundaries):
@@ -110,11 +114,11 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
   bounds = _check_args(batch_size, num_steps, bucket_boundaries)
   if training is None:
     training = split == "train"
-  meta, files = record_files(output_dir, split, verify=verify, skip_corrupt=skip_corrupt,
-                             log=log)
+  meta, entries = record_files(output_dir, split, verify=verify, skip_corrupt=skip_corrupt,
+                               log=log, input_context=input_context)
   tf = require_tf()
-  ds = tf_input.record_dataset(files, meta.get("compression", ""), training=training,
-                               seed=seed, input_context=input_context)
+  ds = tf_input.record_dataset([e.path for e in entries], meta.get("compression", ""),
+                               training=training, seed=seed)
   if training:
     ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
   spec = features.parse_spec(schema.SCHEMA)
@@ -131,11 +135,10 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
       return _outputs(tf, src, label)
 
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    if input_context is None or input_context.num_input_pipelines == 1:
-      # Known length: Keras shows progress totals and needs no end-of-data guess.
-      num = _num_records(meta, files)
-      batches = num // batch_size if drop_remainder else -(-num // batch_size)
-      ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
+    # Known length: Keras shows progress totals and needs no end-of-data guess.
+    num = sum(e.records for e in entries)
+    batches = num // batch_size if drop_remainder else -(-num // batch_size)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
     ds = ds.map(to_arrays, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=not training or seed is not None)
   else:
@@ -161,11 +164,6 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
     ds = ds.map(pad_batch, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=not training or seed is not None)
   return ds.prefetch(tf.data.AUTOTUNE)
-
-
-def _num_records(meta: dict, files) -> int:
-  by_name = {f["name"]: f.get("records", 0) for f in meta.get("files", [])}
-  return sum(by_name[os.path.basename(f)] for f in files)
 
 
 def _outputs(tf, src, label):

@@ -12,9 +12,7 @@ TARGET_IDS = FeatureSpec("target_ids", "int64", None)
 SCHEMA = (SOURCE_IDS, TARGET_IDS)
 
 PACKAGE = "mt_data"
-META_NAME = "meta.json"
-SPLITS = ("train", "valid")
-RECORD_FILE = {"train": "train.tfrecord", "valid": "valid.tfrecord"}
+SPLITS = ("train", "valid")  # records: textrecords.layout names them
 VOCAB_FILE = {"source": "src_vocab.txt", "target": "tgt_vocab.txt"}
 TOKENIZER_FILE = {"source": "src_tokenizer.json", "target": "tgt_tokenizer.json"}
 

@@ -11,7 +11,6 @@ source and target lengths side by side (needs matplotlib: textrecords[plot]).
 
 import collections
 import json
-import os
 from typing import Dict, List
 
 from absl import flags
@@ -40,12 +39,12 @@ def define_flags():
 
 def lengths(output_dir: str, splits) -> Dict[str, List[int]]:
   """Token counts of every source and target sequence of the given splits."""
-  meta = mt_dataset.read_meta(output_dir)
-  meta_path = os.path.join(output_dir, schema.META_NAME)
+  found = mt_dataset.open_dataset(output_dir)
+  meta = found.meta
   out = {"source": [], "target": []}
   for split in splits:
     names = meta["splits"][split]["files"]
-    for path in metadata.verified_files(meta, meta_path, names, verify="size"):
+    for path in metadata.verified_files(meta, found.layout, names, verify="size"):
       for rec in tfrecord.read_records(path, meta.get("compression", "")):
         ex = example_codec.decode_example(rec)
         out["source"].append(len(ex[schema.SOURCE_IDS.name]))

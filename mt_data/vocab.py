@@ -12,9 +12,9 @@ words (split on spaces), U+2581 marking word starts; it is stored as
 """
 
 import json
-import os
 from typing import Dict, List, Optional, Sequence
 
+from textrecords import layout
 from textrecords import vocab as core_vocab
 from textrecords.errors import UserError
 
@@ -165,20 +165,21 @@ class BpeCodec(WordCodec):
 
 def load_codecs(output_dir: str, meta: Optional[dict] = None):
   """(source_codec, target_codec) of a dataset written by mt_data.create."""
+  lay = layout.DatasetLayout.for_dir(output_dir)
   if meta is None:
     from textrecords import metadata  # pylint: disable=import-outside-toplevel
-    meta = metadata.read(os.path.join(output_dir, schema.META_NAME), schema.PACKAGE)
+    meta = metadata.read(lay.meta_path, schema.PACKAGE)
   codecs = []
   for side in ("source", "target"):
     if meta.get("tokenizer") == "bpe":
-      path = os.path.join(output_dir, schema.TOKENIZER_FILE[side])
+      path = lay.path(schema.TOKENIZER_FILE[side])
       try:
         tok = _tokenizers().Tokenizer.from_file(path)
       except Exception as e:  # pylint: disable=broad-except
         raise UserError(f"cannot load BPE tokenizer {path}: {e}") from e
       codecs.append(BpeCodec(tok))
     else:
-      codecs.append(WordCodec(load_tokens(os.path.join(output_dir, schema.VOCAB_FILE[side]))))
+      codecs.append(WordCodec(load_tokens(lay.path(schema.VOCAB_FILE[side]))))
   return tuple(codecs)
 
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli, write_varied_corpus
-from textrecords import example_codec, tfrecord
+from textrecords import example_codec, layout, tfrecord
 
 MOD = "bert_data.create"
 
@@ -36,7 +36,7 @@ def test_same_bytes_for_1_2_3_workers_and_repeated_runs(tmp_path, corpus):
     out = tmp_path / f"w{w}-{len(digests)}" / "train.tfrecord"
     out.parent.mkdir()
     _create(str(out), corpus, f"--num_workers={w}", "--num_shards=3")
-    digests.append(_digests(tfrecord.shard_paths(str(out), 3)))
+    digests.append(_digests(layout.shard_paths(str(out), 3)))
   assert all(d == digests[0] for d in digests)
 
 
@@ -54,10 +54,10 @@ def test_same_multiset_for_1_and_4_shards(tmp_path, corpus):
   _create(one, corpus)
   _create(four, corpus, "--num_shards=4")
   recs = lambda paths: collections.Counter(r for p in paths for r in tfrecord.read_records(p))
-  a, b = recs([one]), recs(tfrecord.shard_paths(four, 4))
+  a, b = recs([one]), recs(layout.shard_paths(four, 4))
   assert a == b and sum(a.values()) > 100
   # The hash order decides the shard: shard i holds the i-th range of the order.
-  flat = [r for p in tfrecord.shard_paths(four, 4) for r in tfrecord.read_records(p)]
+  flat = [r for p in layout.shard_paths(four, 4) for r in tfrecord.read_records(p)]
   assert flat == list(tfrecord.read_records(one))
 
 

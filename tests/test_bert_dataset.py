@@ -11,7 +11,7 @@ import bert_data
 from bert_data import pipeline
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB
-from textrecords import example_codec, tfrecord
+from textrecords import example_codec, layout, tfrecord
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def records(tmp_path_factory):
 
 def _decoded(out, n):
   return [example_codec.decode_example(r)
-          for p in tfrecord.shard_paths(out, n) for r in tfrecord.read_records(p)]
+          for p in layout.shard_paths(out, n) for r in tfrecord.read_records(p)]
 
 
 def test_round_trip_in_order(records):
@@ -64,7 +64,7 @@ def test_v2_names_and_input_context(records):
   ds = bert_data.make_dataset(records, 4, v2_names=True, input_context=ctx, seed=0)
   x, _, _ = next(iter(ds))
   assert set(x) == {"input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions"}
-  shard1 = tfrecord.shard_paths(records, 2)[1]
+  shard1 = layout.shard_paths(records, 2)[1]
   n1 = sum(1 for _ in tfrecord.read_records(shard1))
   assert sum(1 for _ in ds) == n1 // 4
 
@@ -90,7 +90,7 @@ def test_missing_metadata_and_corrupt_file(records, tmp_path):
   for name in os.listdir(os.path.dirname(records)):
     shutil.copy(os.path.join(os.path.dirname(records), name), d / name)
   out = str(d / "train.tfrecord")
-  shard = tfrecord.shard_paths(out, 2)[1]
+  shard = layout.shard_paths(out, 2)[1]
   data = bytearray(open(shard, "rb").read())
   data[len(data) // 2] ^= 0xFF
   open(shard, "wb").write(bytes(data))
@@ -103,7 +103,7 @@ def test_missing_metadata_and_corrupt_file(records, tmp_path):
   ds = bert_data.make_dataset(out, 1, training=False, verify="checksum", skip_corrupt=True,
                               log=logged.append)
   assert len(logged) == 1 and "00001-of-00002" in logged[0]
-  assert sum(1 for _ in ds) == sum(1 for _ in tfrecord.read_records(tfrecord.shard_paths(out, 2)[0]))
+  assert sum(1 for _ in ds) == sum(1 for _ in tfrecord.read_records(layout.shard_paths(out, 2)[0]))
   open(shard, "wb").write(bytes(data[:100]))
   with pytest.raises(ValueError, match="truncated"):
     bert_data.make_dataset(out, 4)
@@ -185,7 +185,7 @@ def test_v2_named_records_read_as_either(tmp_path, records):
   pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
                              max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3,
                              num_shards=2, use_v2_feature_names=True))
-  recs = [r for p in tfrecord.shard_paths(out, 2) for r in tfrecord.read_records(p)]
+  recs = [r for p in layout.shard_paths(out, 2) for r in tfrecord.read_records(p)]
   ex = example_codec.decode_example(recs[0])
   assert "input_word_ids" in ex and "input_type_ids" in ex and "input_ids" not in ex
   # Same instances as the bert-named run, only the names differ.

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import REPO, SAMPLE_TEXT, VOCAB, run_cli, write_varied_corpus
+from textrecords import layout
 from textrecords import tfrecord
 
 SHARDS = 24
@@ -35,7 +36,7 @@ def test_kill_then_resume_is_byte_identical(tmp_path, big_corpus):
   dir_.mkdir()
   r = run_cli("bert_data.create", *_args(big_corpus, ref_dir / "t.tfrecord"))
   assert r.returncode == 0, r.stderr
-  want = [tfrecord.file_sha256(p) for p in tfrecord.shard_paths(str(ref_dir / "t.tfrecord"), SHARDS)]
+  want = [tfrecord.file_sha256(p) for p in layout.shard_paths(str(ref_dir / "t.tfrecord"), SHARDS)]
 
   env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
   proc = subprocess.Popen([sys.executable, "-m", "bert_data.create",
@@ -60,7 +61,7 @@ def test_kill_then_resume_is_byte_identical(tmp_path, big_corpus):
   # keeps the finished shards.
   r = run_cli("bert_data.create", *_args(big_corpus, dir_ / "t.tfrecord"), "--resume")
   assert r.returncode == 0, r.stderr
-  got = [tfrecord.file_sha256(p) for p in tfrecord.shard_paths(str(dir_ / "t.tfrecord"), SHARDS)]
+  got = [tfrecord.file_sha256(p) for p in layout.shard_paths(str(dir_ / "t.tfrecord"), SHARDS)]
   assert got == want
   assert _visible(dir_) == _visible(ref_dir)
   assert [n for n in os.listdir(dir_) if n.startswith(".")] == []
@@ -69,10 +70,10 @@ def test_kill_then_resume_is_byte_identical(tmp_path, big_corpus):
 def test_resume_of_complete_output_keeps_it(tmp_path, big_corpus):
   out = tmp_path / "t.tfrecord"
   assert run_cli("bert_data.create", *_args(SAMPLE_TEXT, out)).returncode == 0
-  before = [tfrecord.file_sha256(p) for p in tfrecord.shard_paths(str(out), SHARDS)]
+  before = [tfrecord.file_sha256(p) for p in layout.shard_paths(str(out), SHARDS)]
   r = run_cli("bert_data.create", *_args(SAMPLE_TEXT, out), "--resume")
   assert r.returncode == 0, r.stderr
-  assert [tfrecord.file_sha256(p) for p in tfrecord.shard_paths(str(out), SHARDS)] == before
+  assert [tfrecord.file_sha256(p) for p in layout.shard_paths(str(out), SHARDS)] == before
 
 
 def test_disk_full_keeps_earlier_output_and_leaves_no_partial_file(tmp_path, monkeypatch):

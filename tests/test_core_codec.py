@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from textrecords import example_codec as codec
 from textrecords import features as F
+from textrecords import layout
 from textrecords import tfrecord
 from textrecords.errors import UserError
 
@@ -126,8 +127,8 @@ def test_atomic_writer_leaves_nothing_on_error(tmp_path):
 
 
 def test_shard_names():
-  assert tfrecord.shard_paths("d/x", 1) == ["d/x"]
-  assert tfrecord.shard_paths("d/x", 3)[2] == "d/x-00002-of-00003"
+  assert layout.shard_paths("d/x", 1) == ["d/x"]
+  assert layout.shard_paths("d/x", 3)[2] == "d/x-00002-of-00003"
 
 
 def test_parse_spec_matches_schema():

@@ -87,7 +87,7 @@ def test_verified_files_catches_changes(tmp_path):
   assert metadata.verified_files(meta, meta_path, ["f0", "f1"], "checksum",
                                  skip_corrupt=True, log=logged.append) == [str(tmp_path / "f0")]
   assert "f1" in logged[0]
-  with pytest.raises(UserError, match="written by 'test'"):
+  with pytest.raises(UserError, match="a test dataset; read it with test.make_dataset"):
     metadata.read(meta_path, package="bert_data")
 
 

@@ -305,7 +305,7 @@ def test_other_package_metadata_refused(tmp_path, package):
   meta = metadata.base_meta(package)
   meta["files"] = []
   metadata.write(str(tmp_path / "meta.json"), meta)
-  with pytest.raises(UserError, match=f"written by '{package}'") as e:
+  with pytest.raises(UserError, match=f"a {package} dataset; read it with") as e:
     mt_data.make_dataset(str(tmp_path), "train", 8)
   assert f"{package}.make_dataset" in str(e.value)
 

@@ -246,7 +246,7 @@ def test_create_round_trip(tmp_path, layout):
   (batch,) = _sample_all(c, _sampler(c.counts, seed=5))
   expected = [r[1:] for r in _per_center(batch, 4)]
   got = []
-  for name in meta["record_files"]:
+  for name in meta["splits"]["train"]["files"]:
     for rec in tfrecord.read_records(str(out / name)):
       ex = example_codec.decode_example(rec)
       if layout == "center":

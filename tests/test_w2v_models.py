@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from textrecords import example_codec
+from textrecords import layout
 from textrecords import tfrecord
 from textrecords.errors import UserError
 from w2v_data import pipeline
@@ -26,7 +27,7 @@ def _tiny_lines():
 def _records(out_dir):
   out = []
   for name in sorted(os.listdir(out_dir)):
-    if name.startswith(schema.RECORDS_NAME):
+    if name.startswith(layout.DatasetLayout.for_dir(out_dir).record_stem(schema.SPLIT)):
       out += [example_codec.decode_example(r)
               for r in tfrecord.read_records(os.path.join(out_dir, name))]
   return out
@@ -124,7 +125,7 @@ def test_new_models_same_bytes_for_any_worker_count(tmp_path, model, monkeypatch
   monkeypatch.setattr(corpus_lib, "CHUNK_BYTES", 300)  # many read units
   three, _ = _create(tmp_path, model, workers=3)
   for name in visible(one):
-    if name != schema.META_NAME:
+    if name != layout.META_NAME:
       with open(os.path.join(one, name), "rb") as a, open(os.path.join(three, name), "rb") as b:
         assert a.read() == b.read(), name
 
@@ -141,7 +142,7 @@ def test_document_input_errors(tmp_path):
   for text, id_column, match in cases:
     with pytest.raises(UserError, match=match.replace("(", r"\(")):
       _create(tmp_path, "pv_dbow", text, doc_id_column=id_column, min_freq=1)
-    assert not os.path.exists(tmp_path / "out_pv_dbow_1" / schema.META_NAME)
+    assert not os.path.exists(tmp_path / "out_pv_dbow_1" / layout.META_NAME)
   out, meta = _create(tmp_path, "pv_dm", good, doc_id_column=True, min_freq=1)
   assert meta["docs"]["size"] == 2
   with pytest.raises(UserError, match="--doc_id_column is for --model=pv_dbow or pv_dm"):

@@ -198,13 +198,13 @@ def test_make_dataset_refuses_corrupt_files(two_shards):
 
 def test_make_dataset_refuses_bad_metadata(two_shards, tmp_path):
   import w2v_data  # pylint: disable=import-outside-toplevel
-  with pytest.raises(UserError, match="meta.json not found"):
+  with pytest.raises(UserError, match="nowhere not found"):
     w2v_data.make_dataset(str(tmp_path / "nowhere"), 8)
   meta_path = os.path.join(two_shards, "meta.json")
   meta = json.load(open(meta_path))
   meta["package"] = "bert_data"
   json.dump(meta, open(meta_path, "w"))
-  with pytest.raises(UserError, match="written by 'bert_data', not 'w2v_data'"):
+  with pytest.raises(UserError, match="a bert_data dataset; read it with bert_data.make_dataset"):
     w2v_data.make_dataset(two_shards, 8)
   meta["package"] = "w2v_data"
   meta["schema"] = meta["schema"][:2]

@@ -175,13 +175,14 @@ class DatasetWriter:
     Args:
       paths: every file of the dataset, all finished.
       build_meta: called with the file infos (name, bytes, sha256, records),
-        returns the metadata dict (its "files" key is set from the infos).
+        returns the metadata dict; its "files" key is set from the infos
+        unless build_meta set it (`metadata.set_files`).
     Returns:
       The metadata written.
     """
     infos = [self.file_info(p) for p in paths]
     meta = build_meta(infos)
-    meta["files"] = infos
+    meta.setdefault("files", infos)
     meta.setdefault("fingerprint", self.fingerprint)
     old_files = self._old_listed_files()
     if os.path.exists(self.meta_path):

@@ -1,19 +1,42 @@
 """The metadata sidecar: written last, it marks a dataset as complete.
 
-It records the package, schema, flags, counts, vocab hashes, version and every
-file with its size, record count and sha256. Parsers read it first and refuse
-missing files, size or checksum mismatches, and other packages' schemas.
+One convention for every package (format "textrecords/2"):
+
+  {"format": "textrecords/2", "package": "w2v_data", "version": "0.1.0",
+   "files": [{"name": "train.tfrecord", "bytes": 1234, "sha256": "...",
+              "records": 42, "role": "records", "split": "train"},
+             {"name": "vocab.txt", "bytes": 99, "sha256": "...",
+              "records": 0, "role": "vocab"}],
+   "splits": {"train": {"num_records": 42, "files": ["train.tfrecord"]}},
+   ... package fields (schema, flags, counts, vocab hashes) ...}
+
+Every file of the dataset is in `files`, with its role ("records", "vocab",
+"tokenizer", ...); record files also name their split, and `splits` lists
+each split's record files in reading order with their total record count.
+Where the metadata lives is `textrecords.layout`'s business. Format 1
+(textrecords 0.1.0 before this convention: bert_data's `files` only, w2v_data's
+`record_files`, mt_data's `splits[s].files` without roles) is read and converted; other
+formats are refused with a message naming the version that wrote them.
 """
 
 import json
 import os
-from typing import List, Optional
+from typing import Dict, List, Optional, Union
 
 from textrecords import __version__
+from textrecords import layout as layout_lib
 from textrecords import tfrecord
 from textrecords.errors import UserError
 
-FORMAT = "textrecords/1"
+FORMAT_PREFIX = "textrecords/"
+FORMAT_VERSION = 2
+FORMAT = f"{FORMAT_PREFIX}{FORMAT_VERSION}"
+ROLE_RECORDS = "records"
+ROLE_VOCAB = "vocab"
+ROLE_TOKENIZER = "tokenizer"
+
+# verify="checksum" logs a line before hashing at least this many bytes.
+VERIFY_LOG_BYTES = 256 << 20
 
 
 def dumps(meta: dict) -> bytes:
@@ -24,6 +47,53 @@ def base_meta(package: str) -> dict:
   return {"format": FORMAT, "package": package, "version": __version__}
 
 
+def reader_of(package: str) -> str:
+  """The function that reads a package's datasets."""
+  return f"{package}.make_dataset"
+
+
+def set_files(meta: dict, infos: List[dict], split_files: Dict[str, List[str]],
+              roles: Optional[Dict[str, str]] = None) -> dict:
+  """Fills `files` and `splits` of `meta` by the convention; returns `meta`.
+
+  Args:
+    infos: {name, bytes, sha256, records} of every file of the dataset.
+    split_files: each split's record file names, in reading order. Extra
+      per-split fields already in meta["splits"][split] are kept.
+    roles: the role of every file that is not a record file.
+
+  Example:
+    >>> m = set_files({}, [{"name": "t", "bytes": 1, "sha256": "", "records": 3},
+    ...                    {"name": "v", "bytes": 1, "sha256": "", "records": 0}],
+    ...               {"train": ["t"]}, {"v": "vocab"})
+    >>> m["splits"], [f["role"] for f in m["files"]]
+    ({'train': {'files': ['t'], 'num_records': 3}}, ['records', 'vocab'])
+  """
+  roles = roles or {}
+  split_of = {n: s for s, names in split_files.items() for n in names}
+  files = []
+  for info in infos:
+    f = dict(info)
+    if f["name"] in split_of:
+      f.update(role=ROLE_RECORDS, split=split_of[f["name"]])
+    elif f["name"] in roles:
+      f["role"] = roles[f["name"]]
+    else:
+      raise ValueError(f"{f['name']}: no role given")
+    files.append(f)
+  records = {f["name"]: f["records"] for f in files}
+  splits = {}
+  for split, names in split_files.items():
+    missing = [n for n in names if n not in records]
+    if missing:
+      raise ValueError(f"split {split}: {missing} not among the files")
+    splits[split] = dict(meta.get("splits", {}).get(split, {}), files=list(names),
+                         num_records=sum(records[n] for n in names))
+  meta["files"] = files
+  meta["splits"] = splits
+  return meta
+
+
 def write(path: str, meta: dict):
   """Writes the JSON atomically (temp name, fsync, rename)."""
   w = tfrecord.AtomicWriter(path)
@@ -31,14 +101,14 @@ def write(path: str, meta: dict):
   w.commit()
 
 
-def read(path: str, package: Optional[str] = None) -> dict:
-  """Reads and checks a metadata file.
+def load(path: str) -> dict:
+  """Reads, checks and (format 1) converts a metadata file, any package.
 
   Raises:
     UserError: missing (dataset incomplete or not ours), unreadable, not
-      textrecords metadata, or written by another package than `package`.
+      textrecords metadata, or a format this version cannot read.
   """
-  if not os.path.exists(path):
+  if not layout_lib.exists(path):
     raise UserError(f"{path} not found: the dataset is incomplete (a run that did not "
                     "finish) or was not written by textrecords")
   try:
@@ -46,12 +116,82 @@ def read(path: str, package: Optional[str] = None) -> dict:
       meta = json.loads(f.read().decode("utf-8"))
   except (OSError, ValueError) as e:
     raise UserError(f"{path}: unreadable metadata ({e})") from e
-  if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+  fmt = meta.get("format") if isinstance(meta, dict) else None
+  if not isinstance(fmt, str) or not fmt.startswith(FORMAT_PREFIX):
     raise UserError(f"{path}: not a textrecords metadata file")
-  if package is not None and meta.get("package") != package:
-    raise UserError(f"{path}: records were written by {meta.get('package')!r}, "
-                    f"not {package!r}; use {meta.get('package')}.make_dataset")
+  if fmt == FORMAT_PREFIX + "1":
+    meta = _from_format_1(meta)
+  elif fmt != FORMAT:
+    raise UserError(f"{path}: metadata format {fmt!r} written by textrecords "
+                    f"{meta.get('version')}; this is textrecords {__version__} (format "
+                    f"{FORMAT!r}): upgrade textrecords or rerun create")
+  meta.setdefault("splits", {})
+  try:
+    for f in meta["files"]:
+      f["name"], f["bytes"], f["sha256"]  # pylint: disable=pointless-statement
+    for s in meta["splits"].values():
+      s["files"], s["num_records"]  # pylint: disable=pointless-statement
+  except (KeyError, TypeError, AttributeError) as e:
+    raise UserError(f"{path}: incomplete metadata (no {e}), written by textrecords "
+                    f"{meta.get('version')}; rerun create") from e
   return meta
+
+
+def read(path: str, package: Optional[str] = None) -> dict:
+  """`load`, and the dataset must be `package`'s (if given).
+
+  Raises:
+    UserError: as `load`, or another package's dataset (naming its reader).
+  """
+  meta = load(path)
+  if package is not None and meta.get("package") != package:
+    raise UserError(foreign_message(path, meta))
+  return meta
+
+
+def foreign_message(where: str, meta: dict) -> str:
+  pkg = meta.get("package")
+  return f"{where}: a {pkg} dataset; read it with {reader_of(pkg)}"
+
+
+def _from_format_1(meta: dict) -> dict:
+  """Format 1 -> 2: record files and splits by the one convention."""
+  meta = dict(meta)
+  names = [f.get("name") for f in meta.get("files", [])]
+  old_splits = meta.get("splits")
+  if isinstance(old_splits, dict) and all(
+      isinstance(s, dict) and "files" in s for s in old_splits.values()):
+    split_files = {s: list(v["files"]) for s, v in old_splits.items()}
+  elif "record_files" in meta:
+    split_files = {layout_lib.DEFAULT_SPLIT: list(meta.pop("record_files"))}
+  else:
+    split_files = {layout_lib.DEFAULT_SPLIT: names}
+  roles = {n: (ROLE_TOKENIZER if n.endswith(".json") else ROLE_VOCAB) for n in names}
+  try:
+    set_files(meta, meta.get("files", []), split_files, roles)
+  except (KeyError, TypeError, ValueError):
+    pass  # `load` reports what is missing
+  meta["format"] = FORMAT
+  meta["converted_from"] = FORMAT_PREFIX + "1"
+  return meta
+
+
+def split_record_names(meta: dict, split: str, where: str = "") -> List[str]:
+  """The record file names of `split`, in reading order.
+
+  Raises:
+    UserError: the dataset has no such split.
+  """
+  splits = meta.get("splits", {})
+  if split not in splits:
+    raise UserError(f"{where or meta.get('package')}: no split {split!r} "
+                    f"(the dataset has {', '.join(sorted(splits)) or 'none'})")
+  return list(splits[split]["files"])
+
+
+def file_infos(meta: dict) -> Dict[str, dict]:
+  """{name: file entry} of every file in the metadata."""
+  return {f["name"]: f for f in meta.get("files", [])}
 
 
 VERIFY_MODES = ("checksum", "size", "none")
@@ -60,25 +200,21 @@ VERIFY_MODES = ("checksum", "size", "none")
 _CHECKED: dict = {}  # (path, size, mtime_ns, sha256) of files whose hash matched
 
 
-def _sha256_matches(path: str, expected: str) -> bool:
-  """sha256 check, remembered per process while the file is unchanged."""
+def _sha_key(path: str, expected: str):
   st = os.stat(path)
-  key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, expected)
-  if key not in _CHECKED:
-    if tfrecord.file_sha256(path) != expected:
-      return False
-    _CHECKED[key] = True
-  return True
+  return (os.path.abspath(path), st.st_size, st.st_mtime_ns, expected)
 
 
-def verified_files(meta: dict, meta_path: str, names: List[str],
-                   verify: str = "checksum", skip_corrupt: bool = False,
+def verified_files(meta: dict, where: Union[str, "layout_lib.DatasetLayout"],
+                   names: List[str], verify: str = "checksum", skip_corrupt: bool = False,
                    log=print, require_some: bool = True) -> List[str]:
   """Full paths of `names` (files listed in meta) after checking them.
 
   Args:
+    where: the dataset's layout, or its metadata path.
     verify: "checksum" checks size and sha256, "size" only the size,
-      "none" only existence.
+      "none" only existence. Hashing is remembered per process while a file
+      is unchanged; hashing more than VERIFY_LOG_BYTES logs a line first.
     skip_corrupt: drop (and log) bad files instead of raising.
     require_some: raise if no file is left.
 
@@ -87,23 +223,42 @@ def verified_files(meta: dict, meta_path: str, names: List[str],
       no file left.
   """
   if verify not in VERIFY_MODES:
-    raise ValueError(f"verify={verify!r}: must be one of {VERIFY_MODES}")
-  by_name = {f["name"]: f for f in meta.get("files", [])}
-  base = os.path.dirname(os.path.abspath(meta_path))
-  good = []
+    raise UserError(f"verify={verify!r}: must be one of {', '.join(VERIFY_MODES)}")
+  lay = (layout_lib.DatasetLayout.from_meta_path(where) if isinstance(where, str)
+         else where)
+  meta_path = lay.meta_path
+  by_name = file_infos(meta)
+  checked = []  # (path, problem or None, info)
   for name in names:
     info = by_name.get(name)
-    path = os.path.join(base, name)
+    path = lay.path(name)
     problem = None
     if info is None:
       problem = f"{path} is not listed in {meta_path}"
-    elif not os.path.exists(path):
+    elif not layout_lib.exists(path):
       problem = f"{path} is missing (listed in {meta_path})"
     elif verify != "none" and os.path.getsize(path) != info["bytes"]:
       problem = (f"{path} has {os.path.getsize(path)} bytes, metadata says "
                  f"{info['bytes']}: truncated or replaced")
-    elif verify == "checksum" and not _sha256_matches(path, info["sha256"]):
-      problem = f"{path}: sha256 differs from {meta_path}: the file is corrupt or was changed"
+    checked.append((path, problem, info))
+  if verify == "checksum":
+    todo = [(p, i) for p, problem, i in checked
+            if problem is None and _sha_key(p, i["sha256"]) not in _CHECKED]
+    total = sum(i["bytes"] for _, i in todo)
+    if total >= VERIFY_LOG_BYTES:
+      log(f"verifying sha256 of {len(todo)} files ({total / 1e9:.1f} GB) from {meta_path} "
+          "(verify='size' skips this)...")
+    bad = set()
+    for p, i in todo:
+      key = _sha_key(p, i["sha256"])
+      if tfrecord.file_sha256(p) == i["sha256"]:
+        _CHECKED[key] = True
+      else:
+        bad.add(p)
+    checked = [(p, f"{p}: sha256 differs from {meta_path}: the file is corrupt or was changed"
+                if p in bad else problem, i) for p, problem, i in checked]
+  good = []
+  for path, problem, _ in checked:
     if problem is None:
       good.append(path)
     elif skip_corrupt:

@@ -233,13 +233,3 @@ def read_records(path: str, compression: str = "") -> Iterator[bytes]:
       yield data
       index += 1
 
-
-def shard_paths(output: str, num_shards: int) -> list:
-  """TFDS-style shard names; a single shard keeps the plain name.
-
-  >>> shard_paths("out/train.tfrecord", 2)
-  ['out/train.tfrecord-00000-of-00002', 'out/train.tfrecord-00001-of-00002']
-  """
-  if num_shards == 1:
-    return [output]
-  return [f"{output}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]

@@ -22,13 +22,12 @@ CBOW, PV-DM and PV-DBOW records (K noise words per center), for B centers:
 W is the data's max_window_size; contexts are zero-padded with mask 0.
 """
 
-import os
 from typing import Optional
 
 import numpy as np
 
 from textrecords import features
-from textrecords import metadata
+from textrecords import dataset_files
 from textrecords.errors import UserError
 from textrecords import tf_input
 from textrecords.tf_import import require_tf
@@ -38,18 +37,19 @@ NEGATIVES_MODES = ("stored", "fresh")
 CHUNK_BATCHES = 8  # sentence layout: sentences are parsed ~this many batches at a time
 
 
-def read_meta(output_dir: str) -> dict:
-  """The checked metadata of a w2v_data output folder.
+def open_dataset(location: str) -> dataset_files.Found:
+  """The checked w2v_data dataset at `location` (folder, meta.json or record files).
 
   Raises:
-    UserError: missing/foreign metadata, or records of an unknown schema or layout.
+    UserError: no dataset there, another package's, or records of an
+      unknown schema or layout.
   """
-  meta_path = os.path.join(output_dir, schema.META_NAME)
-  meta = metadata.read(meta_path, schema.PACKAGE)
+  found = dataset_files.open_datasets(location, schema.PACKAGE)[0]
+  meta, meta_path = found.meta, found.layout.meta_path
   try:
     stored = features.schema_from_json(meta["schema"])
     expected = schema.schema_for(meta.get("model", schema.DEFAULT_MODEL), meta["layout"])
-    for key in ("record_files", "counts", "vocab", "noise"):
+    for key in ("counts", "vocab", "noise"):
       meta[key]  # pylint: disable=pointless-statement
   except (KeyError, TypeError) as e:
     raise UserError(f"{meta_path}: incomplete w2v_data metadata (no {e}); rerun "
@@ -57,7 +57,12 @@ def read_meta(output_dir: str) -> dict:
   if stored != expected:
     raise UserError(f"{meta_path}: records have another schema than this w2v_data "
                     f"(written by textrecords {meta.get('version')}); rerun w2v_data.create")
-  return meta
+  return found
+
+
+def read_meta(location: str) -> dict:
+  """The checked metadata of a w2v_data dataset (see `open_dataset`)."""
+  return open_dataset(location).meta
 
 
 def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
@@ -101,8 +106,8 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
     raise UserError(f"pad_to={pad_to!r}: must be a positive integer or None")
   if negatives not in NEGATIVES_MODES:
     raise UserError(f"negatives={negatives!r}: must be one of {', '.join(NEGATIVES_MODES)}")
-  meta = read_meta(output_dir)
-  meta_path = os.path.join(output_dir, schema.META_NAME)
+  found = open_dataset(output_dir)
+  meta, meta_path = found.meta, found.layout.meta_path
   model = meta.get("model", schema.DEFAULT_MODEL)
   if model != "skipgram" and (negatives != "stored" or pad_to is not None):
     raise UserError(f"{meta_path}: --model={model} records take negatives='stored' and "
@@ -113,8 +118,10 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
     raise UserError(f"pad_to={pad_to!r} is shorter than the longest row ({longest} = "
                     f"(1 + K) * max contexts, from {meta_path}); use pad_to >= {longest} "
                     "or None")
-  files = metadata.verified_files(meta, meta_path, meta["record_files"], verify=verify,
-                                  skip_corrupt=skip_corrupt, log=log)
+  entries = dataset_files.record_files([found], schema.SPLIT, verify=verify,
+                                       skip_corrupt=skip_corrupt, log=log,
+                                       input_context=input_context)
+  files = [e.path for e in entries]
   tf = require_tf()
   k = int(meta["noise"]["num_noise_words"])
   layout = meta["layout"]
@@ -155,14 +162,14 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
   # Small records: a sequential interleave costs less per record than a
   # parallel reader saves.
   ds = tf_input.record_dataset(files, meta.get("compression", ""), training=training,
-                               seed=seed, input_context=input_context, cycle_length=4,
+                               seed=seed, cycle_length=4,
                                parallel=False, block_length=16)
   if model != "skipgram":
     return _center_dataset(tf, ds, meta, spec, batch_size=batch_size, training=training,
                            seed=seed, shuffle_buffer=shuffle_buffer,
                            drop_remainder=drop_remainder, with_seeds=with_seeds,
-                           finish=lambda d: _with_cardinality(tf, d, meta, files, batch_size,
-                                                              drop_remainder, input_context))
+                           finish=lambda d: _with_cardinality(tf, d, meta, entries, batch_size,
+                                                              drop_remainder))
   if layout == "center":
     if training:
       ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
@@ -184,14 +191,14 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
     return ({schema.X_CENTER: center, schema.X_CONTEXTS_NEGATIVES: row}, labels, mask)
 
   ds = ds.map(trimmed, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  return _with_cardinality(tf, ds, meta, files, batch_size, drop_remainder, input_context)
+  return _with_cardinality(tf, ds, meta, entries, batch_size, drop_remainder)
 
 
-def _with_cardinality(tf, ds, meta, files, batch_size, drop_remainder, input_context):
+def _with_cardinality(tf, ds, meta, entries, batch_size, drop_remainder):
   """Sets the epoch length when it is known (Keras then shows progress); prefetches."""
   per_file = meta.get("file_centers", {})
-  names = [os.path.basename(f) for f in files]
-  if input_context is None and all(n in per_file for n in names):
+  names = [e.name for e in entries]
+  if all(n in per_file for n in names):
     total = sum(int(per_file[n]) for n in names)
     steps = total // batch_size if drop_remainder else -(-total // batch_size)
     ds = ds.apply(tf.data.experimental.assert_cardinality(steps))

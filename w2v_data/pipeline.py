@@ -14,9 +14,9 @@ from textrecords import dataset_writer
 from textrecords import features
 from textrecords import metadata
 from textrecords import parallel
-from textrecords import tfrecord
 from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
+from textrecords.layout import DatasetLayout
 from w2v_data import corpus as corpus_lib
 from w2v_data import records
 from w2v_data import sampling
@@ -130,8 +130,8 @@ def create(config: W2vConfig) -> dict:
   """
   config.validate()
   files = config.input_files()
-  out_dir = config.output_dir
-  meta_path = os.path.join(out_dir, schema.META_NAME)
+  out = DatasetLayout.for_dir(config.output_dir)
+  meta_path = out.meta_path
   fingerprint = fingerprint_of(config, files)
   if config.resume and not config.overwrite and os.path.exists(meta_path):
     old = metadata.read(meta_path, schema.PACKAGE)
@@ -154,18 +154,17 @@ def create(config: W2vConfig) -> dict:
       num_noise_words=config.num_noise_words, seed=config.random_seed,
       subsample_formula=config.subsample_formula, model=config.model)
 
-  vocab_path = os.path.join(out_dir, schema.VOCAB_NAME)
+  vocab_path = out.path(schema.VOCAB_NAME)
   vocab_bytes = vocab_lib.tokens_file_bytes(corpus.tokens)
   if not writer.is_finished(vocab_path):
     writer.write_bytes(vocab_path, vocab_bytes)
   docs_path, docs_bytes = None, b""
   if corpus.doc_names is not None:
-    docs_path = os.path.join(out_dir, schema.DOCS_NAME)
+    docs_path = out.path(schema.DOCS_NAME)
     docs_bytes = vocab_lib.tokens_file_bytes(corpus.doc_names)
     if not writer.is_finished(docs_path):
       writer.write_bytes(docs_path, docs_bytes)
-  record_paths = tfrecord.shard_paths(os.path.join(out_dir, schema.RECORDS_NAME),
-                                      config.num_shards)
+  record_paths = out.record_paths(schema.SPLIT, config.num_shards)
   finished = [writer.is_finished(p) for p in record_paths]
   if config.resume and any(finished):
     _log(config, f"w2v_data: resume: keeping {sum(finished)} of {len(finished)} finished "
@@ -231,7 +230,6 @@ def create(config: W2vConfig) -> dict:
         "seed": config.random_seed,
         "fingerprint": fingerprint,
         "compression": config.compression,
-        "record_files": [os.path.basename(p) for p in record_paths],
         "file_centers": {os.path.basename(p): n for p, n in zip(record_paths, file_centers)},
         "vocab": {"file": schema.VOCAB_NAME, "size": len(corpus.tokens), "unk_id": 0,
                   "sha256": vocab_lib.sha256_bytes(vocab_bytes),
@@ -243,7 +241,10 @@ def create(config: W2vConfig) -> dict:
     if docs_path is not None:
       meta["docs"] = {"file": schema.DOCS_NAME, "size": len(corpus.doc_names),
                       "sha256": vocab_lib.sha256_bytes(docs_bytes)}
-    return meta
+    return metadata.set_files(meta, infos,
+                              {schema.SPLIT: [os.path.basename(p) for p in record_paths]},
+                              {schema.VOCAB_NAME: metadata.ROLE_VOCAB,
+                               schema.DOCS_NAME: metadata.ROLE_VOCAB})
 
   meta = writer.finalize([vocab_path] + ([docs_path] if docs_path else []) + record_paths,
                          build_meta)

@@ -13,6 +13,7 @@ their speeds):
 """
 
 from textrecords import features as F
+from textrecords import layout
 
 PACKAGE = "w2v_data"
 
@@ -77,9 +78,8 @@ X_CONTEXTS_MASK = "contexts_mask"             # (B, 2W) float32, 1 = real contex
 X_CENTER_AND_NOISE = "center_and_noise"       # (B, 1 + K) int32: center, K noise words
 X_DOC_ID = DOC_ID                             # (B, 1) int32 (PV-DM, PV-DBOW)
 
-# Output files.
-RECORDS_NAME = "train.tfrecord"
+# Output files (textrecords.layout names the records of SPLIT and the metadata).
+SPLIT = layout.DEFAULT_SPLIT
 VOCAB_NAME = "vocab.txt"
 DOCS_NAME = "docs.txt"        # paragraph vectors: document ids, line i = doc_id i
-META_NAME = "meta.json"
 UNK = "<unk>"

@@ -1,0 +1,186 @@
+"""textrecords.layout, the metadata convention and the location resolver (no TensorFlow)."""
+
+import json
+import os
+
+import pytest
+
+from bert_data import pipeline as bert_pipeline
+from bert_data.config import BertConfig
+from conftest import SAMPLE_TEXT, TESTDATA, VOCAB
+from mt_data import config as mt_config
+from mt_data import create as mt_create
+from textrecords import dataset_files
+from textrecords import layout
+from textrecords import metadata
+from textrecords.errors import UserError
+from textrecords.layout import DatasetLayout
+from w2v_data import pipeline as w2v_pipeline
+from w2v_data.config import W2vConfig
+
+
+def test_shard_names_parse_back_at_100000_shards():
+  names = layout.shard_names("train.tfrecord", 100000)
+  assert names[0] == "train.tfrecord-00000-of-100000"
+  assert names[-1] == "train.tfrecord-99999-of-100000"
+  assert len(set(names)) == 100000
+  parsed = [layout.parse_shard(n) for n in names]
+  assert [p.index for p in parsed] == list(range(100000))
+  assert {(p.base, p.count) for p in parsed} == {("train.tfrecord", 100000)}
+  assert names == sorted(names)  # one width per dataset: name order is shard order
+  assert layout.parse_shard("x-123456-of-200000") == ("x", 123456, 200000)
+  for not_a_shard in ("x", "x-0001-of-00002", "x-00002-of-00002", "x-00000-of-0002"):
+    assert layout.parse_shard(not_a_shard) is None
+  assert layout.shard_names("x", 1) == ["x"]
+
+
+def test_layouts_name_every_path():
+  d = DatasetLayout.for_dir("out/mt")
+  assert d.meta_path == "out/mt/meta.json" and d.location == "out/mt"
+  assert d.record_paths("valid", 1) == ["out/mt/valid.tfrecord"]
+  assert d.record_names("train", 2) == ["train.tfrecord-00000-of-00002",
+                                        "train.tfrecord-00001-of-00002"]
+  assert d.path("vocab.txt") == "out/mt/vocab.txt"
+  assert d.index_path("train.tfrecord") == "out/mt/train.tfrecord.index"
+  f = DatasetLayout.for_file("out/train.tfrecord")
+  assert f.meta_path == "out/train.tfrecord.meta.json" and f.location == "out/train.tfrecord"
+  assert f.record_paths(num_shards=3)[2] == "out/train.tfrecord-00002-of-00003"
+  with pytest.raises(ValueError):
+    f.record_names("valid")
+  for lay in (d, f, DatasetLayout.for_dir("out/mt/"), DatasetLayout.for_file("t.tfrecord")):
+    assert DatasetLayout.from_meta_path(lay.meta_path) == lay
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+  """One tiny dataset of each package, two shards each."""
+  d = tmp_path_factory.mktemp("three")
+  bert = str(d / "bert" / "train.tfrecord")
+  os.makedirs(os.path.dirname(bert))
+  bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(bert,),
+                                  vocab_file=VOCAB, max_seq_length=32,
+                                  max_predictions_per_seq=5, dupe_factor=1, num_shards=2,
+                                  num_workers=1, quiet=True))
+  w2v = str(d / "w2v")
+  w2v_pipeline.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
+                                output_dir=w2v, min_freq=2, num_workers=1, num_shards=2,
+                                quiet=True))
+  mt = str(d / "mt")
+  mt_create.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
+                                      output_dir=mt, num_train=30, num_val=12, num_shards=2,
+                                      num_workers=1), log=lambda m: None)
+  return {"bert_data": bert, "w2v_data": w2v, "mt_data": mt}
+
+
+def _meta_of(location):
+  lay = (DatasetLayout.for_dir(location) if os.path.isdir(location)
+         else DatasetLayout.for_file(location))
+  return lay, json.load(open(lay.meta_path))
+
+
+def test_one_metadata_convention_for_three_packages(datasets):
+  splits = {"bert_data": ["train"], "w2v_data": ["train"], "mt_data": ["train", "valid"]}
+  for package, location in datasets.items():
+    lay, meta = _meta_of(location)
+    assert meta["format"] == metadata.FORMAT == "textrecords/2"
+    assert meta["package"] == package
+    assert sorted(meta["splits"]) == splits[package]
+    on_disk = sorted(n for n in os.listdir(lay.root) if not n.startswith("."))
+    assert sorted(f["name"] for f in meta["files"]) == sorted(
+        n for n in on_disk if not layout.is_metadata_name(n))
+    for split, info in meta["splits"].items():
+      assert info["files"] == lay.record_names(split, 2)
+      listed = [f for f in meta["files"] if f.get("split") == split]
+      assert [f["name"] for f in listed] == info["files"]
+      assert {f["role"] for f in listed} == {"records"}
+      assert info["num_records"] == sum(f["records"] for f in listed) > 0
+    others = {f["role"] for f in meta["files"] if "split" not in f}
+    assert others <= {"vocab", "tokenizer"}
+    assert ("vocab" in others) == (package != "bert_data")
+    for f in meta["files"]:
+      assert set(f) >= {"name", "bytes", "sha256", "records", "role"}
+
+
+@pytest.mark.parametrize("package", ["bert_data", "w2v_data", "mt_data"])
+def test_every_location_form_resolves_to_the_dataset(datasets, package):
+  location = datasets[package]
+  lay, _ = _meta_of(location)
+  forms = [location, lay.meta_path, lay.path("*.tfrecord-*"),
+           lay.record_paths("train", 2)[1]]
+  if package == "bert_data":
+    forms.append(os.path.dirname(location))  # the folder holding the one output
+  for form in forms:
+    (found,) = dataset_files.find(form)
+    assert found.layout == lay and found.meta["package"] == package, form
+  (one,) = dataset_files.find(lay.record_paths("train", 2)[1])
+  assert one.names == [lay.record_names("train", 2)[1]]
+
+
+@pytest.mark.parametrize("reader", ["bert_data", "w2v_data", "mt_data"])
+def test_other_package_refused_naming_its_reader(datasets, reader):
+  for package, location in datasets.items():
+    if package == reader:
+      continue
+    lay, _ = _meta_of(location)
+    for form in (location, lay.meta_path, lay.path("*.tfrecord-*")):
+      with pytest.raises(UserError) as e:
+        dataset_files.open_datasets(form, reader)
+      assert str(e.value) == (f"{form}: a {package} dataset; read it with "
+                              f"{package}.make_dataset")
+
+
+def test_100000_shard_output_found_from_a_shard(tmp_path):
+  lay = DatasetLayout.for_file(str(tmp_path / "x.tfrecord"))
+  names = lay.record_names(num_shards=100000)
+  meta = metadata.base_meta("bert_data")
+  infos = [{"name": n, "bytes": 0, "sha256": "", "records": 0} for n in names]
+  metadata.write(lay.meta_path, metadata.set_files(meta, infos, {"train": names}))
+  open(lay.path(names[42]), "wb").close()
+  (found,) = dataset_files.find(lay.path(names[42]))
+  assert found.layout == lay and found.names == [names[42]]
+  files = dataset_files.record_files([found], verify="size")
+  assert [f.path for f in files] == [lay.path(names[42])]
+
+
+def test_format_1_metadata_is_read_and_newer_refused(datasets, tmp_path):
+  for package, location in datasets.items():
+    lay, meta = _meta_of(location)
+    old = dict(meta, format="textrecords/1")
+    old["files"] = [{k: v for k, v in f.items() if k not in ("role", "split")}
+                    for f in meta["files"]]
+    if package == "w2v_data":      # format 1: a top-level list of record files
+      old["record_files"] = meta["splits"]["train"]["files"]
+      del old["splits"]
+    elif package == "bert_data":   # format 1: every listed file is a record file
+      del old["splits"]
+    else:                          # format 1: splits with files and pairs
+      old["splits"] = {s: {"pairs": v["num_records"], "files": v["files"]}
+                       for s, v in meta["splits"].items()}
+    path = str(tmp_path / f"{package}.meta.json")
+    metadata.write(path, old)
+    got = metadata.read(path, package)
+    assert got["splits"].keys() == meta["splits"].keys()
+    for s in meta["splits"]:
+      assert got["splits"][s]["files"] == meta["splits"][s]["files"]
+      assert got["splits"][s]["num_records"] == meta["splits"][s]["num_records"]
+    assert [(f["name"], f["role"]) for f in got["files"]] == [
+        (f["name"], f["role"]) for f in meta["files"]]
+  metadata.write(path, dict(meta, format="textrecords/3", version="9.0"))
+  with pytest.raises(UserError, match="format 'textrecords/3' written by textrecords 9.0.*"
+                     "upgrade textrecords or rerun create"):
+    metadata.read(path)
+
+
+def test_location_errors_are_one_line(tmp_path):
+  for location, match in ((str(tmp_path / "nope"), "nope not found"),
+                          (str(tmp_path / "nope-*"), "no file matches"),
+                          (str(tmp_path), "meta.json not found")):
+    with pytest.raises(UserError, match=match) as e:
+      dataset_files.open_datasets(location, "w2v_data")
+    assert "\n" not in str(e.value)
+  plain = tmp_path / "plain.tfrecord"
+  plain.write_bytes(b"")
+  (found,) = dataset_files.find(str(plain))
+  assert found.meta is None and found.names == [str(plain)]
+  with pytest.raises(UserError, match="plain.tfrecord: no metadata beside it"):
+    dataset_files.open_datasets(str(plain), "bert_data")
