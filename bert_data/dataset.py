@@ -7,6 +7,7 @@ from textrecords import dataset_files
 from textrecords import features
 from textrecords import tf_input
 from textrecords.errors import UserError
+from textrecords.read_options import ReadOptions
 from textrecords.tf_import import require_tf
 
 MASKED_LM = S.MASKED_LM
@@ -44,15 +45,15 @@ def load_metadata(file_pattern: str):
   return first, found
 
 
-def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
-                 seed: Optional[int] = None, input_context=None,
-                 max_seq_length: Optional[int] = None,
+def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool] = None,
+                 seed: Optional[int] = None, shuffle_buffer: int = 10000,
+                 drop_remainder: bool = False, repeat: bool = False,
+                 input_context=None, verify: str = "checksum", skip_corrupt: bool = False,
+                 log=print, max_seq_length: Optional[int] = None,
                  max_predictions_per_seq: Optional[int] = None,
                  masked_lm_prob: Optional[float] = None,
                  feature_names: Optional[str] = None,
-                 v2_names: bool = False, shuffle_buffer: int = 10000,
-                 repeat: bool = False, verify: str = "checksum",
-                 skip_corrupt: bool = False, cycle_length: int = 8, log=print):
+                 v2_names: bool = False, cycle_length: int = 8):
   """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
 
   feature_names="bert" (default): x = {input_ids, input_mask, segment_ids,
@@ -69,13 +70,20 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
   every epoch (see `bert_data.dynamic_masking`): the same `seed` gives the
   same masks on every run and any number of input pipelines.
 
+  The shared arguments (batch_size, training, seed, shuffle_buffer,
+  drop_remainder, repeat, input_context, verify, skip_corrupt, log) are
+  `textrecords.read_options.ReadOptions`: the same defaults and checks in
+  every package. The number of batches is known (from the metadata's record
+  counts) unless `repeat`.
+
   Args:
     file_pattern: an output path given to `bert_data.create`, a shard glob,
       a `.meta.json` path, or a comma-separated list of them.
     batch_size: examples per batch (per replica's input pipeline).
-    training: shuffle files and records (seedable), interleave files,
-      drop the last partial batch; otherwise files and records in order.
+    training: shuffle files and records (seedable), interleave files;
+      otherwise files and records in order. Default True.
     seed: makes the training order (and dynamic masks) repeatable.
+    drop_remainder: drop the last partial batch (static batch dimension).
     input_context: a `tf.distribute.InputContext`; files are sharded by it.
     max_seq_length: if given, must equal the records' length.
     max_predictions_per_seq: static records: must equal the records'
@@ -94,13 +102,16 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
       records, length mismatch, override beyond the records' lengths,
       unknown feature_names, corrupt file.
   """
+  opts = ReadOptions(batch_size, training=training, seed=seed, shuffle_buffer=shuffle_buffer,
+                     drop_remainder=drop_remainder, repeat=repeat,
+                     input_context=input_context, verify=verify, skip_corrupt=skip_corrupt,
+                     log=log).for_split()
   tf = require_tf()
   names = _feature_names(feature_names, v2_names)
-  if batch_size < 1:
-    raise UserError(f"batch_size={batch_size}: must be >= 1")
   meta, found = load_metadata(file_pattern)
-  files = [e.path for e in dataset_files.record_files(
-      found, verify=verify, skip_corrupt=skip_corrupt, log=log, input_context=input_context)]
+  entries = dataset_files.record_files(found, verify=verify, skip_corrupt=skip_corrupt,
+                                       log=log, input_context=input_context)
+  files = [e.path for e in entries]
   dynamic = (meta.get("masking") or {}).get("mode") == "dynamic"
   if max_seq_length is not None and max_seq_length != meta["max_seq_length"]:
     raise UserError(f"{meta['_path']}: records have max_seq_length={meta['max_seq_length']}, "
@@ -124,28 +135,23 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: bool = True,
   canonical = S.canonical_names(
       bool(meta.get("flags", {}).get("use_v2_feature_names", False)))
 
-  def records(shuffle_seed):
-    ds = tf_input.record_dataset(files, meta["compression"], training=training,
-                                 seed=shuffle_seed, cycle_length=cycle_length)
-    if training:
-      ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed)
-    return ds
+  def records(shuffle_seed, repeat_records):
+    return tf_input.epoch_records(files, meta["compression"], opts, seed=shuffle_seed,
+                                  repeat=repeat_records, cycle_length=cycle_length)
 
-  deterministic = not training or seed is not None
+  deterministic = not opts.training or seed is not None
   if masker is None:
-    ds = records(seed)
-    if repeat:
-      ds = ds.repeat()
-    ds = ds.batch(batch_size, drop_remainder=training)
+    ds = records(seed, repeat).batch(batch_size, drop_remainder=opts.drop_remainder)
   else:
     # One salt per epoch (new on every pass, the same for every run and input
     # pipeline with this seed); it also seeds that epoch's shuffles.
     salts = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
     if not repeat:
       salts = salts.take(1)
-    ds = salts.flat_map(lambda salt: records(salt if seed is not None else None).map(
+    ds = salts.flat_map(lambda salt: records(salt if seed is not None else None, False).map(
         lambda r: (r, salt)))
-    ds = ds.batch(batch_size, drop_remainder=training)
+    ds = ds.batch(batch_size, drop_remainder=opts.drop_remainder)
+  ds = tf_input.with_known_batches(ds, opts, sum(e.records for e in entries))
 
   def parse(serialized, salt=None):
     f = tf.io.parse_example(serialized, spec)

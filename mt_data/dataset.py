@@ -19,6 +19,7 @@ from textrecords import features
 from textrecords import dataset_files
 from textrecords import tf_input
 from textrecords.errors import UserError
+from textrecords.read_options import ReadOptions
 from textrecords.tf_import import require_tf
 
 from mt_data import preprocess
@@ -55,9 +56,7 @@ def record_files(location: str, split: str, *, verify: str = "checksum",
   return meta, entries
 
 
-def _check_args(batch_size, num_steps, bucket_boundaries):
-  if not isinstance(batch_size, int) or batch_size < 1:
-    raise ValueError(f"batch_size={batch_size!r}: must be an int >= 1")
+def _check_args(num_steps, bucket_boundaries):
   if bucket_boundaries is None:
     if num_steps is None or not isinstance(num_steps, int) or num_steps < 1:
       raise ValueError(f"num_steps={num_steps!r}: must be an int >= 1 (or None with "
@@ -75,22 +74,29 @@ def _check_args(batch_size, num_steps, bucket_boundaries):
 
 
 def make_dataset(output_dir: str, split: str, batch_size: int, *,
-                 num_steps: Optional[int] = 9, training: Optional[bool] = None,
-                 bucket_boundaries: Optional[Sequence[int]] = None,
-                 seed: Optional[int] = None, shuffle_buffer: int = 10000,
-                 drop_remainder: bool = False, input_context=None,
-                 verify: str = "checksum", skip_corrupt: bool = False, log=print):
+                 training: Optional[bool] = None, seed: Optional[int] = None,
+                 shuffle_buffer: int = 10000, drop_remainder: bool = False,
+                 repeat: bool = False, input_context=None, verify: str = "checksum",
+                 skip_corrupt: bool = False, log=print, num_steps: Optional[int] = 9,
+                 bucket_boundaries: Optional[Sequence[int]] = None):
   """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
 
+  The shared arguments (batch_size, training, seed, shuffle_buffer,
+  drop_remainder, repeat, input_context, verify, skip_corrupt, log) are
+  `textrecords.read_options.ReadOptions`: the same defaults and checks in
+  every package. With `num_steps` the number of batches is known (from the
+  metadata's record counts) unless `repeat`.
+
   Args:
-    output_dir: the --output_dir of `python -m mt_data.create`.
+    output_dir: the --output_dir of `python -m mt_data.create` (or its
+      meta.json, or record files / a shard glob of it).
     split: "train" or "valid".
-    batch_size: pairs per batch (the last batch may be smaller unless
-      drop_remainder).
-    num_steps: T, the fixed length of every array (d2l's num_steps). None
-      with `bucket_boundaries`.
+    batch_size: pairs per batch.
     training: shuffle (files and pairs); default: split == "train". Not
       training: pairs in file order, nothing dropped.
+    drop_remainder: drop the last partial batch (static batch dimension).
+    num_steps: T, the fixed length of every array (d2l's num_steps). None
+      with `bucket_boundaries`.
     bucket_boundaries: length boundaries for bucketing; batches are padded
       to their own longest sequence.
     seed: makes the shuffle order reproducible.
@@ -111,16 +117,16 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
     >>> ds = make_dataset("out/mt", "train", 64, num_steps=9, seed=1)  # doctest: +SKIP
     >>> model.fit(ds, epochs=10)  # doctest: +SKIP
   """
-  bounds = _check_args(batch_size, num_steps, bucket_boundaries)
-  if training is None:
-    training = split == "train"
+  opts = ReadOptions(batch_size, training=training, seed=seed, shuffle_buffer=shuffle_buffer,
+                     drop_remainder=drop_remainder, repeat=repeat,
+                     input_context=input_context, verify=verify, skip_corrupt=skip_corrupt,
+                     log=log).for_split(split)
+  training, drop_remainder = opts.training, opts.drop_remainder
+  bounds = _check_args(num_steps, bucket_boundaries)
   meta, entries = record_files(output_dir, split, verify=verify, skip_corrupt=skip_corrupt,
                                log=log, input_context=input_context)
   tf = require_tf()
-  ds = tf_input.record_dataset([e.path for e in entries], meta.get("compression", ""),
-                               training=training, seed=seed)
-  if training:
-    ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+  ds = tf_input.epoch_records([e.path for e in entries], meta.get("compression", ""), opts)
   spec = features.parse_spec(schema.SCHEMA)
   src_key, tgt_key = schema.SOURCE_IDS.name, schema.TARGET_IDS.name
 
@@ -136,9 +142,7 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
 
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     # Known length: Keras shows progress totals and needs no end-of-data guess.
-    num = sum(e.records for e in entries)
-    batches = num // batch_size if drop_remainder else -(-num // batch_size)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
+    ds = tf_input.with_known_batches(ds, opts, sum(e.records for e in entries))
     ds = ds.map(to_arrays, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=not training or seed is not None)
   else:

@@ -235,7 +235,8 @@ def train(records_path: str, steps: int, batch_size: int = 16, seed: int = 0,
     raise ValueError(f"steps={steps}: must be >= 1")
   meta = read_metadata(records_path)
   keras.utils.set_random_seed(seed)
-  ds = bert_data.make_dataset(records_path, batch_size, training=True, seed=seed, repeat=True)
+  ds = bert_data.make_dataset(records_path, batch_size, training=True, seed=seed, repeat=True,
+                              drop_remainder=True)
   model = compile_model(build_model(meta["vocab_size"], meta["max_seq_length"],
                                     meta["max_predictions_per_seq"], hidden=hidden,
                                     num_layers=num_layers, num_heads=num_heads,

@@ -46,7 +46,7 @@ def test_round_trip_in_order(records):
 
 
 def test_training_batches_static_int32_and_seeded(records):
-  ds = bert_data.make_dataset(records, 8, training=True, seed=3)
+  ds = bert_data.make_dataset(records, 8, training=True, seed=3, drop_remainder=True)
   spec_x, spec_y, spec_w = ds.element_spec
   assert spec_x["input_ids"].shape == (8, 64) and spec_x["input_ids"].dtype == tf.int32
   assert spec_x["masked_lm_positions"].shape == (8, 10)
@@ -61,7 +61,8 @@ def test_training_batches_static_int32_and_seeded(records):
 
 def test_v2_names_and_input_context(records):
   ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1)
-  ds = bert_data.make_dataset(records, 4, v2_names=True, input_context=ctx, seed=0)
+  ds = bert_data.make_dataset(records, 4, v2_names=True, input_context=ctx, seed=0,
+                              drop_remainder=True)
   x, _, _ = next(iter(ds))
   assert set(x) == {"input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions"}
   shard1 = layout.shard_paths(records, 2)[1]

@@ -77,7 +77,7 @@ def test_dataset_structure_matches_model(records, tiny):
   import bert_data  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-  ds = bert_data.make_dataset(records, BATCH_SIZE, training=True, seed=1)
+  ds = bert_data.make_dataset(records, BATCH_SIZE, training=True, seed=1, drop_remainder=True)
   x_spec, y_spec, w_spec = ds.element_spec
   L, P, B = MAX_SEQ_LENGTH, MAX_PREDICTIONS, BATCH_SIZE
   assert {k: (tuple(v.shape), v.dtype) for k, v in x_spec.items()} == {

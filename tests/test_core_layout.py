@@ -5,18 +5,12 @@ import os
 
 import pytest
 
-from bert_data import pipeline as bert_pipeline
-from bert_data.config import BertConfig
-from conftest import SAMPLE_TEXT, TESTDATA, VOCAB
-from mt_data import config as mt_config
-from mt_data import create as mt_create
+from conftest import write_three_datasets
 from textrecords import dataset_files
 from textrecords import layout
 from textrecords import metadata
 from textrecords.errors import UserError
 from textrecords.layout import DatasetLayout
-from w2v_data import pipeline as w2v_pipeline
-from w2v_data.config import W2vConfig
 
 
 def test_shard_names_parse_back_at_100000_shards():
@@ -53,23 +47,7 @@ def test_layouts_name_every_path():
 
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory):
-  """One tiny dataset of each package, two shards each."""
-  d = tmp_path_factory.mktemp("three")
-  bert = str(d / "bert" / "train.tfrecord")
-  os.makedirs(os.path.dirname(bert))
-  bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(bert,),
-                                  vocab_file=VOCAB, max_seq_length=32,
-                                  max_predictions_per_seq=5, dupe_factor=1, num_shards=2,
-                                  num_workers=1, quiet=True))
-  w2v = str(d / "w2v")
-  w2v_pipeline.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
-                                output_dir=w2v, min_freq=2, num_workers=1, num_shards=2,
-                                quiet=True))
-  mt = str(d / "mt")
-  mt_create.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
-                                      output_dir=mt, num_train=30, num_val=12, num_shards=2,
-                                      num_workers=1), log=lambda m: None)
-  return {"bert_data": bert, "w2v_data": w2v, "mt_data": mt}
+  return write_three_datasets(tmp_path_factory.mktemp("three"))
 
 
 def _meta_of(location):

@@ -48,3 +48,42 @@ def record_dataset(files: List[str], compression: str, *, training: bool,
   return ds.interleave(read, cycle_length=min(cycle_length, len(files)),
                        block_length=block_length, num_parallel_calls=tf.data.AUTOTUNE,
                        deterministic=seed is not None)
+
+
+_FROM_OPTIONS = object()
+
+
+def epoch_records(files: List[str], compression: str, options, *,
+                  shuffle_buffer: Optional[int] = None, seed=_FROM_OPTIONS,
+                  repeat: Optional[bool] = None, **read_kw):
+  """Records of `files` by the shared contract (`options`: a ReadOptions for a split).
+
+  Training: files shuffled and interleaved, records shuffled by
+  `shuffle_buffer` (default options.shuffle_buffer), reshuffled each pass.
+  Repeat (default options.repeat): repeated forever, before batching. Files
+  must already be this input pipeline's share (`dataset_files.record_files`).
+
+  Args:
+    seed: overrides options.seed (e.g. a per-epoch seed tensor).
+    read_kw: cycle_length, parallel, block_length of `record_dataset`.
+  """
+  seed = options.seed if seed is _FROM_OPTIONS else seed
+  ds = record_dataset(files, compression, training=options.training, seed=seed, **read_kw)
+  if options.training:
+    ds = ds.shuffle(shuffle_buffer or options.shuffle_buffer, seed=seed,
+                    reshuffle_each_iteration=True)
+  if options.repeat if repeat is None else repeat:
+    ds = ds.repeat()
+  return ds
+
+
+def with_known_batches(ds, options, num_examples: int):
+  """`ds` (batches of `num_examples` examples) with its length asserted.
+
+  Keras then shows step totals and does not warn "ran out of data". When
+  repeating, the dataset is marked infinite.
+  """
+  tf = require_tf()
+  n = options.num_batches(num_examples)
+  return ds.apply(tf.data.experimental.assert_cardinality(
+      tf.data.INFINITE_CARDINALITY if n is None else n))

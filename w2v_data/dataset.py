@@ -29,6 +29,7 @@ import numpy as np
 from textrecords import features
 from textrecords import dataset_files
 from textrecords.errors import UserError
+from textrecords.read_options import ReadOptions
 from textrecords import tf_input
 from textrecords.tf_import import require_tf
 from w2v_data import schema
@@ -65,18 +66,25 @@ def read_meta(location: str) -> dict:
   return open_dataset(location).meta
 
 
-def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
-                 pad_to: Optional[int] = None, negatives: str = "stored",
-                 seed: Optional[int] = None, shuffle_buffer: int = 16384,
-                 drop_remainder: bool = False, verify: str = "checksum",
-                 skip_corrupt: bool = False, input_context=None, log=print):
+def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] = None,
+                 seed: Optional[int] = None, shuffle_buffer: int = 10000,
+                 drop_remainder: bool = False, repeat: bool = False,
+                 input_context=None, verify: str = "checksum", skip_corrupt: bool = False,
+                 log=print, pad_to: Optional[int] = None, negatives: str = "stored"):
   """A `tf.data.Dataset` of skip-gram batches from a `w2v_data.create` output.
 
+  The shared arguments (batch_size, training, seed, shuffle_buffer,
+  drop_remainder, repeat, input_context, verify, skip_corrupt, log) are
+  `textrecords.read_options.ReadOptions`: the same defaults and checks in
+  every package. The number of batches is known (from the metadata's
+  per-file center counts) unless `repeat`.
+
   Args:
-    output_dir: the folder with meta.json, vocab.txt and train.tfrecord*.
+    output_dir: the output folder given to create (or its meta.json, or
+      record files / a shard glob of it).
     batch_size: centers per batch.
     training: shuffle files and centers (reshuffled each epoch); False reads
-      in file order.
+      in file order. Default True.
     pad_to: pad rows to this static length (e.g. 60 = 2*5*(1+5)); it must be
       at least the longest row in the data (meta counts.max_row_length).
       None pads to each batch's longest row.
@@ -86,6 +94,7 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
     seed: seeds shuffling and fresh noise words (None: nondeterministic).
     shuffle_buffer: about how many centers are mixed together (training only).
     drop_remainder: drop the last partial batch (static batch dimension).
+    repeat: repeat the records forever (an infinite dataset).
     verify: "checksum" (sha256), "size" or "none" check of the files first.
     skip_corrupt: skip (and log) files that fail the check instead of raising.
     input_context: a `tf.distribute.InputContext`, to shard files over hosts.
@@ -99,9 +108,11 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
     >>> ds = make_dataset("out/ptb_w2v", 512, pad_to=60)  # doctest: +SKIP
     >>> model.fit(ds, epochs=5)  # doctest: +SKIP
   """
-  for name, value in (("batch_size", batch_size), ("shuffle_buffer", shuffle_buffer)):
-    if not _positive_int(value):
-      raise UserError(f"{name}={value!r}: must be a positive integer")
+  opts = ReadOptions(batch_size, training=training, seed=seed, shuffle_buffer=shuffle_buffer,
+                     drop_remainder=drop_remainder, repeat=repeat,
+                     input_context=input_context, verify=verify, skip_corrupt=skip_corrupt,
+                     log=log).for_split(schema.SPLIT)
+  training = opts.training
   if pad_to is not None and not _positive_int(pad_to):
     raise UserError(f"pad_to={pad_to!r}: must be a positive integer or None")
   if negatives not in NEGATIVES_MODES:
@@ -161,23 +172,22 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
 
   # Small records: a sequential interleave costs less per record than a
   # parallel reader saves.
-  ds = tf_input.record_dataset(files, meta.get("compression", ""), training=training,
-                               seed=seed, cycle_length=4,
-                               parallel=False, block_length=16)
+  def read(buffer=None):
+    return tf_input.epoch_records(files, meta.get("compression", ""), opts,
+                                  shuffle_buffer=buffer, cycle_length=4, parallel=False,
+                                  block_length=16)
+
+  finish = lambda d: _with_cardinality(tf, d, meta, entries, opts)  # noqa: E731
   if model != "skipgram":
-    return _center_dataset(tf, ds, meta, spec, batch_size=batch_size, training=training,
-                           seed=seed, shuffle_buffer=shuffle_buffer,
+    return _center_dataset(tf, _sentence_chunks(read, counts, batch_size, shuffle_buffer),
+                           meta, spec, batch_size=batch_size, training=training,
                            drop_remainder=drop_remainder, with_seeds=with_seeds,
-                           finish=lambda d: _with_cardinality(tf, d, meta, entries, batch_size,
-                                                              drop_remainder))
+                           finish=finish)
   if layout == "center":
-    if training:
-      ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ds = with_seeds(ds.batch(batch_size, drop_remainder=drop_remainder), False)
+    ds = with_seeds(read().batch(batch_size, drop_remainder=drop_remainder), False)
     parse = lambda s: _parse_centers(tf, s, spec, k, longest)  # noqa: E731
   else:
-    ds = with_seeds(_sentence_chunks(ds, counts, batch_size, training, seed, shuffle_buffer),
-                    training)
+    ds = with_seeds(_sentence_chunks(read, counts, batch_size, shuffle_buffer), training)
     parse = lambda s: _parse_sentences(tf, s, spec, k, longest)  # noqa: E731
   ds = ds.map(lambda s, *seeds: expanded(parse(s), *seeds),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -191,43 +201,40 @@ def make_dataset(output_dir: str, batch_size: int, *, training: bool = True,
     return ({schema.X_CENTER: center, schema.X_CONTEXTS_NEGATIVES: row}, labels, mask)
 
   ds = ds.map(trimmed, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  return _with_cardinality(tf, ds, meta, entries, batch_size, drop_remainder)
+  return finish(ds)
 
 
-def _with_cardinality(tf, ds, meta, entries, batch_size, drop_remainder):
-  """Sets the epoch length when it is known (Keras then shows progress); prefetches."""
+def _with_cardinality(tf, ds, meta, entries, opts):
+  """Sets the epoch length when it is known (Keras then shows progress); prefetches.
+
+  Batches are of centers: the metadata's per-file center counts give it.
+  """
   per_file = meta.get("file_centers", {})
-  names = [e.name for e in entries]
-  if all(n in per_file for n in names):
-    total = sum(int(per_file[n]) for n in names)
-    steps = total // batch_size if drop_remainder else -(-total // batch_size)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(steps))
+  if all(e.name in per_file for e in entries):
+    ds = tf_input.with_known_batches(ds, opts, sum(int(per_file[e.name]) for e in entries))
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _sentence_chunks(ds, counts, batch_size, training, seed, shuffle_buffer):
+def _sentence_chunks(read, counts, batch_size, shuffle_buffer):
   """Sentence records (shuffled when training) in chunks of about CHUNK_BATCHES batches.
 
   Whole sentences are read a chunk at a time; the chunk's centers are then
-  shuffled in-graph and cut into batches of batch_size centers.
+  shuffled in-graph and cut into batches of batch_size centers. The record
+  shuffle holds about `shuffle_buffer` centers.
   """
   per_record = max(1.0, counts["centers"] / max(1, counts["records"]))
   chunk = max(1, int(CHUNK_BATCHES * batch_size / per_record))
-  if training:
-    ds = ds.shuffle(max(1, int(shuffle_buffer / per_record)), seed=seed,
-                    reshuffle_each_iteration=True)
-  return ds.batch(chunk)
+  return read(max(1, int(shuffle_buffer / per_record))).batch(chunk)
 
 
-def _center_dataset(tf, ds, meta, spec, *, batch_size, training, seed, shuffle_buffer,
-                    drop_remainder, with_seeds, finish):
-  """CBOW / PV-DM / PV-DBOW: sentence records -> batches of centers (see the module doc)."""
+def _center_dataset(tf, chunks, meta, spec, *, batch_size, training, drop_remainder,
+                    with_seeds, finish):
+  """CBOW / PV-DM / PV-DBOW: sentence chunks -> batches of centers (see the module doc)."""
   k = int(meta["noise"]["num_noise_words"])
   two_w = 2 * int(meta["flags"]["max_window_size"])
   has_contexts = schema.NUM_CONTEXTS in spec
   has_doc = schema.DOC_ID in spec
-  ds = with_seeds(_sentence_chunks(ds, meta["counts"], batch_size, training, seed,
-                                   shuffle_buffer), training)
+  ds = with_seeds(chunks, training)
 
   def per_center(serialized, shuffle_seed=None):
     parsed = tf.io.parse_example(serialized, spec)
