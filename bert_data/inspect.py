@@ -33,6 +33,9 @@ def define_flags():
                       "were made with.")
   flags.DEFINE_integer("max_records", 5, "How many records to print.")
   cli.define_common_flags()
+  if "compression" not in FLAGS:
+    flags.DEFINE_string("compression", "", "Compression of plain TFRecord files (no "
+                        "metadata): '' (none) or GZIP.")
 
 
 def format_record(features: dict, tokens) -> str:
@@ -40,23 +43,24 @@ def format_record(features: dict, tokens) -> str:
 
   Masked positions show as `[MASK]->label` style: `shown(label)`.
   """
+  name = lambda i: tokens[i] if 0 <= i < len(tokens) else f"<{i}>"  # noqa: E731
   ids = features[S.INPUT_IDS]
   n = sum(features[S.INPUT_MASK])
-  weights = features[S.MASKED_LM_WEIGHTS]
-  positions = [p for p, w in zip(features[S.MASKED_LM_POSITIONS], weights) if w > 0]
-  labels = [t for t, w in zip(features[S.MASKED_LM_IDS], weights) if w > 0]
+  weights = features.get(S.MASKED_LM_WEIGHTS, [])  # none in dynamic-masking records
+  positions = [p for p, w in zip(features.get(S.MASKED_LM_POSITIONS, []), weights) if w > 0]
+  labels = [t for t, w in zip(features.get(S.MASKED_LM_IDS, []), weights) if w > 0]
   label_at = dict(zip(positions, labels))
   shown = []
   for i in range(n):
-    tok = tokens[ids[i]] if ids[i] < len(tokens) else f"<{ids[i]}>"
+    tok = name(ids[i])
     if i in label_at:
-      tok = f"{tok}({tokens[label_at[i]]})"
+      tok = f"{tok}({name(label_at[i])})"
     shown.append(tok)
   lines = [
       "tokens: " + " ".join(shown),
       "segment_ids: " + " ".join(str(s) for s in features[S.SEGMENT_IDS][:n]),
       "masked_lm_positions: " + " ".join(str(p) for p in positions),
-      "masked_lm_labels: " + " ".join(tokens[t] for t in labels),
+      "masked_lm_labels: " + " ".join(name(t) for t in labels),
   ]
   if S.NEXT_SENTENCE_LABELS in features:  # packed records have no label
     label = features[S.NEXT_SENTENCE_LABELS][0]
@@ -70,15 +74,39 @@ def main(argv):
     raise UserError("--input_file and --vocab_file are required")
   cli.check_range("max_records", FLAGS.max_records, 0, None)
   tokens = load_vocab_tokens(FLAGS.vocab_file)
+  compression = (tfrecord.check_compression(FLAGS.compression)
+                 if FLAGS["compression"].present else None)
   shown = 0
-  for path, compression in record_files(FLAGS.input_file, FLAGS.vocab_file):
-    for rec in tfrecord.read_records(path, compression):
+  for path, comp, v2 in record_files(FLAGS.input_file, FLAGS.vocab_file,
+                                     compression=compression, strict_vocab=True,
+                                     with_names=True):
+    for index, rec in enumerate(tfrecord.read_records(path, comp)):
       if shown >= FLAGS.max_records:
         return
+      features = _checked(example_codec.decode_example(rec), v2, tokens, path, index)
       print(f"*** record {shown} ({path}) ***")
-      print(format_record(example_codec.decode_example(rec), tokens))
+      print(format_record(features, tokens))
       print()
       shown += 1
+
+
+def _checked(features: dict, v2: bool, tokens, path: str, index: int) -> dict:
+  """The record's features under the bert names, after checks that name the file.
+
+  Raises:
+    UserError: not a bert_data record, or token ids beyond the vocab.
+  """
+  renamed = S.canonical_names(v2 or S.V2_NAMES[S.INPUT_IDS] in features)
+  features = {renamed.get(k, k): v for k, v in features.items()}
+  missing = [k for k in (S.INPUT_IDS, S.INPUT_MASK, S.SEGMENT_IDS) if k not in features]
+  if missing:
+    raise UserError(f"{path}: record {index} is not a BERT pretraining record (no "
+                    f"{', '.join(missing)}); bert_data.inspect shows bert_data records")
+  ids = list(features[S.INPUT_IDS]) + list(features.get(S.MASKED_LM_IDS, []))
+  if ids and max(ids) >= len(tokens):
+    raise UserError(f"{path}: record {index} has token id {max(ids)} but --vocab_file has "
+                    f"{len(tokens)} tokens: not the vocab the records were made with")
+  return features
 
 
 def load_vocab_tokens(path: str):
@@ -89,27 +117,46 @@ def load_vocab_tokens(path: str):
   return vocab_lib.load_tokens(path)
 
 
-def record_files(pattern: str, vocab_file: Optional[str] = None):
+def record_files(pattern: str, vocab_file: Optional[str] = None, *,
+                 compression: Optional[str] = None, strict_vocab: bool = False,
+                 with_names: bool = False):
   """(path, compression) of the files to read (inspect, stats).
 
   Files with bert_data metadata are checked against it; a plain TFRecord
   file without metadata (e.g. written by google-research/bert) is read as is.
+
+  Args:
+    compression: of plain files (default none); for files with metadata it
+      must agree with the metadata when given.
+    strict_vocab: a `vocab_file` other than the one the metadata names is an
+      error (else a warning).
+    with_names: also yield whether the records use Model Garden's names.
+  Raises:
+    UserError: another package's dataset, a contradicting compression, or
+      (strict_vocab) another vocab.
   """
   for found in dataset_files.find(pattern, allow_list=True):
     if found.meta is None:
       for path in found.names:
-        yield path, ""
+        yield (path, compression or "") + ((False,) if with_names else ())
       continue
     if found.meta.get("package") != "bert_data":
       raise UserError(metadata.foreign_message(found.given, found.meta))
-    meta = found.meta
+    meta, where = found.meta, found.layout.meta_path
+    if compression is not None and compression != meta["compression"]:
+      raise UserError(f"--compression={compression or 'none'}: {where} says the records "
+                      f"have compression {meta['compression'] or 'none'}; drop --compression "
+                      "(it is for plain TFRecord files)")
     if vocab_file and meta.get("vocab_sha256") != vocab_lib.file_sha256(vocab_file):
-      print(f"warning: {vocab_file} is not the vocab the records were made with",
-            file=sys.stderr)
-    names = found.names or metadata.split_record_names(meta, DEFAULT_SPLIT,
-                                                       found.layout.meta_path)
+      message = (f"--vocab_file={vocab_file} is not the vocab the records were made with "
+                 f"(sha256 differs from {where}); pass the one given to bert_data.create")
+      if strict_vocab:
+        raise UserError(message)
+      print(f"warning: {message}", file=sys.stderr)
+    v2 = bool(meta.get("flags", {}).get("use_v2_feature_names", False))
+    names = found.names or metadata.split_record_names(meta, DEFAULT_SPLIT, where)
     for path in metadata.verified_files(meta, found.layout, names, "size"):
-      yield path, meta["compression"]
+      yield (path, meta["compression"]) + ((v2,) if with_names else ())
 
 
 if __name__ == "__main__":
