@@ -1,0 +1,111 @@
+r"""Times the three make_dataset readers against a baseline checkout, same run.
+
+    git worktree add /tmp/base <base commit>     # or any copy of the older tree
+    python scripts/bench_read.py --baseline=/tmp/base [--rounds=3] [--epochs=3]
+
+For each tree (this one and --baseline) a subprocess (PYTHONPATH = that tree)
+writes one dataset per package from the bundled test corpora (repeated to a
+few thousand examples), then times `make_dataset(...)` (build, metadata,
+checksums) and --epochs full passes over it, training mode with a seed. The
+trees alternate round by round, so both see the same machine load; the
+report gives each tree's best time and the ratio this/baseline per package.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTDATA = os.path.join(HERE, "tests", "testdata")
+
+# Runs inside each tree: writes the datasets once, then times reading.
+CHILD = r"""
+import json, os, sys, time
+work, testdata, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def repeated(src, dst, times, sep="\n"):
+  text = open(src, encoding="utf-8").read().strip()
+  with open(dst, "w", encoding="utf-8") as f:
+    f.write(sep.join([text] * times) + "\n")
+  return dst
+
+out = {}
+bert_out = os.path.join(work, "bert", "train.tfrecord")
+if not os.path.exists(os.path.join(work, "done")):
+  from bert_data import pipeline
+  from bert_data.config import BertConfig
+  from w2v_data import pipeline as w2v_pipeline
+  from w2v_data.config import W2vConfig
+  from mt_data import config as mt_config, create as mt_create
+  os.makedirs(os.path.dirname(bert_out))
+  corpus = repeated(os.path.join(testdata, "bert_sample_text.txt"),
+                    os.path.join(work, "bert.txt"), 40, "\n\n")
+  pipeline.create(BertConfig(input_files=(corpus,), output_files=(bert_out,),
+                             vocab_file=os.path.join(testdata, "vocab_uncased.txt"),
+                             max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2,
+                             num_shards=4, num_workers=1, quiet=True))
+  w2v_pipeline.create(W2vConfig(
+      input_file=repeated(os.path.join(testdata, "w2v_tiny.txt"), os.path.join(work, "w.txt"), 20),
+      output_dir=os.path.join(work, "w2v"), min_freq=2, num_workers=1, num_shards=4, quiet=True))
+  mt_create.create(mt_config.MTConfig(
+      input_file=repeated(os.path.join(testdata, "mt_pairs.txt"), os.path.join(work, "m.txt"), 200),
+      output_dir=os.path.join(work, "mt"), num_train=0, num_val=100, num_shards=4,
+      num_workers=1), log=lambda m: None)
+  open(os.path.join(work, "done"), "w").close()
+
+import bert_data, mt_data, w2v_data
+readers = {
+    "bert_data": lambda: bert_data.make_dataset(bert_out, 32, training=True, seed=0),
+    "w2v_data": lambda: w2v_data.make_dataset(os.path.join(work, "w2v"), 256, training=True, seed=0),
+    "mt_data": lambda: mt_data.make_dataset(os.path.join(work, "mt"), "train", 64, training=True,
+                                            seed=0),
+}
+for name, make in readers.items():
+  t0 = time.perf_counter()
+  ds = make()
+  batches = 0
+  for _ in range(epochs):
+    for _ in ds:
+      batches += 1
+  out[name] = {"seconds": time.perf_counter() - t0, "batches": batches}
+print(json.dumps(out))
+"""
+
+
+def run_tree(tree: str, work: str, epochs: int) -> dict:
+  env = dict(os.environ, PYTHONPATH=tree, TF_CPP_MIN_LOG_LEVEL="3")
+  p = subprocess.run([sys.executable, "-c", CHILD, work, TESTDATA, str(epochs)], cwd=tree,
+                     env=env, capture_output=True, text=True, check=False)
+  if p.returncode != 0:
+    sys.exit(f"error: {tree}: {p.stderr.strip().splitlines()[-1:]}")
+  return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--baseline", required=True, help="an older checkout of this repository")
+  ap.add_argument("--rounds", type=int, default=3)
+  ap.add_argument("--epochs", type=int, default=3)
+  args = ap.parse_args()
+  trees = {"this": HERE, "baseline": os.path.abspath(args.baseline)}
+  best = {t: {} for t in trees}
+  batches = {t: {} for t in trees}
+  with tempfile.TemporaryDirectory() as tmp:
+    for _ in range(args.rounds):
+      for t, tree in trees.items():
+        for pkg, r in run_tree(tree, os.path.join(tmp, t), args.epochs).items():
+          best[t][pkg] = min(best[t].get(pkg, float("inf")), r["seconds"])
+          batches[t][pkg] = r["batches"]
+  report = {pkg: {"this_s": round(best["this"][pkg], 3),
+                  "baseline_s": round(best["baseline"][pkg], 3),
+                  "ratio": round(best["this"][pkg] / best["baseline"][pkg], 3),
+                  "batches": [batches["this"][pkg], batches["baseline"][pkg]]}
+            for pkg in best["this"]}
+  print(json.dumps({"rounds": args.rounds, "epochs": args.epochs, **report}, indent=1))
+
+
+if __name__ == "__main__":
+  main()
