@@ -13,8 +13,17 @@ Measures:
   - the PTB figures (sentences, vocab, 'the' before/after subsampling, centers,
     pairs, noise distribution) against d2l's.
 
+  - with --scaling_repeats=R: 1 vs 2 workers (issue 13), R interleaved pairs
+    of whole `create` processes, and of the parallel read alone (read, clean,
+    count, encode to ids: `corpus.load_corpus`) in fresh processes; reports
+    every ratio and their range;
+  - with --memory_scale=S: peak RSS of the main process and of the largest
+    worker (getrusage) for create on PTB concatenated S times, with 1, 2 and 4
+    workers.
+
 Usage:
   python scripts/bench_w2v.py --ptb=/path/to/ptb.train.txt [--work_dir=/tmp/bench_w2v]
+  python scripts/bench_w2v.py --ptb=... --skip_main --scaling_repeats=5 --memory_scale=10
 """
 
 import argparse
@@ -152,7 +161,24 @@ def main():
   p.add_argument("--num_workers", type=int, default=None)
   p.add_argument("--repeats", type=int, default=3, help="timed runs; the best is reported")
   p.add_argument("--baseline_only", action="store_true", help=argparse.SUPPRESS)
+  p.add_argument("--measure", default=None, help=argparse.SUPPRESS)
+  p.add_argument("--skip_main", action="store_true",
+                 help="skip the baseline comparison (only --scaling_repeats/--memory_scale)")
+  p.add_argument("--scaling_repeats", type=int, default=0,
+                 help="1 vs 2 worker pairs to time (0: skip)")
+  p.add_argument("--memory_scale", type=int, default=0,
+                 help="peak memory on PTB x this many copies (0: skip)")
   args = p.parse_args()
+  if args.measure:
+    _measure(args.ptb, json.loads(args.measure))
+    return
+  if args.skip_main:
+    res = {"date": time.strftime("%Y-%m-%d"), "machine": {
+        "cpus": os.cpu_count(), "python": platform.python_version(),
+        "load_avg_start": os.getloadavg()}}
+    os.makedirs(args.work_dir, exist_ok=True)
+    _scaling_and_memory(args, res)
+    return
   if args.baseline_only:
     tokens, centers, contexts, negatives, times = baseline_pipeline(args.ptb)
     print(json.dumps({"vocab": len(tokens), "centers": len(centers),
@@ -233,6 +259,84 @@ def main():
   with open(os.path.join(args.work_dir, "results.json"), "w") as f:
     json.dump(res, f, indent=2)
   _report(res)
+  if args.scaling_repeats or args.memory_scale:
+    _scaling_and_memory(args, res)
+
+
+def _measure(path, spec):
+  """Runs in a fresh process: times load_corpus or create; prints JSON with peak RSS."""
+  import resource  # pylint: disable=import-outside-toplevel
+  from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
+  from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
+  t0 = time.perf_counter()
+  if spec["what"] == "read":
+    c = corpus_lib.load_corpus(path.split(","), 10, num_workers=spec["workers"])
+    out = {"tokens": int(c.raw_tokens)}
+  else:
+    meta = pipeline.create(W2vConfig(input_file=path, output_dir=spec["out"], overwrite=True,
+                                     quiet=True, num_workers=spec["workers"]))
+    out = {"centers": meta["counts"]["centers"]}
+  out["wall_s"] = time.perf_counter() - t0
+  kib = 1024.0
+  out["maxrss_main_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kib
+  out["maxrss_worker_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kib
+  print(json.dumps(out))
+
+
+def _run_measure(args, path, **spec):
+  wall, out = _timed([sys.executable, os.path.abspath(__file__), f"--ptb={path}",
+                      "--measure=" + json.dumps(spec)])
+  r = json.loads(out.strip().splitlines()[-1])
+  r["process_wall_s"] = wall
+  return r
+
+
+def _scaling_and_memory(args, res):
+  """1 vs 2 workers (interleaved pairs) and peak memory on a scaled corpus."""
+  out_dir = os.path.join(args.work_dir, "scaling")
+  if args.scaling_repeats:
+    pairs = collections.defaultdict(list)
+    for _ in range(args.scaling_repeats):
+      for what in ("read", "create"):
+        one = _run_measure(args, args.ptb, what=what, workers=1, out=out_dir)
+        two = _run_measure(args, args.ptb, what=what, workers=2, out=out_dir)
+        pairs[what].append((one["wall_s"], two["wall_s"]))
+        if what == "create":
+          pairs["create_process"].append((one["process_wall_s"], two["process_wall_s"]))
+    res["scaling"] = {k: {"pairs_s": v, "speedups": [a / b for a, b in v]}
+                      for k, v in pairs.items()}
+  if args.memory_scale:
+    big = os.path.join(args.work_dir, f"ptb_x{args.memory_scale}.txt")
+    with open(args.ptb, "rb") as f:
+      data = f.read()
+    with open(big, "wb") as f:
+      for _ in range(args.memory_scale):
+        f.write(data)
+    res["memory"] = {"corpus_mb": os.path.getsize(big) / 1e6, "runs": {}}
+    for w in (1, 2, 4):
+      res["memory"]["runs"][w] = _run_measure(args, big, what="create", workers=w,
+                                              out=out_dir + "_big")
+    os.remove(big)
+  res["machine"]["load_avg_end_scaling"] = os.getloadavg()
+  with open(os.path.join(args.work_dir, "results_scaling.json"), "w") as f:
+    json.dump(res, f, indent=2)
+  print(f"\n# 1 vs 2 workers (load {res['machine']['load_avg_start'][0]:.1f} -> "
+        f"{os.getloadavg()[0]:.1f}; 2-core shared machine)")
+  for key, label in (("read", "read+clean+count+encode (load_corpus)"),
+                     ("create", "create (in a fresh process, without interpreter start)"),
+                     ("create_process", "create, whole process")):
+    if key in res.get("scaling", {}):
+      sp = res["scaling"][key]["speedups"]
+      walls = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in res["scaling"][key]["pairs_s"])
+      print(f"| {label} | 1w/2w s: {walls} | speed-up {min(sp):.2f}x-{max(sp):.2f}x "
+            f"(median {sorted(sp)[len(sp) // 2]:.2f}x) |")
+  if "memory" in res:
+    print(f"\n# peak RSS, create on PTB x{args.memory_scale} "
+          f"({res['memory']['corpus_mb']:.0f} MB)")
+    for w, r in res["memory"]["runs"].items():
+      print(f"| {w} workers | main {r['maxrss_main_mb']:.0f} MB | largest worker "
+            f"{r['maxrss_worker_mb']:.0f} MB | {r['wall_s']:.1f} s |")
 
 
 def _report(r):

@@ -118,3 +118,56 @@ def test_known_epoch_length(outputs):
     assert int(ds.cardinality()) == -(-centers // 10) == sum(1 for _ in ds)
     ds = w2v_data.make_dataset(d, 10, seed=0, drop_remainder=True)
     assert int(ds.cardinality()) == centers // 10 == sum(1 for _ in ds)
+
+
+@pytest.mark.parametrize("model", ["cbow", "pv_dm", "pv_dbow"])
+def test_cbow_and_pv_batches_match_the_records(tmp_path, model):
+  """Eval batches hold every center once, in record order, with its contexts,
+  noise words and document id; training batches are a seeded permutation."""
+  from textrecords import example_codec, tfrecord  # pylint: disable=import-outside-toplevel
+  from w2v_data import schema  # pylint: disable=import-outside-toplevel
+  src = tmp_path / "docs.txt"
+  with open(TINY, encoding="utf-8") as f:
+    src.write_text("\n".join(l for l in f.read().split("\n") if l.strip()) + "\n")
+  d = str(tmp_path / model)
+  meta = pipeline.create(W2vConfig(input_file=str(src), output_dir=d, min_freq=2,
+                                   subsample_t=3e-2, max_window_size=3, num_noise_words=K,
+                                   random_seed=3, num_workers=1, num_shards=2, model=model))
+  expected = []
+  for name in sorted(n for n in os.listdir(d) if n.startswith(schema.RECORDS_NAME)):
+    for rec in tfrecord.read_records(os.path.join(d, name)):
+      r = example_codec.decode_example(rec)
+      n = r.get(schema.NUM_CONTEXTS, [0] * len(r[schema.CENTERS]))
+      cs = np.r_[0, np.cumsum(n)]
+      for i, c in enumerate(r[schema.CENTERS]):
+        expected.append((r.get(schema.DOC_ID, [-1])[0], c,
+                         tuple(r.get(schema.CONTEXTS, [])[cs[i]:cs[i + 1]]),
+                         tuple(r[schema.NEGATIVES][K * i:K * (i + 1)])))
+  assert len(expected) == meta["counts"]["centers"] > 100
+
+  def rows(ds):
+    out = []
+    for x, y, w in ds:
+      cn = x[schema.X_CENTER_AND_NOISE].numpy()
+      assert cn.shape[1] == 1 + K and cn.dtype == np.int32
+      assert (y.numpy() == [[1.0] + [0.0] * K]).all() and (w.numpy() == 1).all()
+      has_ctx = schema.X_CONTEXTS in x
+      assert has_ctx == (model != "pv_dbow") and (schema.X_DOC_ID in x) == (model != "cbow")
+      for i in range(cn.shape[0]):
+        ctx = ()
+        if has_ctx:
+          row, mask = x[schema.X_CONTEXTS].numpy()[i], x[schema.X_CONTEXTS_MASK].numpy()[i]
+          assert row.shape == mask.shape == (6,)
+          n = int(mask.sum())
+          assert (mask[:n] == 1).all() and (row[n:] == 0).all() and (row[:n] > 0).all()
+          ctx = tuple(row[:n])
+        doc = int(x[schema.X_DOC_ID].numpy()[i, 0]) if schema.X_DOC_ID in x else -1
+        out.append((doc, int(cn[i, 0]), ctx, tuple(cn[i, 1:])))
+    return out
+
+  assert rows(w2v_data.make_dataset(d, 16, training=False)) == expected
+  shuffled = rows(w2v_data.make_dataset(d, 16, seed=1))
+  assert sorted(shuffled) == sorted(expected) and shuffled != expected
+  assert shuffled == rows(w2v_data.make_dataset(d, 16, seed=1))
+  with pytest.raises(UserError, match="pad_to=None"):
+    w2v_data.make_dataset(d, 16, pad_to=60)
