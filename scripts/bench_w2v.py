@@ -278,9 +278,14 @@ def _measure(path, spec):
                                      quiet=True, num_workers=spec["workers"]))
     out = {"centers": meta["counts"]["centers"]}
   out["wall_s"] = time.perf_counter() - t0
-  kib = 1024.0
-  out["maxrss_main_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kib
-  out["maxrss_worker_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kib
+  # VmHWM: this process's peak RSS since exec (getrusage's SELF maxrss would
+  # carry over the peak of the process that started us, across exec).
+  with open("/proc/self/status", encoding="ascii") as f:
+    hwm = [l for l in f if l.startswith("VmHWM:")][0].split()[1]
+  out["maxrss_main_mb"] = int(hwm) / 1024.0
+  # Workers: the largest peak of any child; it counts the pages they share
+  # with this process at fork, so it is an upper bound of a worker's own use.
+  out["maxrss_worker_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
   print(json.dumps(out))
 
 
@@ -336,7 +341,8 @@ def _scaling_and_memory(args, res):
           f"({res['memory']['corpus_mb']:.0f} MB)")
     for w, r in res["memory"]["runs"].items():
       print(f"| {w} workers | main {r['maxrss_main_mb']:.0f} MB | largest worker "
-            f"{r['maxrss_worker_mb']:.0f} MB | {r['wall_s']:.1f} s |")
+            f"<= {r['maxrss_worker_mb']:.0f} MB (incl. pages shared at fork) | "
+            f"{r['wall_s']:.1f} s |")
 
 
 def _report(r):

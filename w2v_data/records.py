@@ -25,6 +25,7 @@ import numpy as np
 from textrecords import tfrecord
 
 _I64 = np.int64
+_I32 = np.int32
 
 
 def varint_lengths(values: np.ndarray) -> np.ndarray:
@@ -33,14 +34,22 @@ def varint_lengths(values: np.ndarray) -> np.ndarray:
   >>> varint_lengths(np.array([0, 127, 128, 16383, 16384])).tolist()
   [1, 1, 2, 2, 3]
   """
-  values = np.asarray(values, dtype=_I64)
-  n = np.ones(len(values), dtype=_I64)
+  values = _narrow(values)
   top = int(values.max()) if len(values) else 0
+  if top < (1 << 14):  # word ids: one byte or two, computed in one pass
+    return (values >= 128).view(np.int8).astype(_I32 if values.dtype == _I32 else _I64) + 1
+  n = np.ones(len(values), dtype=_I64)
   k = 1
   while k < 10 and top >= (1 << (7 * k)):
     n += values >= (1 << (7 * k))
     k += 1
   return n
+
+
+def _narrow(values) -> np.ndarray:
+  """int32 arrays stay int32 (ids); anything else becomes int64."""
+  values = np.asarray(values)
+  return values if values.dtype == _I32 else values.astype(_I64, copy=False)
 
 
 def _scatter_varints(buf: np.ndarray, pos: np.ndarray, values: np.ndarray,
@@ -104,9 +113,13 @@ class _Assembler:
     self.pieces.append(("fixed", np.full(self.n, width, dtype=_I64), (values, width)))
 
   def varint_run(self, values: np.ndarray, vlens: np.ndarray, counts: np.ndarray,
-                 nbytes: np.ndarray):
-    """Record r gets the varints of its counts[r] values (nbytes[r] bytes)."""
-    self.pieces.append(("varint_run", np.asarray(nbytes, dtype=_I64), (values, vlens, counts)))
+                 nbytes: np.ndarray, first: np.ndarray):
+    """Record r gets the varints of its counts[r] values (nbytes[r] bytes).
+
+    first[i]: the byte offset of value i in the concatenated varints.
+    """
+    self.pieces.append(("varint_run", np.asarray(nbytes, dtype=_I64),
+                        (values, vlens, counts, first)))
 
   def build(self) -> Tuple[np.ndarray, np.ndarray]:
     """Returns (buffer uint8, record start offsets [n + 1])."""
@@ -133,13 +146,14 @@ class _Assembler:
         buf[start] = prefix
         _scatter_varints(buf, start + 1, values, vlens)
       else:
-        values, vlens, counts = data
-        if np.any(values < 0):
+        values, vlens, counts, first = data
+        if len(values) and values.min() < 0:
           raise ValueError("negative values are not supported")
-        first = np.cumsum(vlens) - vlens  # byte offset of each value in its feature
+        # first: byte offset of each value in its feature's payload, all records.
         rec_first = np.cumsum(counts) - counts
         shift = start - np.where(counts > 0, first[np.minimum(rec_first, len(first) - 1)], 0)
-        _scatter_varints(buf, first + np.repeat(shift, counts), values, vlens)
+        _scatter_varints(buf, first + np.repeat(shift.astype(first.dtype), counts), values,
+                         vlens)
     return buf, rec_start
 
 
@@ -157,20 +171,21 @@ def encode_int64_records(features: Sequence[Tuple[str, np.ndarray, np.ndarray]])
   feats = []
   features_len = np.zeros(num, dtype=_I64)
   for name, values, lengths in sorted(features, key=lambda f: f[0].encode("utf-8")):
-    values = np.asarray(values, dtype=_I64)
+    values = _narrow(values)
     lengths = np.asarray(lengths, dtype=_I64)
     vlens = varint_lengths(values)
-    cs = np.zeros(len(values) + 1, dtype=_I64)
+    # Offsets fit int32 unless a batch holds over 2**31 / 10 values.
+    cs = np.zeros(len(values) + 1, dtype=_I32 if len(values) < (1 << 27) else _I64)
     np.cumsum(vlens, out=cs[1:])
     ends = np.cumsum(lengths)
-    payload = cs[ends] - cs[ends - lengths]
+    payload = (cs[ends] - cs[ends - lengths]).astype(_I64)
     packed = np.where(payload > 0, 1 + varint_lengths(payload) + payload, 0)
     feature = 1 + varint_lengths(packed) + packed
     key = name.encode("utf-8")
     key_piece = b"\x0a" + bytes(varint_bytes(np.array([len(key)]))) + key
     entry = len(key_piece) + 1 + varint_lengths(feature) + feature
     features_len += 1 + varint_lengths(entry) + entry
-    feats.append((key_piece, entry, feature, packed, payload, (values, vlens, lengths)))
+    feats.append((key_piece, entry, feature, packed, payload, (values, vlens, lengths, cs[:-1])))
   example_len = 1 + varint_lengths(features_len) + features_len
 
   asm = _Assembler(num)
@@ -186,7 +201,8 @@ def encode_int64_records(features: Sequence[Tuple[str, np.ndarray, np.ndarray]])
     asm.varint(feature, 0x12)
     asm.varint(packed, 0x1A)
     asm.varint(payload, 0x0A, present=payload > 0)
-    asm.varint_run(*payload_values, payload)
+    values, vlens, lengths, first = payload_values
+    asm.varint_run(values, vlens, lengths, payload, first)
   asm.fixed(np.zeros(num, dtype=np.uint64), 4)  # data CRC, filled in below
   buf, starts = asm.build()
   view = buf.tobytes()  # the CRC32C module takes bytes only
