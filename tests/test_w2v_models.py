@@ -117,8 +117,8 @@ def test_pv_dbow_record_invariants_and_doc_ids(tmp_path):
       assert t not in neg[3 * i:3 * i + 3] and all(1 <= x < len(index) for x in neg)
 
 
-@pytest.mark.parametrize("model", ["cbow", "pv_dbow"])
-def test_new_models_same_bytes_for_any_worker_count(tmp_path, model, monkeypatch):
+@pytest.mark.parametrize("model", ["skipgram", "cbow", "pv_dbow", "pv_dm"])
+def test_same_bytes_for_any_worker_count_and_read_chunk(tmp_path, model, monkeypatch):
   from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(pipeline, "CHUNK_SENTENCES", 7)
   one, _ = _create(tmp_path, model, workers=1)
@@ -168,3 +168,27 @@ def test_cli_unknown_model_and_pv_errors_are_one_line(tmp_path):
   bad.write_text("a\tx y\nb x y\n")
   assert_one_line_error([f"--input_file={bad}", f"--output_dir={out}", "--model=pv_dm",
                          "--doc_id_column", "--min_freq=1"], "bad.tsv:2: expected", out)
+
+
+@pytest.mark.parametrize("text", [
+    b"a b\n\nc a b\nb a\n",          # final newline: one more empty sentence
+    b"a b\n\nc a b\nb a",            # no final newline
+    b"a b\r\nc \xff a\nb a b\n",     # invalid UTF-8 in the middle: line-by-line path
+    b"\n\na a b\n\n",
+])
+def test_read_chunks_and_workers_do_not_change_the_corpus(tmp_path, text):
+  from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  p = tmp_path / "c.txt"
+  p.write_bytes(text * 5)
+  runs = [corpus_lib.load_corpus([str(p)] * 2, 1, "replace", num_workers=w, chunk_bytes=c)
+          for w, c in ((1, 1 << 20), (1, 1), (2, 3), (3, 7))]
+  ref = runs[0]
+  assert ref.num_sentences == 2 * len((text * 5).split(b"\n"))  # d2l's split('\n')
+  for r in runs[1:]:
+    assert r.tokens == ref.tokens and r.counts.tolist() == ref.counts.tolist()
+    assert r.ids.tolist() == ref.ids.tolist() and r.lengths.tolist() == ref.lengths.tolist()
+    assert [r.line_of[i] for i in range(r.num_sentences)] == \
+        [ref.line_of[i] for i in range(ref.num_sentences)]
+  assert corpus_lib.file_chunks(str(p), 4)[-1][1] == len(text * 5)
+  data = p.read_bytes()
+  assert all(data[b - 1:b] == b"\n" for _, b in corpus_lib.file_chunks(str(p), 4)[:-1])

@@ -209,7 +209,7 @@ def count_chunk(data: bytes, last: bool, mode: ReadMode = SENTENCES) -> ChunkCou
   return _lines_to_counts("\n".join(lines), len(lines), names)
 
 
-def file_chunks(path: str, chunk_bytes: int = CHUNK_BYTES) -> List[Tuple[int, int]]:
+def file_chunks(path: str, chunk_bytes: int) -> List[Tuple[int, int]]:
   """Byte ranges [start, end) of `path` of about chunk_bytes, each ending after a newline.
 
   Raises:
@@ -292,7 +292,7 @@ def build_vocab(counter: "collections.Counter", min_freq: int) -> List[str]:
 
 def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "strict",
                 num_workers: int = 1, mode: ReadMode = SENTENCES,
-                chunk_bytes: int = CHUNK_BYTES) -> Corpus:
+                chunk_bytes: Optional[int] = None) -> Corpus:
   """Reads `files` (in parallel), builds the vocab and maps every token to its id.
 
   Raises:
@@ -302,7 +302,7 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
   """
   units = []
   for path in files:
-    chunks = file_chunks(path, chunk_bytes)
+    chunks = file_chunks(path, chunk_bytes or CHUNK_BYTES)
     units.extend(_ReadUnit(path, a, b, i == len(chunks) - 1, mode)
                  for i, (a, b) in enumerate(chunks))
   counter: Dict[str, int] = collections.Counter()
