@@ -7,7 +7,7 @@ run; the default mode feeds it an RNG per (dupe round, document).
 
 import dataclasses
 import itertools
-from typing import List
+from typing import List, Optional
 
 from bert_data import masking
 
@@ -191,12 +191,13 @@ def spans_from_document(d: int, bounds: List[int], docs, rng, max_num_tokens: in
   return out
 
 
-def instances_from_spans(tokens, spans, rng, mask_params: masking.MaskingParams,
+def instances_from_spans(tokens, spans, rng, mask_params: Optional[masking.MaskingParams],
                          clean_corpus: bool) -> List[Instance]:
   """Masked instances from (a0, a1, b0, b1, label) ranges of a token array.
 
   [CLS] tokens[a0:a1] [SEP] tokens[b0:b1] [SEP], masked by
-  `masking.mask_tokens` (default mode's draws) with `rng`.
+  `masking.mask_tokens` (default mode's draws) with `rng`; unmasked if
+  mask_params is None.
 
   >>> import random, numpy as np
   >>> p = masking.MaskingParams(0.2, 2, False, 1, 2, 3, (4,), bytes(10))
@@ -209,6 +210,9 @@ def instances_from_spans(tokens, spans, rng, mask_params: masking.MaskingParams,
   for a0, a1, b0, b1, label in spans:
     ids = [cls_id] + tokens[a0:a1].tolist() + [sep_id] + tokens[b0:b1].tolist() + [sep_id]
     num_a = a1 - a0 + 2
+    if mask_params is None:  # unmasked (dynamic masking masks later)
+      out.append(Instance(ids, num_a, bool(label), [], []))
+      continue
     output, positions, labels = masking.mask_tokens(ids, rng, mask_params, False,
                                                     num_a if clean_corpus else 0)
     out.append(Instance(output, num_a, bool(label), positions, labels))

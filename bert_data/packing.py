@@ -137,19 +137,30 @@ def instance_ids(tokens: np.ndarray, packing: Packing, rows, cls_id: int, sep_id
   >>> ids.tolist(), n.tolist(), np.flatnonzero(sp[0]).tolist()
   ([[1, 7, 8, 2, 9, 2, 0, 0]], [6], [0, 3, 5])
   """
-  rows = list(rows)
-  ids = np.zeros((len(rows), seq_len), np.int64)
-  special = np.zeros((len(rows), seq_len), bool)
-  lengths = np.zeros(len(rows), np.int64)
-  for r, k in enumerate(rows):
-    t0, t1 = packing.token_range(k)
-    breaks = packing.doc_breaks(k) - t0
-    text = np.insert(tokens[t0:t1].astype(np.int64), breaks, sep_id)
-    n = len(text) + 2
-    ids[r, 0] = cls_id
-    ids[r, 1:n - 1] = text
-    ids[r, n - 1] = sep_id
-    special[r, 0] = special[r, n - 1] = True
-    special[r, breaks + np.arange(len(breaks)) + 1] = True
-    lengths[r] = n
+  rows = np.asarray(list(rows), np.int64)
+  b = len(rows)
+  p0, p1 = packing.instances[rows, 0], packing.instances[rows, 1]
+  t0, t1 = packing.piece_starts[p0], packing.piece_starts[p1]
+  ntok = t1 - t0
+  row_of = np.repeat(np.arange(b), ntok)
+  first = np.zeros(b + 1, np.int64)
+  np.cumsum(ntok, out=first[1:])
+  offset = np.arange(int(first[-1])) - first[row_of]          # position in the row's text
+  t = t0[row_of] + offset                                     # corpus token offsets
+  doc_starts = packing.piece_starts[:-1][packing.doc_first]
+  is_break = np.isin(t, doc_starts) & (offset > 0)            # a document starts here
+  seps_before = np.cumsum(is_break)
+  seps_before -= np.concatenate([[0], seps_before])[first[:-1]][row_of]
+  col = 1 + offset + seps_before
+  ids = np.zeros((b, seq_len), np.int64)
+  special = np.zeros((b, seq_len), bool)
+  ids[row_of, col] = tokens[t]
+  ids[row_of[is_break], col[is_break] - 1] = sep_id
+  special[row_of[is_break], col[is_break] - 1] = True
+  lengths = ntok + np.bincount(row_of[is_break], minlength=b) + 2
+  ids[:, 0] = cls_id
+  ar = np.arange(b)
+  ids[ar, lengths - 1] = sep_id
+  special[:, 0] = True
+  special[ar, lengths - 1] = True
   return ids, lengths, special

@@ -38,6 +38,7 @@ from textrecords.errors import UserError
 from textrecords.layout import DEFAULT_SPLIT, DatasetLayout
 
 _DOCS_PER_TASK = 32
+_PACKED_PER_TASK = 512  # packed instances per worker task (about 32 documents' worth)
 _BUCKET_BYTES = 32 << 20
 
 # Per-process state: set before forking workers, or by the initializer.
@@ -232,11 +233,11 @@ def _packed_task(task):
   return writer.count
 
 
-def _tasks(config: BertConfig, num_units: int):
+def _tasks(config: BertConfig, num_units: int, per_task: int = _DOCS_PER_TASK):
   """(dupe, first, end) ranges of documents (or packed instances)."""
   for dupe in range(config.dupe_factor):
-    for d0 in range(0, num_units, _DOCS_PER_TASK):
-      yield dupe, d0, min(num_units, d0 + _DOCS_PER_TASK)
+    for d0 in range(0, num_units, per_task):
+      yield dupe, d0, min(num_units, d0 + per_task)
 
 
 def _estimate_buckets(config: BertConfig, corpus: Corpus, num_shards: int) -> int:
@@ -251,7 +252,8 @@ def spill_default_mode(ctx: _Context, progress: cli.Progress) -> int:
   _STATE["ctx"] = ctx
   total = 0
   if ctx.packed is not None:
-    task_fn, tasks = _packed_task, list(_tasks(ctx.config, ctx.packed.num_instances))
+    task_fn, tasks = _packed_task, list(_tasks(ctx.config, ctx.packed.num_instances,
+                                               _PACKED_PER_TASK))
   else:
     task_fn, tasks = _default_task, list(_tasks(ctx.config, ctx.corpus.num_docs))
   for n, count in enumerate(parallel.ordered_map(task_fn, tasks,

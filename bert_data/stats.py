@@ -42,6 +42,7 @@ FLAGS = flags.FLAGS
 
 _UNK_PIECES = ("[UNK]", "<unk>")
 _TOP = 20
+_CANONICAL = S.canonical_names(True)  # v2-named records read as the others
 
 
 class Tally:
@@ -56,6 +57,7 @@ class Tally:
     self.token_counts = np.zeros(0, np.int64)
 
   def add(self, features: dict):
+    features = {_CANONICAL.get(k, k): v for k, v in features.items()}
     ids = np.asarray(features[S.INPUT_IDS], np.int64)
     n = int(np.count_nonzero(features[S.INPUT_MASK])) if S.INPUT_MASK in features else len(ids)
     ids = ids[:n].copy()

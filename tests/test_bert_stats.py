@@ -13,8 +13,8 @@ from textrecords import tfrecord
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"]
 
 
-def _write_records(path):
-  enc = BertRecordEncoder(10, 3, len(TOKENS))
+def _write_records(path, v2_names=False):
+  enc = BertRecordEncoder(10, 3, len(TOKENS), v2_names=v2_names)
   instances = [
       # [CLS] a [MASK] [SEP] c [SEP]: A = 4 positions, B = 2; b masked at 2.
       Instance([2, 5, 4, 3, 7, 3], 4, False, [2], [6]),
@@ -46,6 +46,9 @@ def test_summary_matches_hand_count(tmp_path):
   assert summary["top_tokens"][:3] == [["[SEP]", 6], ["[CLS]", 3], ["a", 3]]
   assert dict(map(tuple, summary["top_tokens"])) == {
       "[SEP]": 6, "[CLS]": 3, "a": 3, "c": 3, "[UNK]": 2, "b": 2}
+  # Records with Model Garden's names give the same numbers.
+  _write_records(tmp_path / "v2.tfrecord", v2_names=True)
+  assert stats.summarize(stats.collect(str(tmp_path / "v2.tfrecord")), TOKENS, "nsp") == summary
   # Without a vocab: ids, no [UNK] share.
   plain = stats.summarize(stats.collect(str(path), max_records=2))
   assert plain["instances"] == 2 and "unk_share" not in plain
