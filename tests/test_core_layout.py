@@ -162,3 +162,16 @@ def test_location_errors_are_one_line(tmp_path):
   assert found.meta is None and found.names == [str(plain)]
   with pytest.raises(UserError, match="plain.tfrecord: no metadata beside it"):
     dataset_files.open_datasets(str(plain), "bert_data")
+
+
+def test_docstring_examples_and_no_tensorflow():
+  import doctest  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  from textrecords import read_options  # pylint: disable=import-outside-toplevel
+  for mod in (layout, metadata, read_options):
+    result = doctest.testmod(mod)
+    assert result.failed == 0 and result.attempted > 0, mod.__name__
+  code = ("import sys; from textrecords import layout, metadata, dataset_files, read_options; "
+          "assert 'tensorflow' not in sys.modules")
+  assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
