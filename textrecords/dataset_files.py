@@ -177,10 +177,10 @@ def _resolve_one(item: str):
       raise UserError(f"{lay.meta_path} not found: the dataset is incomplete (a run that "
                       f"did not finish) or was not written by textrecords{hint}")
     return [(lay, None)]
+  if L.exists(item + L.META_SUFFIX):  # a file output (even one named meta.json)
+    return [(L.DatasetLayout.for_file(item), None)]
   if L.is_metadata_name(L.basename(item)):
     return [(L.DatasetLayout.from_meta_path(item), None)]
-  if L.exists(item + L.META_SUFFIX):
-    return [(L.DatasetLayout.for_file(item), None)]
   if L.has_magic(item):
     matches = L.glob(item)
   else:
