@@ -164,11 +164,17 @@ class BpeCodec(WordCodec):
 
 
 def load_codecs(output_dir: str, meta: Optional[dict] = None):
-  """(source_codec, target_codec) of a dataset written by mt_data.create."""
-  lay = layout.DatasetLayout.for_dir(output_dir)
+  """(source_codec, target_codec) of a dataset written by mt_data.create.
+
+  `output_dir` may be any location of the dataset (its folder, meta.json or
+  record files); with `meta` given it must be the folder.
+  """
   if meta is None:
-    from textrecords import metadata  # pylint: disable=import-outside-toplevel
-    meta = metadata.read(lay.meta_path, schema.PACKAGE)
+    from textrecords import dataset_files  # pylint: disable=import-outside-toplevel
+    found = dataset_files.open_datasets(output_dir, schema.PACKAGE)[0]
+    lay, meta = found.layout, found.meta
+  else:
+    lay = layout.DatasetLayout.for_dir(output_dir)
   codecs = []
   for side in ("source", "target"):
     if meta.get("tokenizer") == "bpe":

@@ -175,3 +175,14 @@ def test_docstring_examples_and_no_tensorflow():
   code = ("import sys; from textrecords import layout, metadata, dataset_files, read_options; "
           "assert 'tensorflow' not in sys.modules")
   assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_mt_codecs_from_any_location(datasets):
+  from mt_data import vocab as mt_vocab  # pylint: disable=import-outside-toplevel
+  loc = datasets["mt_data"]
+  src, tgt = mt_vocab.load_codecs(loc)
+  for form in (os.path.join(loc, "meta.json"), os.path.join(loc, "valid.tfrecord-*")):
+    s2, t2 = mt_vocab.load_codecs(form)
+    assert s2.encode("go .") == src.encode("go .") and t2.decode([4, 5]) == tgt.decode([4, 5])
+  with pytest.raises(UserError, match="a w2v_data dataset; read it with w2v_data"):
+    mt_vocab.load_codecs(datasets["w2v_data"])
