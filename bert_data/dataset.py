@@ -68,7 +68,9 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool]
 
   Records written with `--masking=dynamic` are masked here, per batch, afresh
   every epoch (see `bert_data.dynamic_masking`): the same `seed` gives the
-  same masks on every run and any number of input pipelines.
+  same masks on every run and any number of input pipelines. With
+  `training=False` the masks are the same on every pass (seeded by `seed`,
+  or 0), so evaluations compare.
 
   The shared arguments (batch_size, training, seed, shuffle_buffer,
   drop_remainder, repeat, input_context, verify, skip_corrupt, log) are
@@ -143,14 +145,22 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool]
   if masker is None:
     ds = records(seed, repeat).batch(batch_size, drop_remainder=opts.drop_remainder)
   else:
-    # One salt per epoch (new on every pass, the same for every run and input
-    # pipeline with this seed); it also seeds that epoch's shuffles.
-    salts = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    # One salt per pass over the records (new on every pass, the same for
+    # every run and input pipeline with this seed); evaluation
+    # (training=False) keeps one set of masks on every pass.
+    if opts.training:
+      salts = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    else:
+      salts = tf.data.Dataset.from_tensors(tf.constant(seed or 0, tf.int64)).repeat()
     if not repeat:
       salts = salts.take(1)
-    ds = salts.flat_map(lambda salt: records(salt if seed is not None else None, False).map(
-        lambda r: (r, salt)))
-    ds = ds.batch(batch_size, drop_remainder=opts.drop_remainder)
+    # The record pipeline is built once (its shuffles reshuffle on every
+    # pass) and batches are salted whole: a per-record map would cost more
+    # than the masking, and a tensor shuffle seed fails under a global TF seed
+    # (keras.utils.set_random_seed). With repeat=True each pass drops its
+    # own last partial batch.
+    base = records(seed, False).batch(batch_size, drop_remainder=opts.drop_remainder)
+    ds = salts.flat_map(lambda salt: base.map(lambda b: (b, salt)))
   ds = tf_input.with_known_batches(ds, opts, sum(e.records for e in entries))
 
   def parse(serialized, salt=None):

@@ -43,6 +43,7 @@ def format_record(features: dict, tokens) -> str:
 
   Masked positions show as `[MASK]->label` style: `shown(label)`.
   """
+  features = {S.canonical_names(True).get(k, k): v for k, v in features.items()}
   name = lambda i: tokens[i] if 0 <= i < len(tokens) else f"<{i}>"  # noqa: E731
   ids = features[S.INPUT_IDS]
   n = sum(features[S.INPUT_MASK])

@@ -55,6 +55,8 @@ class MaskingParams:
     random_ids: ids of the vocab's tokens in file order (first occurrence of
       each), the pool for the 10% random replacements.
     is_subword: `is_subword[id]` true for tokens starting with "##".
+    max_ngram_size: with whole-word masking, mask n-grams of 1..N words
+      (see `choose_ngrams`).
   """
   masked_lm_prob: float
   max_predictions_per_seq: int
@@ -64,6 +66,7 @@ class MaskingParams:
   mask_id: int
   random_ids: Tuple[int, ...]
   is_subword: bytes
+  max_ngram_size: int = 1
 
   @functools.cached_property
   def random_ids_array(self) -> np.ndarray:
@@ -132,14 +135,18 @@ def mask_tokens(tokens: List[int], rng, p: MaskingParams, exact_draws: bool = Tr
     cls_id, sep_id = p.cls_id, p.sep_id
     groups = [i for i, t in enumerate(tokens) if t != cls_id and t != sep_id]
   limit = num_to_predict(len(tokens), p)
-  if exact_draws or p.do_whole_word_mask:
+  if p.do_whole_word_mask and p.max_ngram_size > 1:
+    pass  # choose_ngrams shuffles the n-gram starts itself
+  elif exact_draws or p.do_whole_word_mask:
     shuffle_in_place(groups, rng)
   else:
     groups = rng.sample(groups, min(limit, len(groups)))
   output = list(tokens)
   random_ = rng.random
   mask_id, pool = p.mask_id, p.random_ids
-  if p.do_whole_word_mask:
+  if p.do_whole_word_mask and p.max_ngram_size > 1:
+    chosen = choose_ngrams(groups, limit, p.max_ngram_size, rng)
+  elif p.do_whole_word_mask:
     chosen = []
     covered = set()
     for g in groups:
@@ -160,6 +167,86 @@ def mask_tokens(tokens: List[int], rng, p: MaskingParams, exact_draws: bool = Tr
       output[i] = pool[rng.randint(0, len(pool) - 1)]
   positions = sorted(chosen)
   return output, positions, [tokens[i] for i in positions]
+
+
+def ngram_weights(max_ngram_size: int) -> np.ndarray:
+  """Cumulative weights of n-gram lengths 1..N: weight(n) = 1/n (ALBERT's and
+  Model Garden's choice, favouring short n-grams).
+
+  >>> ngram_weights(3).round(3).tolist()
+  [1.0, 1.5, 1.833]
+  """
+  return np.cumsum(1.0 / np.arange(1, max_ngram_size + 1))
+
+
+def choose_ngrams(words: List[List[int]], limit: int, max_ngram_size: int, rng) -> list:
+  """N-gram whole-word masking: which positions to mask (in walk order).
+
+  The rule (ALBERT's, which Model Garden's follows in distribution): visit
+  the words in random order; at word w draw a length n in 1..min(N, words
+  left from w) with weight 1/n; while the n-gram (words w..w+n-1) has more
+  positions than the budget left, shorten it; skip it if even one word does
+  not fit or it overlaps positions already chosen; else take all its
+  positions. Stop once `limit` positions are taken. `dynamic_masking`
+  executes the same rule in TensorFlow.
+
+  Args:
+    words: candidate groups (`candidate_groups` with whole-word masking).
+    limit: number of positions to predict at most.
+    rng: a `random.Random`.
+
+  Example (words of 1, 2 and 1 pieces, budget 3: whole words only, never
+  more than the budget):
+    >>> import random
+    >>> sorted(choose_ngrams([[1], [2, 3], [4]], 3, 2, random.Random(0)))
+    [1, 4]
+  """
+  num_words = len(words)
+  starts = list(range(num_words))
+  shuffle_in_place(starts, rng)
+  cum = ngram_weights(max_ngram_size).tolist()
+  chosen: List[int] = []
+  covered = set()
+  for w in starts:
+    if len(chosen) >= limit:
+      break
+    avail = min(max_ngram_size, num_words - w)
+    u = rng.random() * cum[avail - 1]
+    n = 1
+    while n < avail and u >= cum[n - 1]:
+      n += 1
+    left = limit - len(chosen)
+    while n > 0 and sum(len(g) for g in words[w:w + n]) > left:
+      n -= 1
+    if n == 0:
+      continue
+    positions = [i for g in words[w:w + n] for i in g]
+    if any(i in covered for i in positions):
+      continue
+    covered.update(positions)
+    chosen.extend(positions)
+  return chosen
+
+
+def word_starts(ids: np.ndarray, lengths: np.ndarray, p: MaskingParams) -> np.ndarray:
+  """Flags (B, seq_len) uint8: 1 where a whole-word group starts.
+
+  The groups are `candidate_groups`'s: every non-special position belongs to
+  the group of the last start at or before it; a "##" piece starts a group
+  only when no candidate precedes it. Dynamic records store these so that
+  `make_dataset` can mask whole words without the vocab.
+
+  >>> p = MaskingParams(0.15, 20, True, 101, 102, 103, (), bytes([0] * 200 + [1]))
+  >>> word_starts(np.array([[101, 200, 7, 200, 102, 200, 102, 0]]), np.array([7]), p).tolist()
+  [[0, 1, 1, 0, 0, 0, 0, 0]]
+  """
+  ids = np.asarray(ids, np.int64)
+  col = np.arange(ids.shape[1])[None, :]
+  cand = (col < np.asarray(lengths)[:, None]) & (ids != p.cls_id) & (ids != p.sep_id)
+  sub = np.frombuffer(p.is_subword, np.uint8)
+  is_sub = sub[np.clip(ids, 0, len(sub) - 1)].astype(bool) & (ids < len(sub))
+  first = np.argmax(cand, axis=1)
+  return (cand & (~is_sub | (col == first[:, None]))).astype(np.uint8)
 
 
 def spans_to_ids(tokens: np.ndarray, spans: np.ndarray, cls_id: int, sep_id: int,

@@ -81,7 +81,7 @@ def masking_params(config: BertConfig, tok) -> masking.MaskingParams:
       cls_id=tok.token_to_id("[CLS]"), sep_id=tok.token_to_id("[SEP]"),
       mask_id=tok.token_to_id("[MASK]"),
       random_ids=tuple(tok.token_to_id(w) for w in words),
-      is_subword=bytes(is_subword))
+      is_subword=bytes(is_subword), max_ngram_size=config.max_ngram_size)
 
 
 # ---------------------------------------------------------------- tokenizing
@@ -121,6 +121,7 @@ class _Context:
   num_buckets: int = 1
   clean: bool = False  # no [CLS]/[SEP] inside the documents
   packed: Optional[packing.Packing] = None  # --packing: the packed instances
+  dynamic: Optional[records.DynamicRecordEncoder] = None  # --masking=dynamic
 
 
 def _doc_instances(ctx: _Context, d: int, rng):
@@ -154,6 +155,7 @@ def _default_task(task):
   corpus = ctx.corpus
   writer = spill.SpillWriter(ctx.spill_dir, f"w{os.getpid()}", ctx.num_buckets)
   python_masking = c.do_whole_word_mask or not ctx.clean
+  mask_params = None if ctx.dynamic else ctx.mask
   insts, spans, keys = [], [], []
   for d in range(d0, d1):
     digest = document_digest(corpus, d)
@@ -161,7 +163,7 @@ def _default_task(task):
     if c.sentence_order:
       doc_spans = sop_spans_from_document(corpus.segment_bounds(d), rng, c.max_num_tokens,
                                           c.short_seq_prob)
-      if python_masking:
+      if python_masking and ctx.dynamic is None:
         insts.extend(instances_from_spans(corpus.tokens, doc_spans, rng, ctx.mask, ctx.clean))
       else:
         spans.extend(doc_spans)
@@ -169,7 +171,7 @@ def _default_task(task):
     elif python_masking:
       doc_insts = instances_from_document(
           d, corpus.document(d), corpus, rng, c.max_num_tokens, c.short_seq_prob,
-          ctx.mask.cls_id, ctx.mask.sep_id, ctx.mask, exact_draws=False,
+          ctx.mask.cls_id, ctx.mask.sep_id, mask_params, exact_draws=False,
           clean_corpus=ctx.clean)
       insts.extend(doc_insts)
       count = len(doc_insts)
@@ -180,7 +182,9 @@ def _default_task(task):
       count = len(doc_spans)
     keys.append(seeding.sub_keys(seeding.order_key(seed, dupe, d, digest), count))
   keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
-  if python_masking:
+  if ctx.dynamic is not None:
+    records_ = _dynamic_records(ctx, insts, spans, keys)
+  elif python_masking:
     records_ = [ctx.encoder.encode(inst) for inst in insts]
   elif spans:
     span_arr = np.asarray([s[:4] for s in spans], np.int64)
@@ -231,6 +235,43 @@ def _packed_task(task):
     writer.add(key, rec)
   writer.close()
   return writer.count
+
+
+def _dynamic_records(ctx: _Context, insts, spans, keys) -> list:
+  """Unmasked records (`--masking=dynamic`) of a task's instances or spans."""
+  c = ctx.config
+  if insts:
+    lengths = np.fromiter((len(i.tokens) for i in insts), np.int64, len(insts))
+    ids = np.zeros((len(insts), c.max_seq_length), np.int64)
+    ids[np.arange(c.max_seq_length)[None, :] < lengths[:, None]] = np.fromiter(
+        (t for i in insts for t in i.tokens), np.int64, int(lengths.sum()))
+    num_as = [i.num_a for i in insts]
+    is_random_next = [i.is_random_next for i in insts]
+  elif spans:
+    span_arr = np.asarray([s[:4] for s in spans], np.int64)
+    ids, lengths, num_as = masking.spans_to_ids(ctx.corpus.tokens, span_arr, ctx.mask.cls_id,
+                                                ctx.mask.sep_id, c.max_seq_length)
+    num_as = num_as.tolist()
+    is_random_next = [s[4] for s in spans]
+  else:
+    return []
+  starts = masking.word_starts(ids, lengths, ctx.mask) if c.do_whole_word_mask else None
+  return ctx.dynamic.encode_arrays(ids, lengths, num_as, is_random_next, keys, starts)
+
+
+def masking_meta(config: BertConfig, mask: masking.MaskingParams) -> dict:
+  """The metadata's "masking" block: the settings `make_dataset` needs to mask
+  dynamic records (and a record of how static ones were masked)."""
+  out = {"mode": config.masking, "masked_lm_prob": config.masked_lm_prob,
+         "max_predictions_per_seq": config.max_predictions_per_seq,
+         "whole_word": config.do_whole_word_mask, "max_ngram_size": config.max_ngram_size}
+  if config.masking == "dynamic":
+    pool = list(mask.random_ids)
+    out.update({"cls_id": mask.cls_id, "sep_id": mask.sep_id, "mask_id": mask.mask_id,
+                # The pool of the 10% random replacements: usually all ids in order.
+                "random_ids": ({"range": len(pool)} if pool == list(range(len(pool)))
+                               else pool)})
+  return out
 
 
 def _tasks(config: BertConfig, num_units: int, per_task: int = _DOCS_PER_TASK):
@@ -350,8 +391,6 @@ def _fingerprint(config: BertConfig, vocab_sha: str) -> dict:
 def create(config: BertConfig) -> dict:
   """Runs the whole job; returns a summary dict (also stored in the metadata)."""
   config.validate()
-  if config.masking == "dynamic" or config.max_ngram_size > 1:  # lands next
-    raise UserError("--masking=dynamic and --max_ngram_size are not available yet")
   progress = cli.Progress(config.quiet)
   tok = load_tokenizer(config)
   with open(config.tokenizer_file, "rb") as f:
@@ -382,6 +421,9 @@ def create(config: BertConfig) -> dict:
                                       config.max_predictions_per_seq, tok.vocab_size,
                                       v2_names=config.use_v2_feature_names,
                                       next_sentence=config.next_sentence)
+  dynamic = (records.DynamicRecordEncoder(config.max_seq_length, config.do_whole_word_mask,
+                                          v2_names=config.use_v2_feature_names)
+             if config.masking == "dynamic" else None)
   clean = not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
   tmp = writers[0].scratch_dir()
   handles = []
@@ -395,7 +437,8 @@ def create(config: BertConfig) -> dict:
           ctx, rng, os.path.join(tmp, "records"), progress))
     else:
       nb = _estimate_buckets(config, corpus, config.num_shards)
-      ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb, clean=clean)
+      ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb, clean=clean,
+                     dynamic=dynamic)
       if config.packing:
         ctx.packed = packing.pack(corpus.seg_starts, corpus.doc_starts,
                                    config.max_seq_length, config.packing)
@@ -422,7 +465,8 @@ def create(config: BertConfig) -> dict:
 
   summary = {"documents": corpus.num_docs, "tokens": corpus.num_tokens,
              "instances": count}
-  schema = features.schema_to_json(encoder.schema)
+  schema = features.schema_to_json((dynamic or encoder).schema)
+  masking_block = masking_meta(config, mask)
   flags = dataclasses.asdict(config)
   for w, (m, ps) in zip(writers, groups):
     def build(infos, ps=ps):
@@ -433,6 +477,7 @@ def create(config: BertConfig) -> dict:
           "compression": compression, "vocab_sha256": vocab_sha,
           "vocab_size": tok.vocab_size, "random_seed": config.random_seed,
           "mode": "reference" if config.reference_compatible else "default",
+          "masking": masking_block,
           "flags": flags, "counts": dict(summary, records=sum(i["records"] for i in infos)),
           "datasets": [os.path.basename(p) for p in config.output_files],
           "sentence_task": config.sentence_task,

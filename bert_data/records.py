@@ -164,3 +164,70 @@ def _varints(values: np.ndarray):
   parts[..., 2] = (v >> 14) & 0x7F
   keep = np.arange(3) < nbytes[..., None]
   return parts[keep].tobytes(), nbytes
+
+
+class DynamicRecordEncoder:
+  """Encodes unmasked instances (`--masking=dynamic`) from arrays.
+
+  Features (`schema.dynamic_schema`): input_ids, input_mask, segment_ids,
+  next_sentence_labels, record_key (the instance's 64-bit order key, read
+  back as int64; it seeds the instance's masks in `make_dataset`) and, for
+  whole-word masking, word_starts.
+
+  Example:
+    >>> enc = DynamicRecordEncoder(8, whole_word=False)
+    >>> rec = enc.encode_arrays(np.array([[1, 5, 2, 6, 2, 0, 0, 0]]), np.array([5]), [3],
+    ...                         [True], np.array([7], np.uint64))[0]
+    >>> ex = codec.decode_example(rec)
+    >>> ex["segment_ids"], ex["record_key"], ex["next_sentence_labels"]
+    ([0, 0, 0, 1, 1, 0, 0, 0], [7], [1])
+  """
+
+  def __init__(self, max_seq_length: int, whole_word: bool, v2_names: bool = False):
+    self.schema = S.dynamic_schema(max_seq_length, whole_word, v2_names)
+    canonical = S.dynamic_schema(max_seq_length, whole_word)
+    self._hdr = {c.name: _EntryHeaders(s) for c, s in zip(canonical, self.schema)}
+    seq = max_seq_length
+    self._seq = seq
+    self._whole_word = whole_word
+    mask_hdr = self._hdr[S.INPUT_MASK][seq]
+    self._mask = [mask_hdr + b"\x01" * n + b"\x00" * (seq - n) for n in range(seq + 1)]
+    self._seg_hdr = self._hdr[S.SEGMENT_IDS][seq]
+    self._seg = {}
+    self._nsp = [self._hdr[S.NEXT_SENTENCE_LABELS][1] + bytes([v]) for v in (0, 1)]
+
+  def _segments(self, num_a: int, n: int) -> bytes:
+    key = (num_a, n)
+    v = self._seg.get(key)
+    if v is None:
+      v = self._seg[key] = (self._seg_hdr + b"\x00" * num_a + b"\x01" * (n - num_a) +
+                            b"\x00" * (self._seq - n))
+    return v
+
+  def encode_arrays(self, ids, lengths, num_as, is_random_next, keys,
+                    starts=None) -> list:
+    """Serialized Examples: ids (B, seq) zero-padded, lengths (B,), keys
+    (B,) uint64, starts (B, seq) 0/1 (whole-word records only)."""
+    seq = self._seq
+    data, nbytes = _varints(np.asarray(ids, np.int64))
+    ends = np.cumsum(nbytes.sum(axis=1))
+    bounds = [0] + ends.tolist()
+    hdr = self._hdr
+    ids_h, key_h = hdr[S.INPUT_IDS], hdr[S.RECORD_KEY]
+    ws_h = hdr[S.WORD_STARTS][seq] if self._whole_word else b""
+    ws_rows = (np.asarray(starts, np.uint8).tobytes() if self._whole_word else b"")
+    varint = codec._varint  # pylint: disable=protected-access
+    mask, nsp = self._mask, self._nsp
+    out = []
+    for i, (n, na, rnd, key) in enumerate(zip(np.asarray(lengths).tolist(), list(num_as),
+                                              list(is_random_next),
+                                              np.asarray(keys, np.uint64).tolist())):
+      a, b = bounds[i], bounds[i + 1]
+      k = varint(key)
+      parts = [ids_h[b - a], data[a:b], mask[n], self._segments(na, n),
+               nsp[1 if rnd else 0], key_h[len(k)], k]
+      if self._whole_word:
+        parts += [ws_h, ws_rows[i * seq:(i + 1) * seq]]
+      body = b"".join(parts)
+      out.append(b"\x0a" + varint(len(body)) + body)
+    return out

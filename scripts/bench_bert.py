@@ -13,6 +13,8 @@ Usage:
   python scripts/bench_bert.py --source=../shared/data/ptb.train.txt --size_mb=6.5
   python scripts/bench_bert.py --corpus=my_corpus.txt --skip_baseline
   python scripts/bench_bert.py --source=... --memory   # RSS at 26 MB and 4x that
+  python scripts/bench_bert.py --dynamic --source=...  # static vs dynamic masking:
+      # size on disk (dupe 1 vs 10), make_dataset feed rate, mask statistics
 
 The corpus is built from --source lines (blank lines ignored) grouped into
 documents of 20-90 lines by a seeded RNG, until --size_mb; or taken as is
@@ -208,5 +210,134 @@ def main():
                                                           "--num_workers=1"], "default1"), mb, base)
 
 
+# ---------------------------------------------------------------- dynamic masking
+
+def _dataset_bytes(out):
+  with open(out + ".meta.json") as f:
+    return sum(x["bytes"] for x in json.load(f)["files"])
+
+
+def _mask_stats(ds, batches, is_subword, mask_id=103):
+  """Masked fraction vs target, 80/10/10 shares and whole-word integrity."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  tot = dict(n=0, k=0, target=0, mask=0, keep=0, pieces=0, whole=0, rows=0)
+  for b, (x, y, w) in enumerate(ds):
+    if b >= batches:
+      break
+    ids, pos = x["input_ids"].numpy(), x["masked_lm_positions"].numpy()
+    lab, wt = y["masked_lm"].numpy(), w["masked_lm"].numpy()
+    n = x["input_mask"].numpy().sum(axis=1)
+    k = wt.sum(axis=1).astype(int)
+    tot["rows"] += len(n)
+    tot["n"] += int(n.sum())
+    tot["k"] += int(k.sum())
+    tot["target"] += int(np.minimum(wt.shape[1], np.maximum(1, np.round(n * 0.15))).sum())
+    used = wt > 0
+    out = np.take_along_axis(ids, pos, axis=1)
+    tot["mask"] += int(((out == mask_id) & used).sum())
+    tot["keep"] += int(((out == lab) & used).sum())
+    # Whole words: every masked "##" piece has the piece before it masked too.
+    sub = is_subword[lab] & used
+    prev_masked = np.zeros_like(used)
+    for i in range(len(n)):
+      s = set(pos[i, :k[i]].tolist())
+      prev_masked[i, :k[i]] = [p - 1 in s or ids[i, p - 1] == 102 for p in pos[i, :k[i]]]
+    tot["pieces"] += int(sub.sum())
+    tot["whole"] += int((sub & prev_masked).sum())
+  k = max(tot["k"], 1)
+  return {"rows": tot["rows"], "masked_per_token": tot["k"] / tot["n"],
+          "target_per_token": tot["target"] / tot["n"], "mask": tot["mask"] / k,
+          "keep": tot["keep"] / k, "random": 1 - (tot["mask"] + tot["keep"]) / k,
+          "whole_word": tot["whole"] / max(tot["pieces"], 1), "pieces": tot["pieces"]}
+
+
+def _feed_rate(path, batch, batches, feature_names="bert"):
+  import bert_data  # pylint: disable=import-outside-toplevel
+  ds = bert_data.make_dataset(path, batch, seed=0, repeat=True, verify="size",
+                              feature_names=feature_names)
+  it = iter(ds)
+  for _ in range(10):  # warm-up: tracing, buffers
+    next(it)
+  start = time.perf_counter()
+  for _ in range(batches):
+    next(it)
+  return batch * batches / (time.perf_counter() - start)
+
+
+def bench_dynamic(args, corpus, tmp):
+  """Static (dupe 10) vs dynamic (dupe 1) records: size, feed rate, mask statistics."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import bert_data  # pylint: disable=import-outside-toplevel
+  common = [f"--num_workers={args.num_workers}", "--num_shards=4"]
+  runs = {}
+  for name, flags in (("static", ["--dupe_factor=10"]),
+                      ("dynamic", ["--masking=dynamic"]),
+                      ("static_wwm", ["--dupe_factor=10", "--do_whole_word_mask"]),
+                      ("dynamic_wwm", ["--masking=dynamic", "--do_whole_word_mask"]),
+                      ("dynamic_ngram3", ["--masking=dynamic", "--do_whole_word_mask",
+                                          "--max_ngram_size=3"])):
+    r = bench_ours(corpus, tmp, common + flags, name)
+    r["path"] = os.path.join(tmp, name, "train.tfrecord")
+    r["bytes"] = _dataset_bytes(r["path"])
+    runs[name] = r
+  print("\n| records | instances | create s | MB on disk | size vs static dupe 10 |")
+  print("|---|---|---|---|---|")
+  for name, r in runs.items():
+    base = runs["static_wwm" if "wwm" in name or "ngram" in name else "static"]
+    print(f"| {name} | {r['instances']:,} | {r['wall_s']:.1f} | {r['bytes'] / 1e6:.1f} | "
+          f"{r['bytes'] / base['bytes']:.3f} |")
+  print(f"\nmake_dataset feed rate, batch {args.feed_batch}, {args.feed_batches} batches after "
+        "10 warm-up, one process, same run:")
+  print("| records | instances/s | vs static |")
+  print("|---|---|---|")
+  rates = {}
+  for rep in range(2):  # interleaved twice: the machine is noisy
+    for name in runs:
+      rates.setdefault(name, []).append(_feed_rate(runs[name]["path"], args.feed_batch,
+                                                   args.feed_batches))
+  for name in runs:
+    base = "static_wwm" if "wwm" in name or "ngram" in name else "static"
+    best = max(rates[name])
+    print(f"| {name} | {best:,.0f} | {best / max(rates[base]):.2f}x |")
+  vocab = [l.rstrip("\n") for l in open(VOCAB, encoding="utf-8")]
+  is_sub = np.array([w.startswith("##") for w in vocab])
+  print(f"\nmask statistics ({args.stat_rows:,} instances each; target = "
+        "min(20, max(1, round(0.15 n))) per instance):")
+  print("| records | instances | masked/token | target | [MASK] | kept | random | "
+        "'##' pieces with the piece before masked |")
+  print("|---|---|---|---|---|---|---|---|")
+  for name in ("static", "dynamic", "static_wwm", "dynamic_wwm"):
+    ds = bert_data.make_dataset(runs[name]["path"], 1000, seed=1, repeat=True, verify="size")
+    st = _mask_stats(ds, args.stat_rows // 1000, is_sub)
+    print(f"| {name} | {st['rows']:,} | {st['masked_per_token']:.4f} | "
+          f"{st['target_per_token']:.4f} | {st['mask']:.4f} | {st['keep']:.4f} | "
+          f"{st['random']:.4f} | {st['whole_word']:.4f} of {st['pieces']:,} |")
+
+
+def main_dynamic():
+  ap = argparse.ArgumentParser(description="static vs dynamic masking figures")
+  ap.add_argument("--dynamic", action="store_true")
+  ap.add_argument("--source", default=os.path.join(REPO, "tests", "testdata",
+                                                   "bert_sample_text.txt"))
+  ap.add_argument("--corpus")
+  ap.add_argument("--size_mb", type=float, default=6.5)
+  ap.add_argument("--num_workers", type=int, default=2)
+  ap.add_argument("--feed_batch", type=int, default=256)
+  ap.add_argument("--feed_batches", type=int, default=150)
+  ap.add_argument("--stat_rows", type=int, default=100000)
+  args = ap.parse_args()
+  tmp = tempfile.mkdtemp(prefix="bench_bert_dyn_")
+  corpus = args.corpus
+  if not corpus:
+    corpus = os.path.join(tmp, "corpus.txt")
+    info = build_corpus(args.source, args.size_mb, corpus)
+    print(f"corpus: {info['bytes'] / 1e6:.1f} MB, {info['documents']:,} documents, "
+          f"from {args.source}")
+  bench_dynamic(args, corpus, tmp)
+
+
 if __name__ == "__main__":
-  main()
+  if "--dynamic" in sys.argv:
+    main_dynamic()
+  else:
+    main()

@@ -2,6 +2,7 @@
 
 import random
 
+import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from bert_data import instances, masking
@@ -280,3 +281,23 @@ def test_spans_describe_the_list_instances(seed, max_len, short):
     for inst, span, row, n, na in zip(lists, spans, ids, lengths, num_as):
       assert row[:n].tolist() == inst.tokens and na == inst.num_a
       assert not row[n:].any() and span[4] == inst.is_random_next
+
+
+def test_ngram_masking_takes_runs_of_whole_words():
+  """--max_ngram_size=3 (Python rule): whole words, within the budget, and
+  masked words come in runs far more often than with single words."""
+  rng = np.random.default_rng(4)
+  body = [int(t) for t in rng.integers(1000, 1500, 60)]
+  tokens = [101] + body[:30] + [102] + body[30:] + [102]
+  sub = bytes(3000)
+  adjacent = {}
+  for n in (1, 3):
+    p = masking.MaskingParams(0.15, 9, True, 101, 102, 103, tuple(range(3000)), sub, n)
+    total = 0
+    for r in range(1500):
+      out, pos, lab = masking.mask_tokens(list(tokens), random.Random(r), p)
+      assert len(pos) == 9 and all(tokens[q] == l for q, l in zip(pos, lab))
+      total += sum(1 for a, b in zip(pos, pos[1:]) if b == a + 1)
+    adjacent[n] = total / 1500
+  # Random 9 of 62 positions: ~1.2 adjacent pairs; 1/n-weighted n-grams: ~3.
+  assert adjacent[1] < 1.6 and adjacent[3] > 2 * adjacent[1], adjacent

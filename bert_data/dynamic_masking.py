@@ -1,0 +1,344 @@
+"""Dynamic masking: the masked-LM rule executed inside tf.data, per batch.
+
+Records written with `--masking=dynamic` hold unmasked instances and a
+per-record key (`schema.RECORD_KEY`). `make_dataset` draws each batch's masks
+here, afresh every epoch, with the rule `masking.py` executes in Python and
+numpy (one rule, three executions):
+
+  * k = min(max_predictions_per_seq, max(1, round(n * masked_lm_prob))) of
+    the n tokens of the instance ([CLS]/[SEP] included in n, never masked);
+  * single pieces: k positions uniformly among the non-special ones (as
+    `masking.mask_matrix`, and with the same numbers: see below);
+  * whole words (records made with `--do_whole_word_mask`): words in random
+    order, each taken whole if it fits in the budget left (the reference's
+    walk); with `max_ngram_size` N > 1, n-grams of 1..N words with weight
+    1/n, shortened to fit, skipped when they overlap (`masking.choose_ngrams`);
+  * each chosen position: [MASK] 80%, itself 10%, a random vocab id 10%.
+
+Random numbers are counter-based and stateless: SplitMix64 of (record key
+mixed with the epoch's salt, stream, column), the generator numpy uses in
+`textrecords.seeding.uniform_grid`. `tf.random.stateless_*` ops take one
+seed per call; a batch needs one key per record, so the generator is spelled
+out in uint64 tensor ops instead, and then numpy and TensorFlow draw the
+same numbers (single-piece masks equal `masking.mask_matrix`'s bit for bit).
+The masks of a record depend only on (its key, the epoch's salt): not on
+the batch, the shuffle or the number of input pipelines.
+"""
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from bert_data import masking
+from bert_data import schema as S
+from textrecords.errors import UserError
+from textrecords.tf_import import require_tf
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_M1 = 0xBF58476D1CE4E5B9
+_M2 = 0x94D049BB133111EB
+
+# Streams of `uniform_grid` (shared with masking.mask_matrix for 0..3).
+_ORDER, _ACTION, _KEEP, _RANDOM_ID, _NGRAM = 0, 1, 2, 3, 4
+
+
+def _u64(tf, value: int):
+  return tf.constant(value, tf.uint64)
+
+
+def _i64(tf, value: int):
+  return tf.constant(value, tf.int64)
+
+
+def _mix64(tf, z):
+  """SplitMix64's finalizer (as `seeding._mix64`)."""
+  z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(tf, 30))) * _u64(tf, _M1)
+  z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(tf, 27))) * _u64(tf, _M2)
+  return tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(tf, 31)))
+
+
+def uniform_grid(tf, keys, stream: int, width: int):
+  """`seeding.uniform_grid` in TensorFlow: float64 (B, width) in [0, 1)."""
+  base = _mix64(tf, tf.bitwise.bitwise_xor(keys, _u64(tf, ((stream + 1) * _GOLDEN) % (1 << 64))))
+  cols = tf.range(1, width + 1, dtype=tf.int64)
+  steps = tf.bitcast(cols, tf.uint64) * _u64(tf, _GOLDEN)
+  z = _mix64(tf, base[:, None] + steps[None, :])
+  bits = tf.bitwise.right_shift(z, _u64(tf, 11))
+  return tf.cast(bits, tf.float64) * (1.0 / (1 << 53))
+
+
+def epoch_keys(tf, record_keys, salt):
+  """Per-record keys for one epoch: mix(record key ^ mix(salt + golden)).
+
+  Equals `epoch_keys_np` (numpy), used by tests and benchmarks.
+  """
+  s = _mix64(tf, tf.bitcast(tf.cast(salt, tf.int64), tf.uint64) + _u64(tf, _GOLDEN))
+  return _mix64(tf, tf.bitwise.bitwise_xor(tf.bitcast(record_keys, tf.uint64), s))
+
+
+def epoch_keys_np(record_keys, salt: int) -> np.ndarray:
+  """numpy twin of `epoch_keys` (record keys as int64 or uint64)."""
+  from textrecords import seeding  # pylint: disable=import-outside-toplevel
+  keys = np.asarray(record_keys).astype(np.int64).view(np.uint64)
+  with np.errstate(over="ignore"):
+    s = seeding._mix64(np.uint64(np.int64(salt).view(np.uint64)) + seeding._GOLDEN)  # pylint: disable=protected-access
+    return seeding._mix64(keys ^ s)  # pylint: disable=protected-access
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamicMasker:
+  """The masking settings of a dynamic dataset (from its metadata).
+
+  Attributes:
+    max_seq_length: the records' length.
+    max_predictions_per_seq, masked_lm_prob: the rule's k (overridable).
+    whole_word: records carry word-start flags; mask whole words.
+    max_ngram_size: N for n-gram masking (1: words or pieces).
+    cls_id, sep_id, mask_id: special ids.
+    random_ids: the pool of the 10% random replacements.
+  """
+  max_seq_length: int
+  max_predictions_per_seq: int
+  masked_lm_prob: float
+  whole_word: bool
+  max_ngram_size: int
+  cls_id: int
+  sep_id: int
+  mask_id: int
+  random_ids: tuple
+
+  def mask(self, features: dict, salt):
+    """Masks one parsed batch.
+
+    Args:
+      features: parsed int64 tensors by canonical name: input_ids,
+        input_mask, record_key and (whole words) word_starts.
+      salt: the epoch's int64 scalar.
+    Returns:
+      (input_ids, masked_lm_positions, masked_lm_ids) int32 and
+      masked_lm_weights float32; positions ascending, zero-padded to
+      max_predictions_per_seq.
+    """
+    tf = require_tf()
+    ids = features[S.INPUT_IDS]
+    keys = epoch_keys(tf, features[S.RECORD_KEY][:, 0], salt)
+    starts = features.get(S.WORD_STARTS) if self.whole_word else None
+    out_ids, positions, labels, weights = mask_batch(tf, ids, features[S.INPUT_MASK], keys,
+                                                     self, starts)
+    return (tf.cast(out_ids, tf.int32), tf.cast(positions, tf.int32),
+            tf.cast(labels, tf.int32), weights)
+
+
+def masker_from_metadata(meta: dict, masked_lm_prob: Optional[float] = None,
+                         max_predictions_per_seq: Optional[int] = None) -> DynamicMasker:
+  """The masker of a dynamic dataset, with `make_dataset`'s overrides checked."""
+  m = meta["masking"]
+  seq = int(meta["max_seq_length"])
+  prob = m["masked_lm_prob"] if masked_lm_prob is None else masked_lm_prob
+  maxp = m["max_predictions_per_seq"] if max_predictions_per_seq is None \
+      else max_predictions_per_seq
+  where = meta.get("_path", "records")
+  if not isinstance(prob, (int, float)) or not 0.0 <= prob <= 1.0:
+    raise UserError(f"masked_lm_prob={prob!r}: must be a probability in [0, 1]")
+  if not isinstance(maxp, (int, np.integer)) or not 1 <= maxp <= seq:
+    raise UserError(f"max_predictions_per_seq={maxp!r}: must be in [1, {seq}] "
+                    f"(the max_seq_length of {where})")
+  pool = m["random_ids"]
+  pool = tuple(range(pool["range"])) if isinstance(pool, dict) else tuple(pool)
+  return DynamicMasker(seq, int(maxp), float(prob), bool(m["whole_word"]),
+                       int(m.get("max_ngram_size", 1)), int(m["cls_id"]), int(m["sep_id"]),
+                       int(m["mask_id"]), pool)
+
+
+def mask_batch(tf, ids, input_mask, keys, p: DynamicMasker, starts=None):
+  """The rule on a batch: ids (B, L) int64, keys (B,) uint64 (epoch keys).
+
+  Returns (ids with replacements, positions, labels (B, maxp) int64,
+  weights (B, maxp) float32).
+  """
+  seq = p.max_seq_length
+  maxp = p.max_predictions_per_seq
+  ids = tf.cast(ids, tf.int64)
+  lengths = tf.reduce_sum(tf.cast(input_mask, tf.int64), axis=1)
+  cand = (tf.cast(input_mask, tf.bool) & tf.not_equal(ids, p.cls_id) &
+          tf.not_equal(ids, p.sep_id))
+  counts = tf.minimum(tf.cast(maxp, tf.int64), tf.maximum(tf.cast(1, tf.int64), tf.cast(
+      tf.round(tf.cast(lengths, tf.float64) * p.masked_lm_prob), tf.int64)))
+  order = uniform_grid(tf, keys, _ORDER, seq)
+  if p.whole_word and starts is not None:
+    starts = tf.cast(starts, tf.bool) & cand
+    if p.max_ngram_size == 1:
+      chosen = _word_walk(tf, cand, starts, counts, order, seq)
+    else:
+      chosen = _whole_word_choice(tf, cand, starts, counts, order, keys, p)
+  else:
+    counts = tf.minimum(counts, tf.reduce_sum(tf.cast(cand, tf.int64), axis=1))
+    key = tf.where(cand, order, tf.fill(tf.shape(order), tf.constant(2.0, tf.float64)))
+    smallest, _ = tf.math.top_k(-key, k=maxp, sorted=True)
+    # The counts[i] smallest keys of row i: at or below its counts[i]-th smallest.
+    kth = -tf.gather(smallest, tf.maximum(counts - 1, 0), batch_dims=1)
+    chosen = cand & (key <= kth[:, None]) & (counts[:, None] > 0)
+  positions, used = _ascending(tf, chosen, maxp)
+  labels = tf.where(used, tf.gather(ids, positions, batch_dims=1), tf.zeros_like(positions))
+  action = uniform_grid(tf, keys, _ACTION, maxp)
+  keep = uniform_grid(tf, keys, _KEEP, maxp) < 0.5
+  pool = np.asarray(p.random_ids, np.int64)
+  pick = tf.cast(uniform_grid(tf, keys, _RANDOM_ID, maxp) * len(pool), tf.int64)
+  random_ids = tf.gather(tf.constant(pool), pick)
+  replacement = tf.where(action < 0.8, tf.fill(tf.shape(labels), _i64(tf, p.mask_id)),
+                         tf.where(keep, labels, random_ids))
+  # Unused slots point at position 0 and write its own id back (a no-op).
+  replacement = tf.where(used, replacement, tf.broadcast_to(ids[:, :1], tf.shape(replacement)))
+  rows = tf.broadcast_to(tf.range(tf.shape(ids, out_type=tf.int64)[0])[:, None],
+                         tf.shape(positions, out_type=tf.int64))
+  out = tf.tensor_scatter_nd_update(ids, tf.stack([rows, positions], axis=2), replacement)
+  return out, positions, labels, tf.cast(used, tf.float32)
+
+
+def _ascending(tf, chosen, maxp: int):
+  """The chosen positions of each row, ascending, in maxp slots (no sort).
+
+  Returns (positions (B, maxp) int64 zero-padded, used (B, maxp) bool).
+  """
+  seq = chosen.shape[1]
+  col = tf.broadcast_to(tf.range(seq, dtype=tf.int64)[None, :], tf.shape(chosen,
+                                                                           out_type=tf.int64))
+  slot = tf.cumsum(tf.cast(chosen, tf.int64), axis=1) - 1
+  slot = tf.where(chosen & (slot < maxp), slot, tf.fill(tf.shape(slot), _i64(tf, maxp)))
+  rows = tf.broadcast_to(tf.range(tf.shape(chosen, out_type=tf.int64)[0])[:, None],
+                         tf.shape(slot, out_type=tf.int64))
+  batch = tf.shape(chosen, out_type=tf.int64)[0]
+  # Unchosen positions all land in the spare column maxp (dropped); max is
+  # order-independent, so the result is deterministic.
+  packed = tf.tensor_scatter_nd_max(tf.zeros(tf.stack([batch, maxp + 1]), tf.int64),
+                                    tf.stack([rows, slot], axis=2), col)[:, :maxp]
+  counts = tf.reduce_sum(tf.cast(chosen, tf.int64), axis=1)
+  used = tf.range(maxp, dtype=tf.int64)[None, :] < counts[:, None]
+  return tf.where(used, packed, tf.zeros_like(packed)), used
+
+
+def _word_walk(tf, cand, starts, limit, order, seq: int):
+  """Whole words (N = 1): the reference's walk, several words per loop step.
+
+  Words are keyed by their start position; their visiting order is `order`
+  there (uniformly random). In that order, a word longer than the budget
+  left can never be taken later (the budget only shrinks); among the
+  others the walk takes words while their running total fits, and skips
+  the first that does not. So each loop step takes the longest fitting run
+  of the remaining eligible words (at least one) and moves past the first
+  misfit: the budget shrinks every step, and a few steps finish a batch.
+  """
+  batch = tf.shape(cand, out_type=tf.int64)[0]
+  rows = tf.broadcast_to(tf.range(batch)[:, None], tf.shape(cand, out_type=tf.int64))
+  col = tf.broadcast_to(tf.range(seq, dtype=tf.int64)[None, :], tf.shape(cand, out_type=tf.int64))
+  # Word of each position (row-local index of its start), as segment ids.
+  word_of = tf.cumsum(tf.cast(starts, tf.int64), axis=1) - 1
+  segment = tf.where(cand & (word_of >= 0), rows * seq + word_of,
+                     tf.fill(tf.shape(word_of), batch * seq))
+  num_segments = batch * seq + 1
+  word_size = tf.math.unsorted_segment_sum(tf.ones_like(segment), segment, num_segments)
+  size_at = tf.where(starts, tf.gather(word_size, segment), tf.zeros_like(segment))
+  key = tf.where(starts, order, tf.fill(tf.shape(order), tf.constant(2.0, tf.float64)))
+  by_priority = tf.cast(tf.argsort(key, axis=1), tf.int64)        # start positions first
+  size_sorted = tf.gather(size_at, by_priority, batch_dims=1)
+  word_sorted = tf.gather(starts, by_priority, batch_dims=1)
+  big = tf.constant(seq + 1, tf.int64)
+
+  def step(taken, left, cursor):
+    eligible = word_sorted & (col > cursor[:, None]) & (size_sorted <= left[:, None])
+    run = tf.cumsum(tf.where(eligible, size_sorted, tf.zeros_like(size_sorted)), axis=1)
+    take = eligible & (run <= left[:, None])
+    misfit = eligible & (run > left[:, None])
+    cursor = tf.reduce_min(tf.where(misfit, col, tf.fill(tf.shape(col), big)), axis=1)
+    left = left - tf.reduce_sum(tf.where(take, size_sorted, tf.zeros_like(size_sorted)), axis=1)
+    return taken | take, left, cursor
+
+  state = (tf.zeros_like(word_sorted), tf.cast(limit, tf.int64),
+           tf.fill(tf.shape(limit), tf.constant(-1, tf.int64)))
+  taken, _, _ = tf.while_loop(lambda t, l, c: tf.reduce_any((c < seq) & (l > 0)), step, state,
+                              maximum_iterations=seq)
+  # Back to positions: a start is taken if its sorted slot was; then its word.
+  taken_start = tf.tensor_scatter_nd_max(
+      tf.zeros_like(cand, tf.int64), tf.stack([rows, by_priority], axis=2),
+      tf.cast(taken, tf.int64))
+  taken_word = tf.math.unsorted_segment_max(taken_start, segment, num_segments)
+  return cand & (tf.gather(taken_word, segment) > 0)
+
+
+def _whole_word_choice(tf, cand, starts, limit, order, keys, p: DynamicMasker):
+  """Positions (B, L) bool chosen by the whole-word / n-gram walk.
+
+  Words are numbered by their start; word w's priority is `order` at its
+  start (so the walk visits words in a uniformly random order) and its
+  drawn n-gram length comes from stream `_NGRAM` there. The walk is
+  executed one taken n-gram per loop step: each step takes, per row, the
+  first word after the last taken one (in priority order) whose shortened
+  n-gram fits the budget left and overlaps nothing taken; words passed over
+  were exactly the ones the sequential walk would skip, since nothing is
+  taken between two takes.
+  """
+  seq = p.max_seq_length
+  big = tf.constant(1 << 30, tf.int64)
+  starts = starts & cand
+  col = tf.range(seq, dtype=tf.int64)[None, :]
+  num_words = tf.reduce_sum(tf.cast(starts, tf.int64), axis=1)            # (B,)
+  word_pos = tf.sort(tf.where(starts, tf.broadcast_to(col, tf.shape(cand, out_type=tf.int64)),
+                              tf.fill(tf.shape(cand), _i64(tf, seq))), axis=1)  # (B, L)
+  word_pos_ext = tf.concat([word_pos, tf.fill([tf.shape(word_pos)[0], 1],
+                                              tf.constant(seq, tf.int64))], axis=1)
+  cand_i = tf.cast(cand, tf.int64)
+  cand_before = tf.concat([tf.zeros_like(cand_i[:, :1]), tf.cumsum(cand_i, axis=1)], axis=1)
+  widx = tf.broadcast_to(col, tf.shape(word_pos, out_type=tf.int64))      # word index w
+  is_word = widx < num_words[:, None]
+  at = lambda t, i: tf.gather(t, tf.minimum(i, seq), batch_dims=1)        # noqa: E731
+  first = at(cand_before, word_pos_ext[:, :seq])
+  n_max = p.max_ngram_size
+  # sizes[n-1][b, w]: positions covered by words w..w+n-1 (valid if w+n <= W).
+  sizes = [at(cand_before, at(word_pos_ext, widx + n)) - first for n in range(1, n_max + 1)]
+  fits_end = [widx + n <= num_words[:, None] for n in range(1, n_max + 1)]
+  safe_pos = tf.minimum(word_pos, seq - 1)
+  priority = tf.where(is_word, tf.gather(order, safe_pos, batch_dims=1),
+                      tf.fill(tf.shape(order), tf.constant(2.0, tf.float64)))
+  by_priority = tf.cast(tf.argsort(priority, axis=1, stable=True), tf.int64)
+  rank = tf.cast(tf.argsort(by_priority, axis=1, stable=True), tf.int64)   # (B, L)
+  if n_max > 1:
+    cum = masking.ngram_weights(n_max)
+    avail = tf.minimum(tf.cast(n_max, tf.int64), num_words[:, None] - widx)
+    total = tf.gather(tf.constant(cum), tf.maximum(avail - 1, 0))
+    u = tf.gather(uniform_grid(tf, keys, _NGRAM, seq), safe_pos, batch_dims=1) * total
+    drawn = 1 + tf.add_n([tf.cast(u >= cum[n - 1], tf.int64) for n in range(1, n_max)])
+    drawn = tf.minimum(drawn, tf.maximum(avail, 1))
+  else:
+    drawn = tf.ones_like(widx)
+
+  def step(covered, left, cursor, active):
+    cov_i = tf.cast(covered, tf.int64)
+    cov_before = tf.concat([tf.zeros_like(cov_i[:, :1]), tf.cumsum(cov_i, axis=1)], axis=1)
+    n_eff = tf.zeros_like(widx)
+    size = tf.zeros_like(widx)
+    for n in range(1, n_max + 1):
+      ok = (n <= drawn) & (sizes[n - 1] <= left[:, None]) & fits_end[n - 1]
+      n_eff = tf.where(ok, tf.fill(tf.shape(n_eff), _i64(tf, n)), n_eff)
+      size = tf.where(ok, sizes[n - 1], size)
+    overlap = at(cov_before, widx + n_eff) - at(cov_before, widx) > 0
+    valid = is_word & (n_eff > 0) & ~overlap & (rank > cursor[:, None])
+    best = tf.reduce_min(tf.where(valid, rank, big), axis=1)
+    took = active & (best < big)
+    w_star = tf.gather(by_priority, tf.minimum(best, seq - 1), batch_dims=1)
+    n_star = tf.gather(n_eff, w_star, batch_dims=1)
+    size_star = tf.gather(size, w_star, batch_dims=1)
+    new_cov = (widx >= w_star[:, None]) & (widx < (w_star + n_star)[:, None]) & took[:, None]
+    return (covered | new_cov, left - tf.where(took, size_star, tf.zeros_like(size_star)),
+            tf.where(took, best, cursor), took)
+
+  batch = tf.shape(cand)[0]
+  state = (tf.zeros_like(starts), tf.cast(limit, tf.int64),
+           tf.fill([batch], tf.constant(-1, tf.int64)), tf.ones([batch], tf.bool))
+  covered, _, _, _ = tf.while_loop(
+      lambda c, l, k, a: tf.reduce_any(a), step, state,
+      maximum_iterations=p.max_predictions_per_seq)
+  # Position -> its word: the number of starts at or before it, minus one.
+  word_of = tf.cumsum(tf.cast(starts, tf.int64), axis=1) - 1
+  return cand & (word_of >= 0) & tf.gather(covered, tf.maximum(word_of, 0), batch_dims=1)
+
