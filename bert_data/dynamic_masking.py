@@ -172,14 +172,16 @@ def mask_batch(tf, ids, input_mask, keys, p: DynamicMasker, starts=None):
       chosen = _word_walk(tf, cand, starts, counts, order, seq)
     else:
       chosen = _whole_word_choice(tf, cand, starts, counts, order, keys, p)
+    positions, used = _ascending(tf, chosen, maxp)
   else:
     counts = tf.minimum(counts, tf.reduce_sum(tf.cast(cand, tf.int64), axis=1))
     key = tf.where(cand, order, tf.fill(tf.shape(order), tf.constant(2.0, tf.float64)))
-    smallest, _ = tf.math.top_k(-key, k=maxp, sorted=True)
-    # The counts[i] smallest keys of row i: at or below its counts[i]-th smallest.
-    kth = -tf.gather(smallest, tf.maximum(counts - 1, 0), batch_dims=1)
-    chosen = cand & (key <= kth[:, None]) & (counts[:, None] > 0)
-  positions, used = _ascending(tf, chosen, maxp)
+    _, smallest = tf.math.top_k(-key, k=maxp, sorted=True)
+    used = tf.range(maxp, dtype=tf.int64)[None, :] < counts[:, None]
+    # The counts[i] smallest keys' positions, ascending (unused slots last).
+    positions = tf.sort(tf.where(used, smallest, tf.fill(tf.shape(smallest), seq)), axis=1)
+    positions = tf.where(used, tf.cast(positions, tf.int64),
+                         tf.zeros(tf.shape(positions), tf.int64))
   labels = tf.where(used, tf.gather(ids, positions, batch_dims=1), tf.zeros_like(positions))
   action = uniform_grid(tf, keys, _ACTION, maxp)
   keep = uniform_grid(tf, keys, _KEEP, maxp) < 0.5
@@ -202,20 +204,12 @@ def _ascending(tf, chosen, maxp: int):
   Returns (positions (B, maxp) int64 zero-padded, used (B, maxp) bool).
   """
   seq = chosen.shape[1]
-  col = tf.broadcast_to(tf.range(seq, dtype=tf.int64)[None, :], tf.shape(chosen,
-                                                                           out_type=tf.int64))
-  slot = tf.cumsum(tf.cast(chosen, tf.int64), axis=1) - 1
-  slot = tf.where(chosen & (slot < maxp), slot, tf.fill(tf.shape(slot), _i64(tf, maxp)))
-  rows = tf.broadcast_to(tf.range(tf.shape(chosen, out_type=tf.int64)[0])[:, None],
-                         tf.shape(slot, out_type=tf.int64))
-  batch = tf.shape(chosen, out_type=tf.int64)[0]
-  # Unchosen positions all land in the spare column maxp (dropped); max is
-  # order-independent, so the result is deterministic.
-  packed = tf.tensor_scatter_nd_max(tf.zeros(tf.stack([batch, maxp + 1]), tf.int64),
-                                    tf.stack([rows, slot], axis=2), col)[:, :maxp]
-  counts = tf.reduce_sum(tf.cast(chosen, tf.int64), axis=1)
-  used = tf.range(maxp, dtype=tf.int64)[None, :] < counts[:, None]
-  return tf.where(used, packed, tf.zeros_like(packed)), used
+  col = tf.range(seq, dtype=tf.int32)[None, :]
+  # The maxp largest of -position over chosen positions: the smallest first.
+  key = tf.where(chosen, -col, tf.fill(tf.shape(chosen), tf.constant(-seq - 1, tf.int32)))
+  top, _ = tf.math.top_k(key, k=maxp, sorted=True)
+  used = top > -seq - 1
+  return tf.where(used, tf.cast(-top, tf.int64), tf.zeros_like(top, tf.int64)), used
 
 
 def _word_walk(tf, cand, starts, limit, order, seq: int):

@@ -309,3 +309,11 @@ def test_global_keras_seed_does_not_break_the_pipeline(dynamic_records):
     assert a == _masked(bert_data.make_dataset(dynamic_records, 1, seed=5))
   finally:
     tf.random.set_seed(None)
+
+
+def test_evaluation_keeps_its_masks(dynamic_records):
+  ds = bert_data.make_dataset(dynamic_records, 4, training=False)
+  first = _masked(ds)
+  assert _masked(ds) == first == _masked(bert_data.make_dataset(dynamic_records, 4,
+                                                                training=False))
+  assert _masked(bert_data.make_dataset(dynamic_records, 4, training=False, seed=1)) != first
