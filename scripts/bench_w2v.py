@@ -285,7 +285,11 @@ def _measure(path, spec):
   out["maxrss_main_mb"] = int(hwm) / 1024.0
   # Workers: the largest peak of any child; it counts the pages they share
   # with this process at fork, so it is an upper bound of a worker's own use.
-  out["maxrss_worker_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+  children = resource.getrusage(resource.RUSAGE_CHILDREN)
+  out["maxrss_worker_mb"] = children.ru_maxrss / 1024.0
+  me = resource.getrusage(resource.RUSAGE_SELF)
+  out["cpu_main_s"] = me.ru_utime + me.ru_stime
+  out["cpu_workers_s"] = children.ru_utime + children.ru_stime
   print(json.dumps(out))
 
 
@@ -302,6 +306,7 @@ def _scaling_and_memory(args, res):
   out_dir = os.path.join(args.work_dir, "scaling")
   if args.scaling_repeats:
     pairs = collections.defaultdict(list)
+    shares = []  # (main CPU s, workers' CPU s) of each 2-worker create
     for _ in range(args.scaling_repeats):
       for what in ("read", "create"):
         one = _run_measure(args, args.ptb, what=what, workers=1, out=out_dir)
@@ -309,8 +314,10 @@ def _scaling_and_memory(args, res):
         pairs[what].append((one["wall_s"], two["wall_s"]))
         if what == "create":
           pairs["create_process"].append((one["process_wall_s"], two["process_wall_s"]))
+          shares.append((two["cpu_main_s"], two["cpu_workers_s"]))
     res["scaling"] = {k: {"pairs_s": v, "speedups": [a / b for a, b in v]}
                       for k, v in pairs.items()}
+    res["cpu_shares"] = shares
   if args.memory_scale:
     big = os.path.join(args.work_dir, f"ptb_x{args.memory_scale}.txt")
     with open(args.ptb, "rb") as f:
@@ -336,6 +343,13 @@ def _scaling_and_memory(args, res):
       walls = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in res["scaling"][key]["pairs_s"])
       print(f"| {label} | 1w/2w s: {walls} | speed-up {min(sp):.2f}x-{max(sp):.2f}x "
             f"(median {sorted(sp)[len(sp) // 2]:.2f}x) |")
+  if res.get("cpu_shares"):
+    # Amdahl: the main process's CPU seconds stay serial, the workers' divide.
+    fr = [m / (m + w) for m, w in res["cpu_shares"]]
+    proj = {n: [1.0 / (f + (1 - f) / n) for f in fr] for n in (2, 4, 16)}
+    print(f"| main process share of CPU seconds, create with 2 workers | "
+          f"{min(fr):.1%}-{max(fr):.1%} | Amdahl speed-up at 2/4/16 workers: "
+          + " / ".join(f"{min(v):.1f}-{max(v):.1f}x" for v in proj.values()) + " |")
   if "memory" in res:
     print(f"\n# peak RSS, create on PTB x{args.memory_scale} "
           f"({res['memory']['corpus_mb']:.0f} MB)")
