@@ -27,7 +27,11 @@ setup(
         "gpu": ["tensorflow[and-cuda]>=2.21,<2.22"],
         "plot": ["matplotlib>=3.7"],
         "spm": ["sentencepiece>=0.2"],
+        "storage": ["fsspec>=2023.1"],
+        "gcs": ["fsspec>=2023.1", "gcsfs>=2023.1"],
+        "s3": ["fsspec>=2023.1", "s3fs>=2023.1"],
+        "hdfs": ["fsspec>=2023.1", "pyarrow>=14"],
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
-                 "sentencepiece>=0.2"],
+                 "sentencepiece>=0.2", "fsspec>=2023.1"],
     },
 )

@@ -15,6 +15,7 @@ from absl import flags
 
 from bert_data.config import BertConfig
 from textrecords import cli
+from textrecords import storage
 from textrecords import text_input
 from textrecords.run_options import run_options_from_flags
 
@@ -88,7 +89,8 @@ def main(argv):
     from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
     raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
   from bert_data import pipeline  # pylint: disable=import-outside-toplevel
-  summary = pipeline.create(config_from_flags())
+  summary = storage.run_staged(config_from_flags(), "output_files", pipeline.create,
+                               folder=False, flag="--output_file")
   print(f"bert_data: {summary['documents']:,} documents, {summary['tokens']:,} tokens, "
         f"{summary['instances']:,} instances -> {FLAGS.output_file}", file=sys.stderr)
 

@@ -28,6 +28,7 @@ from bert_data.sentence_order import sop_spans_from_document
 from textrecords import __version__
 from textrecords import cli
 from textrecords import dataset_writer
+from textrecords import storage
 from textrecords import features
 from textrecords import metadata
 from textrecords import parallel
@@ -51,7 +52,10 @@ def load_tokenizer(config: BertConfig):
     from bert_data import sentencepiece_tokenizer  # pylint: disable=import-outside-toplevel
     return sentencepiece_tokenizer.load(config.spm_model_file, config.do_lower_case)
   from bert_data.tokenizer import WordPieceTokenizer  # pylint: disable=import-outside-toplevel
-  if not os.path.isfile(config.vocab_file):
+  if storage.is_url(storage.check(config.vocab_file, "--vocab_file")):
+    if not storage.exists(config.vocab_file) or storage.is_dir(config.vocab_file):
+      raise UserError(f"--vocab_file: {config.vocab_file} not found")
+  elif not os.path.isfile(storage.local_path(config.vocab_file)):
     raise UserError(f"--vocab_file: {config.vocab_file} not found")
   try:
     tok = WordPieceTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
@@ -381,7 +385,7 @@ def reference_mode_records(ctx: _Context, rng: random.Random, spill_path: str,
 # ---------------------------------------------------------------- outputs
 
 def _fingerprint(config: BertConfig, vocab_sha: str) -> dict:
-  inputs = [[p, os.path.getsize(p), os.stat(p).st_mtime_ns] for p in config.input_files]
+  inputs = [[p, *storage.stat(p)] for p in config.input_files]
   flags = dataclasses.asdict(config)
   for k in ("num_workers", "overwrite", "resume", "quiet"):
     flags.pop(k)
@@ -393,8 +397,7 @@ def create(config: BertConfig) -> dict:
   config.validate()
   progress = cli.Progress(config.quiet)
   tok = load_tokenizer(config)
-  with open(config.tokenizer_file, "rb") as f:
-    vocab_sha = hashlib.sha256(f.read()).hexdigest()
+  vocab_sha = storage.sha256(config.tokenizer_file)
   compression = tfrecord.check_compression(config.compression)
   fingerprint = _fingerprint(config, vocab_sha)
 

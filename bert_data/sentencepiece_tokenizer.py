@@ -18,6 +18,7 @@ import string
 import unicodedata
 from typing import Iterable, List, Optional, Sequence
 
+from textrecords import storage
 from textrecords.errors import UserError
 
 WORD_START = "\u2581"
@@ -98,7 +99,8 @@ class SentencePieceTokenizer:
 
   def __init__(self, model_file: str, do_lower_case: bool = True):
     try:
-      with open(model_file, "rb") as f:
+      with (storage.open_read(model_file) if storage.is_url(model_file)
+            else open(storage.local_path(model_file), "rb")) as f:
         data = f.read()
     except OSError as e:
       raise UserError(f"--spm_model_file: cannot read {model_file}: {e.strerror}") from e

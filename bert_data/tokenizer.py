@@ -42,6 +42,8 @@ from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 from tokenizers.models import WordPiece
 
+from textrecords import storage
+
 UNK_TOKEN = "[UNK]"
 MAX_INPUT_CHARS_PER_WORD = 200
 
@@ -129,7 +131,8 @@ def read_vocab_lines(vocab_file: str) -> List[str]:
     ValueError: If it cannot be read or is not valid UTF-8.
   """
   try:
-    with open(vocab_file, "rb") as handle:
+    with (storage.open_read(vocab_file) if storage.is_url(vocab_file)
+          else open(storage.local_path(vocab_file), "rb")) as handle:
       data = handle.read()
   except FileNotFoundError as err:
     raise FileNotFoundError(f"vocab file not found: {vocab_file}") from err

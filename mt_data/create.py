@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Optional
 from absl import flags
 
 from textrecords import cli
+from textrecords import storage
 from textrecords import dataset_writer
 from textrecords import features
 from textrecords import metadata
@@ -91,7 +92,7 @@ def _check_output_dir(cfg: config_lib.MTConfig):
 
 
 def _inputs_info(files: List[str]) -> List[dict]:
-  return [{"path": f, "bytes": os.path.getsize(f), "sha256": tfrecord.file_sha256(f)}
+  return [{"path": f, "bytes": storage.size(f), "sha256": storage.sha256(f)}
           for f in files]
 
 
@@ -180,7 +181,8 @@ def _create(cfg, log):
   flags_used = cfg.output_flags()
   fingerprint = {"package": schema.PACKAGE, "version": metadata.base_meta("")["version"],
                  "flags": flags_used,
-                 "inputs": [{"path": os.path.abspath(i["path"]), "bytes": i["bytes"],
+                 "inputs": [{"path": (i["path"] if storage.is_url(i["path"])
+                                      else os.path.abspath(i["path"])), "bytes": i["bytes"],
                              "sha256": i["sha256"]} for i in inputs]}
   lay = DatasetLayout.for_dir(out)
   dw = dataset_writer.DatasetWriter(lay.meta_path, fingerprint,
@@ -280,7 +282,7 @@ def main(argv):
   if len(argv) > 1:
     raise UserError(f"unexpected arguments {argv[1:]}: every setting is a --flag")
   cfg = config_lib.from_flags(FLAGS, cli.num_workers(FLAGS.num_workers))
-  summary = create(cfg)
+  summary = storage.run_staged(cfg, "output_dir", create, folder=True, flag="--output_dir")
   print(json.dumps(summary, indent=1, sort_keys=True, ensure_ascii=False))
 
 

@@ -30,10 +30,10 @@ Example:
 """
 
 import dataclasses
-import glob as _glob
-import os
 import re
 from typing import List, NamedTuple, Optional
+
+from textrecords import storage
 
 META_NAME = "meta.json"        # metadata of a folder output
 META_SUFFIX = ".meta.json"     # metadata beside a file output
@@ -173,45 +173,15 @@ class DatasetLayout:
     return self.path(index_name(name))
 
 
-# -- the storage edge: every path operation of the layout and the resolver.
+# -- the storage edge: every path operation of the layout and the resolver,
+# routed to textrecords.storage (local paths and storage URLs).
 
-def join(folder: str, name: str) -> str:
-  return os.path.join(folder, name) if folder else name
-
-
-def parent(path: str) -> str:
-  return os.path.dirname(strip_sep(path))
-
-
-def basename(path: str) -> str:
-  return os.path.basename(strip_sep(path))
-
-
-def strip_sep(path: str) -> str:
-  stripped = path.rstrip("/")
-  return stripped or path
-
-
-def exists(path: str) -> bool:
-  return os.path.exists(path)
-
-
-def is_dir(path: str) -> bool:
-  return os.path.isdir(path)
-
-
-def has_magic(pattern: str) -> bool:
-  return _glob.has_magic(pattern)
-
-
-def glob(pattern: str) -> List[str]:
-  """Paths matching `pattern`, sorted."""
-  return sorted(_glob.glob(pattern))
-
-
-def list_dir(folder: str) -> List[str]:
-  """Names in `folder`, sorted ([] if it is not a folder)."""
-  try:
-    return sorted(os.listdir(folder))
-  except OSError:
-    return []
+join = storage.join
+parent = storage.parent
+basename = storage.basename
+strip_sep = storage.strip_sep
+exists = storage.exists
+is_dir = storage.is_dir
+has_magic = storage.has_magic
+glob = storage.glob
+list_dir = storage.list_dir

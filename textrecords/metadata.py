@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Union
 
 from textrecords import __version__
 from textrecords import layout as layout_lib
+from textrecords import storage
 from textrecords import tfrecord
 from textrecords.errors import UserError
 
@@ -112,8 +113,7 @@ def load(path: str) -> dict:
     raise UserError(f"{path} not found: the dataset is incomplete (a run that did not "
                     "finish) or was not written by textrecords")
   try:
-    with open(path, "rb") as f:
-      meta = json.loads(f.read().decode("utf-8"))
+    meta = json.loads(storage.read_bytes(path).decode("utf-8"))
   except (OSError, ValueError) as e:
     raise UserError(f"{path}: unreadable metadata ({e})") from e
   fmt = meta.get("format") if isinstance(meta, dict) else None
@@ -237,13 +237,14 @@ def verified_files(meta: dict, where: Union[str, "layout_lib.DatasetLayout"],
       problem = f"{path} is not listed in {meta_path}"
     elif not layout_lib.exists(path):
       problem = f"{path} is missing (listed in {meta_path})"
-    elif verify != "none" and os.path.getsize(path) != info["bytes"]:
-      problem = (f"{path} has {os.path.getsize(path)} bytes, metadata says "
+    elif verify != "none" and storage.size(path) != info["bytes"]:
+      problem = (f"{path} has {storage.size(path)} bytes, metadata says "
                  f"{info['bytes']}: truncated or replaced")
     checked.append((path, problem, info))
   if verify == "checksum":
     todo = [(p, i) for p, problem, i in checked
-            if problem is None and _sha_key(p, i["sha256"]) not in _CHECKED]
+            if problem is None and not storage.is_url(p)  # URLs: size only
+            and _sha_key(p, i["sha256"]) not in _CHECKED]
     total = sum(i["bytes"] for _, i in todo)
     if total >= VERIFY_LOG_BYTES:
       log(f"verifying sha256 of {len(todo)} files ({total / 1e9:.1f} GB) from {meta_path} "

@@ -4,6 +4,7 @@ import glob
 import os
 from typing import Iterator, List, Tuple
 
+from textrecords import storage
 from textrecords.errors import UserError
 
 DECODE_MODES = ("strict", "replace", "skip_line")
@@ -21,6 +22,15 @@ def expand_patterns(patterns: str, flag: str = "--input_file") -> List[str]:
   for pattern in patterns.split(","):
     pattern = pattern.strip()
     if not pattern:
+      continue
+    pattern = storage.check(pattern, flag)
+    if storage.is_url(pattern):
+      matches = storage.glob(pattern) if storage.has_magic(pattern) else (
+          [pattern] if storage.exists(pattern) else [])
+      matches = [m for m in matches if not storage.is_dir(m)]
+      if not matches:
+        raise UserError(f"{flag}: no file matches {pattern!r}")
+      files.extend(matches)
       continue
     matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else (
         [pattern] if os.path.exists(pattern) else [])
@@ -56,10 +66,13 @@ def read_lines(path: str, on_decode_error: str = "strict",
     UserError: invalid UTF-8 (strict), or a file that looks binary (NUL bytes
       in its first 8 KiB), or an I/O error.
   """
-  try:
-    f = open(path, "rb")
-  except OSError as e:
-    raise UserError(f"cannot read {path}: {e.strerror}") from e
+  if storage.is_url(path):
+    f = storage.open_read(path)
+  else:
+    try:
+      f = open(path, "rb")
+    except OSError as e:
+      raise UserError(f"cannot read {path}: {e.strerror}") from e
   with f:
     head = f.read(8192)
     if b"\x00" in head:

@@ -2,6 +2,7 @@
 
 from typing import List, Optional
 
+from textrecords import storage
 from textrecords.errors import UserError
 from textrecords.tf_import import require_tf
 
@@ -17,6 +18,16 @@ def shard_files(files: List[str], input_context) -> List[str]:
     raise UserError(f"{len(files)} record files cannot be sharded over {n} input "
                     "pipelines; write more shards (--num_shards)")
   return files[input_context.input_pipeline_id::n]
+
+
+def _check_readable_by_tf(files: List[str]):
+  """UserError for a URL whose scheme tf.data (tf.io.gfile) cannot read."""
+  for f in files:
+    scheme, _ = storage.split_scheme(f)
+    if scheme not in (None, "file") and scheme not in storage.TF_SCHEMES:
+      raise UserError(f"{f}: tf.data cannot read {scheme}:// URLs (it reads local paths "
+                      f"and {', '.join(s + '://' for s in storage.TF_SCHEMES)}); copy the "
+                      "dataset to a local folder or gs:// first")
 
 
 def record_dataset(files: List[str], compression: str, *, training: bool,
@@ -35,6 +46,7 @@ def record_dataset(files: List[str], compression: str, *, training: bool,
     block_length: records taken from a file before moving to the next.
   """
   tf = require_tf()
+  _check_readable_by_tf(files)
   files = shard_files(files, input_context)
   comp = compression or None
   ds = tf.data.Dataset.from_tensor_slices(files)

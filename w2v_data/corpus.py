@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from textrecords import parallel
+from textrecords import storage
 from textrecords import text_input
 from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
@@ -216,8 +217,8 @@ def file_chunks(path: str, chunk_bytes: int) -> List[Tuple[int, int]]:
     UserError: an unreadable or empty file.
   """
   try:
-    size = os.path.getsize(path)
-    f = open(path, "rb")
+    size = storage.size(path)
+    f = storage.open_read(path)
   except OSError as e:
     raise UserError(f"cannot read {path}: {e.strerror}") from e
   if size == 0:
@@ -248,7 +249,7 @@ class _ReadUnit:
 def _read_unit(unit: _ReadUnit) -> ChunkCounts:
   """Reads and counts one chunk; runs in a worker."""
   try:
-    with open(unit.path, "rb") as f:
+    with storage.open_read(unit.path) as f:
       f.seek(unit.start)
       data = f.read(unit.end - unit.start)
   except OSError as e:
@@ -265,7 +266,7 @@ def _slow_file(path: str, on_decode_error: str, mode: ReadMode):
     lines.append(text)
     linenos.append(lineno)
   if mode.kind == "sentences":
-    with open(path, "rb") as f:
+    with storage.open_read(path) as f:
       f.seek(-1, os.SEEK_END)
       if f.read(1) == b"\n":  # d2l's extra empty sentence
         lines.append("")

@@ -12,6 +12,7 @@ import sys
 from absl import flags
 
 from textrecords import cli
+from textrecords import storage
 from textrecords.run_options import run_options_from_flags
 from textrecords.errors import UserError
 from w2v_data import schema
@@ -62,7 +63,8 @@ def main(argv):
     raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
   from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
   config = config_from_flags()
-  meta = pipeline.create(config)
+  meta = storage.run_staged(config, "output_dir", pipeline.create, folder=True,
+                            flag="--output_dir")
   c = meta["counts"]
   if not config.quiet:
     print(f"w2v_data: {c['sentences']:,} sentences, vocab {meta['vocab']['size']:,}, "

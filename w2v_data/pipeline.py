@@ -14,6 +14,7 @@ from textrecords import dataset_writer
 from textrecords import features
 from textrecords import metadata
 from textrecords import parallel
+from textrecords import storage
 from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
 from textrecords.layout import DatasetLayout
@@ -111,8 +112,8 @@ def fingerprint_of(config: W2vConfig, files) -> dict:
   """Everything that determines the output bytes (resume keeps files only if equal)."""
   inputs = []
   for f in files:
-    st = os.stat(f)
-    inputs.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
+    size, version = storage.stat(f)
+    inputs.append([f if storage.is_url(f) else os.path.abspath(f), size, version])
   return {"package": schema.PACKAGE, "version": __version__,
           "flags": config.output_flags(), "inputs": inputs}
 

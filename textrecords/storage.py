@@ -1,0 +1,394 @@
+"""Where bytes live: local paths and storage URLs (`gs://`, `s3://`, `memory://`, ...).
+
+A path is either local (`out/t.tfrecord`, `/data/x.txt`, `file:///data/x.txt`)
+or a URL `SCHEME://...`, which is never a relative local path. URLs go
+through fsspec (extra `storage`), with gcsfs for `gs://` (extra `gcs`), s3fs
+for `s3://` (extra `s3`) and pyarrow for `hdfs://` (extra `hdfs`). A missing
+package or an unknown scheme is a one-line UserError naming what to install;
+callers check before writing anything.
+
+Generators never write to a URL directly: `staged_output` gives them a local
+staging folder, and `publish` uploads the finished dataset there, data files
+first and the metadata strictly last (object stores have no atomic rename).
+
+Example:
+  >>> split_scheme("gs://bucket/t.tfrecord")
+  ('gs', 'bucket/t.tfrecord')
+  >>> split_scheme("out/t.tfrecord")
+  (None, 'out/t.tfrecord')
+  >>> local_path("file:///data/x.txt")
+  '/data/x.txt'
+  >>> join("s3://b/out", "meta.json"), parent("s3://b/out/meta.json")
+  ('s3://b/out/meta.json', 's3://b/out')
+"""
+
+import dataclasses
+import fnmatch
+import glob as _glob
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+from typing import List, Optional, Tuple
+
+from textrecords.errors import UserError
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+# scheme -> (python module fsspec needs, extra to pip install)
+_BACKENDS = {
+    "memory": (None, "storage"),
+    "gs": ("gcsfs", "gcs"),
+    "gcs": ("gcsfs", "gcs"),
+    "s3": ("s3fs", "s3"),
+    "s3a": ("s3fs", "s3"),
+    "hdfs": ("pyarrow", "hdfs"),
+}
+SCHEMES = ("file",) + tuple(_BACKENDS)
+# Schemes tf.io.gfile reads without extra packages (TensorFlow 2.21).
+TF_SCHEMES = ("gs",)
+
+
+def split_scheme(path: str) -> Tuple[Optional[str], str]:
+  """(scheme, rest) of a URL, (None, path) of a local path."""
+  m = _SCHEME.match(path)
+  if m is None:
+    return None, path
+  return m.group(1).lower(), path[m.end():]
+
+
+def is_url(path: str) -> bool:
+  """True for `scheme://...` other than `file://` (which is a local path)."""
+  scheme, _ = split_scheme(path)
+  return scheme is not None and scheme != "file"
+
+
+def local_path(path: str) -> str:
+  """`file:///x` -> `/x`; other local paths unchanged. Not for URLs."""
+  scheme, rest = split_scheme(path)
+  if scheme == "file":
+    return rest
+  return path
+
+
+def check(path: str, flag: str = "") -> str:
+  """Raises UserError unless `path`'s storage is usable here; returns `path`.
+
+  Unknown schemes and missing filesystem packages give one line naming the
+  extra to install. `file://` paths come back as plain local paths.
+  """
+  scheme, _ = split_scheme(path)
+  if scheme is None or scheme == "file":
+    return local_path(path)
+  where = f"{flag}={path}" if flag else path
+  if scheme not in _BACKENDS:
+    raise UserError(f"{where}: unknown storage scheme {scheme}://; supported: "
+                    f"{', '.join(s + '://' for s in SCHEMES)} or a local path")
+  module, extra = _BACKENDS[scheme]
+  for needed in ("fsspec", module):
+    if needed and importlib.util.find_spec(needed) is None:
+      raise UserError(f"{where}: {scheme}:// needs the Python package {needed}, which is "
+                      f"not installed: pip install 'textrecords[{extra}]'")
+  return path
+
+
+def filesystem(path: str):
+  """The fsspec filesystem of a URL (after `check`)."""
+  check(path)
+  import fsspec  # pylint: disable=import-outside-toplevel
+  scheme, _ = split_scheme(path)
+  try:
+    return fsspec.filesystem(scheme)
+  except (ImportError, ValueError) as e:
+    raise UserError(f"{path}: cannot use {scheme}:// storage: {e}") from e
+
+
+def _url(path: str, fs_path: str) -> str:
+  """A URL of `path`'s scheme for an fsspec path (as glob/ls return them)."""
+  scheme, _ = split_scheme(path)
+  return f"{scheme}://{fs_path.lstrip('/')}" if scheme == "memory" else (
+      f"{scheme}://{fs_path}" if not _SCHEME.match(fs_path) else fs_path)
+
+
+# -- path operations (URL-aware string ops; no I/O)
+
+def join(folder: str, name: str) -> str:
+  if not folder:
+    return name
+  if is_url(folder):
+    return folder.rstrip("/") + "/" + name
+  return os.path.join(folder, name)
+
+
+def strip_sep(path: str) -> str:
+  stripped = path.rstrip("/")
+  return stripped or path
+
+
+def parent(path: str) -> str:
+  path = strip_sep(path)
+  if is_url(path):
+    scheme, rest = split_scheme(path)
+    head = rest.rsplit("/", 1)[0] if "/" in rest else ""
+    return f"{scheme}://{head}"
+  return os.path.dirname(path)
+
+
+def basename(path: str) -> str:
+  path = strip_sep(path)
+  if is_url(path):
+    return split_scheme(path)[1].rsplit("/", 1)[-1]
+  return os.path.basename(path)
+
+
+# -- I/O
+
+def exists(path: str) -> bool:
+  if is_url(path):
+    return filesystem(path).exists(path)
+  return os.path.exists(local_path(path))
+
+
+def is_dir(path: str) -> bool:
+  if is_url(path):
+    return filesystem(path).isdir(path)
+  return os.path.isdir(local_path(path))
+
+
+def has_magic(pattern: str) -> bool:
+  return _glob.has_magic(pattern)
+
+
+def glob(pattern: str) -> List[str]:
+  """Paths matching `pattern`, sorted (URLs stay URLs of the same scheme)."""
+  if is_url(pattern):
+    fs = filesystem(pattern)
+    return sorted(_url(pattern, p) for p in fs.glob(pattern)
+                  if fnmatch.fnmatchcase(basename(_url(pattern, p)), basename(pattern)))
+  return sorted(_glob.glob(local_path(pattern)))
+
+
+def list_dir(folder: str) -> List[str]:
+  """Names in `folder`, sorted ([] if it is not a folder)."""
+  if is_url(folder):
+    fs = filesystem(folder)
+    try:
+      return sorted(basename(_url(folder, p)) for p in fs.ls(folder, detail=False))
+    except (OSError, FileNotFoundError):
+      return []
+  try:
+    return sorted(os.listdir(local_path(folder)))
+  except OSError:
+    return []
+
+
+def size(path: str) -> int:
+  if is_url(path):
+    return int(filesystem(path).size(path))
+  return os.path.getsize(local_path(path))
+
+
+def open_read(path: str):
+  """A binary file object for reading `path` (local or URL).
+
+  Raises:
+    UserError: the file cannot be opened (named in the message).
+  """
+  try:
+    if is_url(path):
+      return filesystem(path).open(path, "rb")
+    return open(local_path(path), "rb")
+  except (OSError, FileNotFoundError) as e:
+    raise UserError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from e
+
+
+def read_bytes(path: str) -> bytes:
+  with open_read(path) as f:
+    return f.read()
+
+
+# -- outputs to URLs: local staging, then publish
+
+def staging_root() -> str:
+  """Local folder for staged URL outputs ($TEXTRECORDS_STAGING_DIR or ~/.cache)."""
+  return os.environ.get("TEXTRECORDS_STAGING_DIR") or os.path.join(
+      os.path.expanduser("~"), ".cache", "textrecords", "staging")
+
+
+def staged_output(url: str, meta_url: str, *, overwrite: bool, resume: bool,
+                  flag: str) -> str:
+  """The local location a generator writes instead of output URL `url`.
+
+  Checks the URL's storage and its existing metadata first (nothing is
+  written when that fails). The local folder depends only on the URL, so a
+  killed run resumes from its staged files with --resume.
+
+  Args:
+    url: the output location given (folder or file URL).
+    meta_url: the URL where this output's metadata goes.
+    overwrite, resume: the run's flags (an existing complete URL output
+      needs one of them, as for a local one).
+    flag: the flag name for messages.
+  Returns:
+    The local path to give the generator (same base name as the URL).
+  """
+  check(url, flag)
+  try:
+    present = exists(meta_url)
+  except UserError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    raise UserError(f"{flag}={url}: cannot reach the storage: {e}") from e
+  if present and not (overwrite or resume):
+    raise UserError(f"{meta_url} exists (a complete earlier output); "
+                    "pass --overwrite to replace it")
+  key = hashlib.sha256(strip_sep(url).encode("utf-8")).hexdigest()[:16]
+  folder = os.path.join(staging_root(), key)
+  if not resume:  # staged files of an earlier run are only kept for --resume
+    shutil.rmtree(folder, ignore_errors=True)
+  os.makedirs(folder, exist_ok=True)
+  return os.path.join(folder, basename(url))
+
+
+def publish(local_meta: str, meta_url: str) -> List[str]:
+  """Uploads a finished local dataset next to `meta_url`, metadata last.
+
+  Every non-hidden file beside `local_meta` (other than metadata) is
+  uploaded under a temporary name, moved to its name and its size checked
+  against the local file; then the metadata is uploaded the same way. An
+  earlier metadata at the URL is removed first, so an interrupted publish
+  never leaves metadata that lists files of another run.
+
+  Returns:
+    The URLs written, metadata last.
+  Raises:
+    UserError: an upload failed or a size differs.
+  """
+  from textrecords import layout  # pylint: disable=import-outside-toplevel
+  fs = filesystem(meta_url)
+  local_dir = os.path.dirname(local_meta)
+  url_dir = parent(meta_url)
+  with open(local_meta, "rb") as f:
+    meta = json.loads(f.read().decode("utf-8"))
+  listed = {f["name"]: f.get("bytes") for f in meta.get("files", []) if isinstance(f, dict)}
+  names = []
+  for root, dirs, files in os.walk(local_dir):
+    dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+    for n in sorted(files):
+      rel = os.path.relpath(os.path.join(root, n), local_dir).replace(os.sep, "/")
+      if not n.startswith(".") and not layout.is_metadata_name(n):
+        names.append(rel)
+  missing = sorted(set(listed) - set(names))
+  if missing:
+    raise UserError(f"{local_meta}: staged dataset lacks {missing[0]}; rerun with --overwrite")
+  written = []
+  try:
+    if fs.exists(meta_url):
+      fs.rm(meta_url)
+    for rel in names + [os.path.basename(local_meta)]:
+      src = os.path.join(local_dir, *rel.split("/"))
+      dst = join(url_dir, rel)
+      tmp = join(parent(dst), f".{basename(dst)}.tmp-{os.getpid()}")
+      fs.put_file(src, tmp)
+      fs.mv(tmp, dst)
+      want = os.path.getsize(src)
+      if rel in listed and listed[rel] is not None and listed[rel] != want:
+        raise UserError(f"{src}: {want} bytes, its metadata says {listed[rel]}")
+      got = int(fs.size(dst))
+      if got != want:
+        raise UserError(f"{dst}: uploaded {got} bytes of {want}; rerun to retry")
+      written.append(dst)
+  except UserError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    raise UserError(f"cannot upload to {url_dir}: {e}") from e
+  return written
+
+
+def remove_staging(local_location: str):
+  """Deletes the staging folder of one output (after a successful publish)."""
+  folder = os.path.dirname(local_location)
+  if os.path.dirname(folder) == staging_root().rstrip(os.sep):
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class StagedOutputs:
+  """Output locations of one run, URLs replaced by local staging paths.
+
+  Usage (the same in every generator):
+    staged = StagedOutputs(["s3://b/t.tfrecord"], folder=False,
+                           overwrite=False, resume=False, flag="--output_file")
+    run_generator(staged.local)   # local paths, URLs' stand-ins
+    staged.publish()              # uploads, metadata last; drops staging
+
+  Args:
+    locations: what the user gave (local paths, file:// or URLs).
+    folder: True for folder outputs (`DIR/meta.json`), False for file
+      outputs (`FILE.meta.json`).
+  """
+
+  def __init__(self, locations, *, folder: bool, overwrite: bool, resume: bool,
+               flag: str):
+    from textrecords import layout  # pylint: disable=import-outside-toplevel
+    lay = layout.DatasetLayout.for_dir if folder else layout.DatasetLayout.for_file
+    self._pairs = []  # (local location, URL) of URL outputs
+    self.local = []
+    for loc in locations:
+      loc = check(loc, flag)
+      if is_url(loc):
+        local = staged_output(loc, lay(loc).meta_path, overwrite=overwrite,
+                              resume=resume, flag=flag)
+        self._pairs.append((local, loc, lay))
+        self.local.append(local)
+      else:
+        self.local.append(loc)
+
+  def publish(self) -> List[str]:
+    """Uploads every staged output (metadata last); returns the URLs written."""
+    written = []
+    for local, url, lay in self._pairs:
+      written += publish(lay(local).meta_path, lay(url).meta_path)
+      remove_staging(local)
+    return written
+
+
+def run_staged(config, field: str, run, *, folder: bool, flag: str):
+  """Runs generator `run(config)` with URL outputs staged locally, then publishes.
+
+  `config.<field>` is one location (str) or a tuple of them; the config must
+  have `overwrite` and `resume`. Local outputs pass through unchanged.
+  """
+  locs = getattr(config, field)
+  single = isinstance(locs, str)
+  staged = StagedOutputs([locs] if single else list(locs), folder=folder,
+                         overwrite=config.overwrite, resume=config.resume, flag=flag)
+  local = staged.local[0] if single else tuple(staged.local)
+  result = run(dataclasses.replace(config, **{field: local}))
+  staged.publish()
+  return result
+
+
+def stat(path: str) -> Tuple[int, object]:
+  """(size, version) of an input file for run fingerprints.
+
+  The version is the mtime in ns for a local file, and for a URL the
+  store's ETag / modification time / creation time (what it has).
+  """
+  if not is_url(path):
+    st = os.stat(local_path(path))
+    return st.st_size, st.st_mtime_ns
+  info = filesystem(path).info(path)
+  version = next((info[k] for k in ("ETag", "etag", "md5Hash", "mtime", "LastModified",
+                                    "updated", "created") if info.get(k) is not None), "")
+  return int(info["size"]), str(version)
+
+
+def sha256(path: str) -> str:
+  """The sha256 hex digest of a local file or URL (streamed)."""
+  h = hashlib.sha256()
+  with open_read(path) as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      h.update(block)
+  return h.hexdigest()
