@@ -74,9 +74,6 @@ class BertConfig(RunOptions):
       raise UserError(f"--max_ngram_size={self.max_ngram_size} with --reference_compatible: "
                       "the reference has no n-gram masking")
     self._validate_recipes()
-    if self.masking == "dynamic" and self.packing:
-      raise UserError(f"--masking=dynamic with --packing={self.packing} is not supported "
-                      "yet: use --masking=static")
     self.validate_run_options()
     if len(self.output_files) > 1 and self.num_shards > 1:
       raise UserError(f"--output_file lists {len(self.output_files)} files and "

@@ -18,10 +18,12 @@ def record_schema(meta: dict):
   """The schema the metadata's records were written with (static or dynamic)."""
   v2 = bool(meta.get("flags", {}).get("use_v2_feature_names", False))
   masking = meta.get("masking")
+  next_sentence = meta.get("sentence_task") != "none"
   if masking and masking.get("mode") == "dynamic":
-    return S.dynamic_schema(meta["max_seq_length"], bool(masking["whole_word"]), v2)
+    return S.dynamic_schema(meta["max_seq_length"], bool(masking["whole_word"]), v2,
+                            next_sentence=next_sentence)
   return S.bert_schema(meta["max_seq_length"], meta["max_predictions_per_seq"], v2,
-                       next_sentence=meta.get("sentence_task") != "none")
+                       next_sentence=next_sentence)
 
 
 def load_metadata(file_pattern: str):

@@ -223,7 +223,11 @@ def _packed_task(task):
   keys = np.asarray([seeding.order_key(c.random_seed, dupe, "packed", k,
                                        seeding.content_digest(ids[k - k0]))
                      for k in range(k0, k1)], np.uint64)
-  if c.do_whole_word_mask or not ctx.clean:
+  if ctx.dynamic is not None:   # unmasked; make_dataset masks (never [CLS]/[SEP])
+    starts = masking.word_starts(ids, lengths, ctx.mask) if c.do_whole_word_mask else None
+    records_ = ctx.dynamic.encode_arrays(ids, lengths, lengths.tolist(), [False] * len(keys),
+                                         keys, starts)
+  elif c.do_whole_word_mask or not ctx.clean:
     records_ = []
     for r, key in enumerate(keys.tolist()):
       rng = FastDraws(seeding.rng_for(c.random_seed, key))
@@ -425,7 +429,8 @@ def create(config: BertConfig) -> dict:
                                       v2_names=config.use_v2_feature_names,
                                       next_sentence=config.next_sentence)
   dynamic = (records.DynamicRecordEncoder(config.max_seq_length, config.do_whole_word_mask,
-                                          v2_names=config.use_v2_feature_names)
+                                          v2_names=config.use_v2_feature_names,
+                                          next_sentence=config.next_sentence)
              if config.masking == "dynamic" else None)
   clean = not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
   tmp = writers[0].scratch_dir()

@@ -183,9 +183,10 @@ class DynamicRecordEncoder:
     ([0, 0, 0, 1, 1, 0, 0, 0], [7], [1])
   """
 
-  def __init__(self, max_seq_length: int, whole_word: bool, v2_names: bool = False):
-    self.schema = S.dynamic_schema(max_seq_length, whole_word, v2_names)
-    canonical = S.dynamic_schema(max_seq_length, whole_word)
+  def __init__(self, max_seq_length: int, whole_word: bool, v2_names: bool = False,
+               next_sentence: bool = True):
+    self.schema = S.dynamic_schema(max_seq_length, whole_word, v2_names, next_sentence)
+    canonical = S.dynamic_schema(max_seq_length, whole_word, next_sentence=next_sentence)
     self._hdr = {c.name: _EntryHeaders(s) for c, s in zip(canonical, self.schema)}
     seq = max_seq_length
     self._seq = seq
@@ -194,7 +195,8 @@ class DynamicRecordEncoder:
     self._mask = [mask_hdr + b"\x01" * n + b"\x00" * (seq - n) for n in range(seq + 1)]
     self._seg_hdr = self._hdr[S.SEGMENT_IDS][seq]
     self._seg = {}
-    self._nsp = [self._hdr[S.NEXT_SENTENCE_LABELS][1] + bytes([v]) for v in (0, 1)]
+    self._nsp = ([self._hdr[S.NEXT_SENTENCE_LABELS][1] + bytes([v]) for v in (0, 1)]
+                 if next_sentence else [b"", b""])  # packed records: no label
 
   def _segments(self, num_a: int, n: int) -> bytes:
     key = (num_a, n)

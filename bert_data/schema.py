@@ -64,8 +64,12 @@ def bert_schema(max_seq_length: int, max_predictions_per_seq: int, v2_names: boo
   return specs if next_sentence else specs[:-1]
 
 
-def dynamic_schema(max_seq_length: int, whole_word: bool, v2_names: bool = False):
-  """The FeatureSpecs of unmasked (dynamic-masking) records."""
+def dynamic_schema(max_seq_length: int, whole_word: bool, v2_names: bool = False,
+                   next_sentence: bool = True):
+  """The FeatureSpecs of unmasked (dynamic-masking) records.
+
+  next_sentence=False (packed records) drops next_sentence_labels.
+  """
   specs = [
       FeatureSpec(INPUT_IDS, INT64, max_seq_length),
       FeatureSpec(INPUT_MASK, INT64, max_seq_length),
@@ -75,6 +79,8 @@ def dynamic_schema(max_seq_length: int, whole_word: bool, v2_names: bool = False
   ]
   if whole_word:
     specs.append(FeatureSpec(WORD_STARTS, INT64, max_seq_length))
+  if not next_sentence:
+    specs = [s for s in specs if s.name != NEXT_SENTENCE_LABELS]
   return _named(specs, v2_names)
 
 

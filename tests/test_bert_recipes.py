@@ -252,3 +252,24 @@ def test_recipe_flag_errors_one_line_nothing_written(tmp_path):
     lines = error_lines(r.stderr)
     assert len(lines) == 1 and says in lines[0], (flags, lines)
     assert not out.parent.exists() or os.listdir(out.parent) == []
+
+
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_packing_with_dynamic_masking(tmp_path, whole_word):
+  pytest.importorskip("tensorflow")
+  import bert_data  # pylint: disable=import-outside-toplevel
+  kw = dict(next_sentence=False, packing="full_sentences", dupe_factor=1, masking="dynamic",
+            do_whole_word_mask=whole_word)
+  one = _create(tmp_path, "w1", 1, **kw)
+  two = _create(tmp_path, "w2", 2, **kw)
+  assert open(one, "rb").read() == open(two, "rb").read()
+  rec = example_codec.decode_example(next(iter(tfrecord.read_records(one))))
+  assert S.NEXT_SENTENCE_LABELS not in rec and S.RECORD_KEY in rec
+  assert (S.WORD_STARTS in rec) == whole_word
+  masked = 0
+  for x, y, w in bert_data.make_dataset(one, 8, training=False, seed=3).take(4):
+    assert set(y) == {"masked_lm"} and set(w) == {"masked_lm"}
+    labels = y["masked_lm"].numpy()[w["masked_lm"].numpy() > 0]
+    assert labels.size and not np.isin(labels, [CLS, SEP]).any()  # [SEP]s never masked
+    masked += labels.size
+  assert masked > 4 * 8 * 5
