@@ -32,6 +32,6 @@ setup(
         "s3": ["fsspec>=2023.1", "s3fs>=2023.1"],
         "hdfs": ["fsspec>=2023.1", "pyarrow>=14"],
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
-                 "sentencepiece>=0.2", "fsspec>=2023.1"],
+                 "sentencepiece>=0.2", "fsspec>=2023.1", "s3fs>=2023.1", "moto[server]>=5"],
     },
 )
