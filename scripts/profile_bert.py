@@ -7,19 +7,33 @@
    this process (`time.process_time`), then sorting and framing its buckets.
 3. Tokenizer throughput per core for both basic-pass modes.
 
+4. `--cpu_share`: the main process's share of all CPU seconds of whole
+   `bert_data.create` runs (`resource.getrusage` RUSAGE_SELF vs
+   RUSAGE_CHILDREN, measured inside a fresh process per run, with and without
+   interpreter start and imports), wall time, and the peak RSS of the main
+   process and of the largest worker, for each of --workers, both modes
+   (--modes). Without --corpus it builds a 26 MB corpus itself (--size_mb)
+   from --source lines grouped into documents of 20-90 lines (seeded), or,
+   without --source, from Python's own pydoc help text.
+
 Usage:
   python scripts/profile_bert.py --corpus=corpus.txt [--num_workers=2]
+  python scripts/profile_bert.py --cpu_share [--source=ptb.train.txt] [--workers=1,2,4]
 (build a corpus with scripts/bench_bert.py's --source/--size_mb, or pass any).
 """
 
 import argparse
+import json
 import os
+import pydoc
+import subprocess
 import sys
 import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "scripts"))
 
 from bert_data import pipeline as P  # pylint: disable=wrong-import-position
 from bert_data import records  # pylint: disable=wrong-import-position
@@ -99,13 +113,99 @@ def tokenizer_speed(corpus: str, max_lines: int = 30000) -> dict:
   return out
 
 
+_SHARE_RUN = r"""
+import json, resource, sys, time
+t_start = time.process_time()
+sys.path.insert(0, {repo!r})
+from bert_data import pipeline
+from bert_data.config import BertConfig
+cfg = BertConfig(**json.loads(sys.argv[1])).validate()
+def usage():
+  s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+  return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime
+self0, child0 = usage()
+t = time.perf_counter()
+summary = pipeline.create(cfg)
+wall = time.perf_counter() - t
+self1, child1 = usage()
+print(json.dumps({{"instances": summary["instances"], "wall_s": wall,
+                  "main_cpu_s": self1 - self0, "workers_cpu_s": child1 - child0,
+                  "startup_cpu_s": self0,
+                  "main_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}}))
+"""
+
+
+def pydoc_source(path: str) -> str:
+  """Writes the plain-text pydoc help of some standard modules to `path`."""
+  import importlib  # pylint: disable=import-outside-toplevel
+  names = ("argparse", "collections", "email.message", "json", "os", "pathlib", "re",
+           "socket", "string", "subprocess", "threading", "typing", "unittest", "zipfile")
+  with open(path, "w", encoding="utf-8") as f:
+    for name in names:
+      text = pydoc.plain(pydoc.render_doc(importlib.import_module(name), renderer=pydoc.plaintext))
+      f.write(text + "\n")
+  return path
+
+
+def cpu_share(args) -> None:
+  """Main process vs workers CPU seconds of whole create runs (see the docstring)."""
+  import bench_bert  # pylint: disable=import-outside-toplevel,import-error
+  tmp = tempfile.mkdtemp(prefix="profile_bert_share_")
+  corpus = args.corpus
+  if not corpus:
+    source = args.source or pydoc_source(os.path.join(tmp, "pydoc.txt"))
+    corpus = os.path.join(tmp, "corpus.txt")
+    info = bench_bert.build_corpus(source, args.size_mb, corpus)
+    print(f"corpus: {info['bytes'] / 1e6:.1f} MB, {info['documents']:,} documents, "
+          f"from {args.source or 'pydoc help text'}")
+  print(f"dupe_factor={args.dupe_factor}, num_shards={args.num_shards}, cores={os.cpu_count()}")
+  print("| mode | workers | instances | wall s | main CPU s | workers CPU s | main share "
+        "| main share incl. start | main peak RSS MB | largest worker peak RSS MB |")
+  print("|---|---|---|---|---|---|---|---|---|---|")
+  for mode in args.modes.split(","):
+    for workers in [int(w) for w in args.workers.split(",")]:
+      for rep in range(args.repeats):
+        out = os.path.join(tmp, f"{mode}{workers}_{rep}", "x.tfrecord")
+        cfg = {"input_files": [corpus], "output_files": [out], "vocab_file": VOCAB,
+               "dupe_factor": args.dupe_factor, "num_workers": workers, "quiet": True,
+               "num_shards": 1 if mode == "reference" else args.num_shards,
+               "reference_compatible": mode == "reference"}
+        p = subprocess.run([sys.executable, "-c", _SHARE_RUN.format(repo=REPO), json.dumps(cfg)],
+                           capture_output=True, text=True, check=False)
+        if p.returncode != 0:
+          raise SystemExit(f"run failed: {p.stderr[-2000:]}")
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        total = r["main_cpu_s"] + r["workers_cpu_s"]
+        share = r["main_cpu_s"] / total
+        share_all = (r["main_cpu_s"] + r["startup_cpu_s"]) / (total + r["startup_cpu_s"])
+        print(f"| {mode} | {workers} | {r['instances']:,} | {r['wall_s']:.2f} | "
+              f"{r['main_cpu_s']:.2f} | {r['workers_cpu_s']:.2f} | {share:.1%} | {share_all:.1%} | "
+              f"{r['main_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |", flush=True)
+        for d in (os.path.dirname(out),):
+          subprocess.run(["rm", "-rf", d], check=False)
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-  ap.add_argument("--corpus", required=True)
+  ap.add_argument("--corpus")
   ap.add_argument("--num_workers", type=int, default=2)
   ap.add_argument("--dupe_factor", type=int, default=10)
+  ap.add_argument("--cpu_share", action="store_true",
+                  help="main-process share of CPU seconds of whole runs (see above)")
+  ap.add_argument("--source", help="--cpu_share without --corpus: lines to build it from")
+  ap.add_argument("--size_mb", type=float, default=26.0)
+  ap.add_argument("--workers", default="2,4", help="--cpu_share: worker counts")
+  ap.add_argument("--modes", default="default", help="--cpu_share: default,reference")
+  ap.add_argument("--num_shards", type=int, default=4)
+  ap.add_argument("--repeats", type=int, default=1)
   args = ap.parse_args()
+  if args.cpu_share:
+    cpu_share(args)
+    return
+  if not args.corpus:
+    ap.error("--corpus is required (unless --cpu_share)")
   out = os.path.join(tempfile.mkdtemp(prefix="profile_bert_"), "x.tfrecord")
   config = BertConfig(input_files=(args.corpus,), output_files=(out,), vocab_file=VOCAB,
                       dupe_factor=args.dupe_factor, num_workers=args.num_workers).validate()

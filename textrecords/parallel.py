@@ -2,12 +2,27 @@
 
 Work is split into units with their own RNGs (see `seeding`), so any worker can
 process any unit. `ordered_map` returns results in input order.
+
+The pool is a few forked processes, each with its own pipe, and no helper
+threads in this process beyond one blocked sender per worker:
+`multiprocessing.Pool`'s worker-handler thread wakes on every result waiting
+in the pipe and spins until the result thread has read it, which cost the
+main process a second of CPU per few thousand tasks (measured by
+`scripts/profile_bert.py --cpu_share`). Here this process only pickles the
+(small) task descriptions and unpickles the results.
 """
 
 import gc
 import multiprocessing
+import multiprocessing.connection
 import os
+import queue
+import threading
+import traceback
 from typing import Callable, Iterable, Iterator, Optional
+
+# Tasks sent ahead to each worker, so it never waits for this process.
+_PREFETCH = 2
 
 
 def default_num_workers() -> int:
@@ -22,12 +37,59 @@ def _context():
   return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
+class WorkerError(RuntimeError):
+  """An exception in a worker that could not be sent back as itself."""
+
+
+def _worker_main(conn, fn, initializer, initargs):
+  """A worker's loop: receive (index, item), send (index, ok, result or error)."""
+  try:
+    if initializer is not None:
+      initializer(*initargs)
+    while True:
+      try:
+        msg = conn.recv()
+      except EOFError:
+        return
+      if msg is None:
+        return
+      index, item = msg
+      try:
+        out = (index, True, fn(item))
+      except Exception as e:  # pylint: disable=broad-except
+        out = (index, False, e)
+      try:
+        conn.send(out)
+      except Exception:  # pylint: disable=broad-except  # unpicklable result or error
+        conn.send((index, False, WorkerError(traceback.format_exc())))
+  except KeyboardInterrupt:
+    return
+
+
+def _sender(conn, tasks: "queue.SimpleQueue"):
+  """Thread: forwards tasks to one worker (a blocked send never blocks the main loop)."""
+  while True:
+    msg = tasks.get()
+    try:
+      conn.send(msg)
+    except (OSError, ValueError):
+      return
+    if msg is None:
+      return
+
+
 def ordered_map(fn: Callable, items: Iterable, num_workers: int,
                 initializer: Optional[Callable] = None, initargs: tuple = (),
-                chunksize: int = 1) -> Iterator:
+                window: Optional[int] = None) -> Iterator:
   """Yields fn(item) for each item, in order, using `num_workers` processes.
 
   With num_workers == 1 everything runs in this process (no pickling).
+  Items are handed to whichever worker is free; at most `window` (default
+  4 per worker) results are held waiting for an earlier one. An exception in
+  `fn` is raised here (the workers are stopped).
+
+  >>> list(ordered_map(abs, [-3, 1, -2], 2))
+  [3, 1, 2]
   """
   if num_workers <= 1:
     if initializer is not None:
@@ -35,12 +97,74 @@ def ordered_map(fn: Callable, items: Iterable, num_workers: int,
     for item in items:
       yield fn(item)
     return
+  window = window or 4 * num_workers
+  ctx = _context()
   # Objects that exist before the fork are moved out of the collector's
   # reach, so workers' garbage collections do not write to (and so copy) the
   # pages they share with this process.
   gc.freeze()
+  procs, conns, senders = [], [], []
+  clean_exit = False
   try:
-    with _context().Pool(num_workers, initializer=initializer, initargs=initargs) as pool:
-      yield from pool.imap(fn, items, chunksize=chunksize)
+    for _ in range(num_workers):
+      parent, child = ctx.Pipe(duplex=True)
+      p = ctx.Process(target=_worker_main, args=(child, fn, initializer, initargs),
+                      daemon=True)
+      p.start()
+      child.close()
+      procs.append(p)
+      conns.append(parent)
+      q = queue.SimpleQueue()
+      t = threading.Thread(target=_sender, args=(parent, q), daemon=True)
+      t.start()
+      senders.append((q, t))
+    outstanding = [0] * num_workers
+    worker_of = {c: w for w, c in enumerate(conns)}
+    it = iter(items)
+    done: dict = {}
+    next_in = next_out = 0
+    exhausted = False
+    while True:
+      for w in range(num_workers):
+        while (not exhausted and outstanding[w] < _PREFETCH
+               and next_in - next_out < window):
+          try:
+            item = next(it)
+          except StopIteration:
+            exhausted = True
+            break
+          senders[w][0].put((next_in, item))
+          outstanding[w] += 1
+          next_in += 1
+      if exhausted and next_out == next_in:
+        break
+      busy = [conns[w] for w in range(num_workers) if outstanding[w]]
+      for conn in multiprocessing.connection.wait(busy):
+        w = worker_of[conn]
+        try:
+          index, ok, result = conn.recv()
+        except (EOFError, OSError):
+          procs[w].join(1)
+          raise WorkerError(f"a worker process died (exit code {procs[w].exitcode})") from None
+        if not ok:
+          raise result
+        outstanding[w] -= 1
+        done[index] = result
+      while next_out in done:
+        result = done.pop(next_out)
+        next_out += 1
+        yield result
+    clean_exit = True
   finally:
+    for q, _ in senders:
+      q.put(None)
+    if clean_exit:
+      for p in procs:
+        p.join()
+    for p in procs:
+      if p.is_alive():
+        p.terminate()
+      p.join()
+    for conn in conns:
+      conn.close()
     gc.unfreeze()

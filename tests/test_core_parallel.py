@@ -1,0 +1,77 @@
+"""textrecords.parallel: ordered results, errors and clean shutdown of the pool."""
+
+import os
+import time
+
+import pytest
+
+from textrecords import parallel
+from textrecords.errors import UserError
+
+
+def _square_slow_first(x):
+  if x == 0:
+    time.sleep(0.2)  # later items finish first; results must still come in order
+  return x * x
+
+
+def _fail_on_three(x):
+  if x == 3:
+    raise UserError(f"bad item {x}")
+  return x
+
+
+def _die_on_two(x):
+  if x == 2:
+    os._exit(7)  # pylint: disable=protected-access
+  return x
+
+
+_OFFSET = {}
+
+
+def _init(offset):
+  _OFFSET["v"] = offset
+
+
+def _add_offset(x):
+  return x + _OFFSET["v"]
+
+
+def _pid(_):
+  return os.getpid()
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_results_in_input_order(workers):
+  assert list(parallel.ordered_map(_square_slow_first, range(20), workers,
+                                   window=3)) == [x * x for x in range(20)]
+
+
+def test_initializer_runs_in_each_worker():
+  assert list(parallel.ordered_map(_add_offset, [1, 2, 3], 2, initializer=_init,
+                                   initargs=(100,))) == [101, 102, 103]
+
+
+def test_large_items_and_results_do_not_deadlock():
+  big = [bytes(3 << 20) for _ in range(6)]  # larger than any pipe buffer
+  assert [len(r) for r in parallel.ordered_map(bytes, big, 2)] == [3 << 20] * 6
+
+
+def test_worker_exception_is_raised_here():
+  with pytest.raises(UserError, match="bad item 3"):
+    list(parallel.ordered_map(_fail_on_three, range(10), 2))
+
+
+def test_dead_worker_is_an_error():
+  with pytest.raises(parallel.WorkerError, match="exit code 7"):
+    list(parallel.ordered_map(_die_on_two, range(10), 2))
+
+
+def test_abandoned_map_stops_its_workers():
+  gen = parallel.ordered_map(_pid, range(100), 2)
+  pids = {next(gen), next(gen)}
+  gen.close()
+  for pid in pids - {os.getpid()}:
+    with pytest.raises(ProcessLookupError):
+      os.kill(pid, 0)  # reaped: gone, not a zombie
