@@ -21,7 +21,7 @@ from bert_data import masking
 from bert_data import packing
 from bert_data import records
 from bert_data.config import BertConfig
-from bert_data.documents import Corpus, encode_lines, iter_line_batches, read_corpus
+from bert_data.documents import Corpus, encode_lines, read_corpus
 from bert_data.instances import (FastDraws, instances_from_document, instances_from_spans,
                                  spans_from_document)
 from bert_data.sentence_order import sop_spans_from_document
@@ -34,12 +34,14 @@ from textrecords import metadata
 from textrecords import parallel
 from textrecords import seeding
 from textrecords import spill
+from textrecords import text_input
 from textrecords import tfrecord
 from textrecords.errors import UserError
 from textrecords.layout import DEFAULT_SPLIT, DatasetLayout
 
 _DOCS_PER_TASK = 32
 _PACKED_PER_TASK = 512  # packed instances per worker task (about 32 documents' worth)
+_CHUNK_BYTES = 1 << 20  # input bytes a tokenizing task reads
 _BUCKET_BYTES = 32 << 20
 
 # Per-process state: set before forking workers, or by the initializer.
@@ -90,22 +92,30 @@ def masking_params(config: BertConfig, tok) -> masking.MaskingParams:
 
 # ---------------------------------------------------------------- tokenizing
 
-def _tokenize_batch(lines):
-  return encode_lines(lines, _STATE["tokenizer"].encode_batch)
+def _tokenize_chunk(chunk):
+  """Worker: reads, strips and tokenizes the lines of one input chunk."""
+  lines, _ = text_input.chunk_lines(chunk, _STATE["on_decode_error"], drop_cr=True)
+  return encode_lines([line.strip() for line in lines], _STATE["tokenizer"].encode_batch)
 
 
-def _init_tokenizer(tok):
+def _init_tokenizer(tok, on_decode_error):
   _STATE["tokenizer"] = tok
+  _STATE["on_decode_error"] = on_decode_error
 
 
 def build_corpus(config: BertConfig, tok, progress: cli.Progress) -> Corpus:
-  """Reads and tokenizes all input files (tokenizing in worker processes)."""
-  batches = iter_line_batches(config.input_files, config.on_decode_error)
+  """Reads and tokenizes all input files in worker processes.
+
+  This process only cuts the files into chunks of whole lines and joins the
+  workers' (ids, line lengths) arrays in order.
+  """
+  chunks = text_input.line_chunks(config.input_files, _CHUNK_BYTES)
   if config.num_workers > 1:
     # Worker processes are the parallelism; Hugging Face threads would oversubscribe.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-  results = parallel.ordered_map(_tokenize_batch, batches, config.num_workers,
-                                 initializer=_init_tokenizer, initargs=(tok,))
+  results = parallel.ordered_map(_tokenize_chunk, chunks, config.num_workers,
+                                 initializer=_init_tokenizer,
+                                 initargs=(tok, config.on_decode_error))
 
   def report(builder):
     progress.update(lambda: f"read {builder.lines:,} lines")
@@ -145,6 +155,8 @@ def document_digest(corpus: Corpus, d: int) -> int:
 
 def _default_task(task):
   """Worker: instances of documents [d0, d1) in round `dupe`, spilled by order key.
+
+  Returns the number of records spilled to each bucket.
 
   Each document's instances are built with a `random.Random` keyed by
   (seed, dupe, document index, digest of the document's token ids); the
@@ -203,7 +215,7 @@ def _default_task(task):
   for key, rec in zip(keys.tolist(), records_):
     writer.add(key, rec)
   writer.close()
-  return writer.count
+  return writer.bucket_counts
 
 
 def _packed_task(task):
@@ -242,7 +254,7 @@ def _packed_task(task):
   for key, rec in zip(keys.tolist(), records_):
     writer.add(key, rec)
   writer.close()
-  return writer.count
+  return writer.bucket_counts
 
 
 def _dynamic_records(ctx: _Context, insts, spans, keys) -> list:
@@ -296,62 +308,142 @@ def _estimate_buckets(config: BertConfig, corpus: Corpus, num_shards: int) -> in
   return num_shards * per_shard
 
 
-def spill_default_mode(ctx: _Context, progress: cli.Progress) -> int:
-  """Builds all instances in workers, spilled to hash buckets; returns the count."""
+def spill_default_mode(ctx: _Context, progress: cli.Progress) -> np.ndarray:
+  """Builds all instances in workers, spilled to hash buckets; returns the
+  number of records in each bucket."""
   _STATE["ctx"] = ctx
-  total = 0
+  per_bucket = np.zeros(ctx.num_buckets, np.int64)
   if ctx.packed is not None:
     task_fn, tasks = _packed_task, list(_tasks(ctx.config, ctx.packed.num_instances,
                                                _PACKED_PER_TASK))
   else:
     task_fn, tasks = _default_task, list(_tasks(ctx.config, ctx.corpus.num_docs))
-  for n, count in enumerate(parallel.ordered_map(task_fn, tasks,
-                                                 ctx.config.num_workers)):
-    total += count
-    progress.update(lambda: f"instances: {total:,} ({n + 1}/{len(tasks)} tasks)")
-  return total
+  for n, counts in enumerate(parallel.ordered_map(task_fn, tasks,
+                                                  ctx.config.num_workers)):
+    per_bucket += counts
+    progress.update(lambda: f"instances: {int(per_bucket.sum()):,} ({n + 1}/{len(tasks)} tasks)")
+  return per_bucket
 
 
-def default_mode_records(ctx: _Context):
-  """Yields (bucket, record) in final order (ascending order key)."""
-  for b in range(ctx.num_buckets):
-    for _, rec in spill.read_bucket(ctx.spill_dir, b):
-      yield b, rec
+def _framed_path(ctx: _Context, b: int, f: int) -> str:
+  return os.path.join(ctx.spill_dir, f"framed-{b:05d}-{f:05d}")
 
 
-def _framed_path(ctx: _Context, b: int) -> str:
-  return os.path.join(ctx.spill_dir, f"framed-{b:05d}")
+def _frame_bucket(task):
+  """Worker: sorts bucket b into files of framed records, one per output file
+  its records go to; returns [(output file index, framed path, records)].
 
-
-def _frame_bucket(b: int) -> int:
-  """Worker: sorts bucket b into a file of framed records; returns its count."""
+  Args:
+    task: (bucket, its first record's index in the whole output order,
+      number of round-robin output files or 0 for shards by bucket range,
+      buckets per shard).
+  """
+  b, first, round_robin, per_shard = task
   ctx: _Context = _STATE["ctx"]
   items = spill.read_bucket(ctx.spill_dir, b)
   for path in spill.bucket_files(ctx.spill_dir, b):
     os.remove(path)
   frame = tfrecord.frame
-  with open(_framed_path(ctx, b), "wb") as f:
-    f.write(b"".join([frame(rec) for _, rec in items]))
-  return len(items)
+  framed = [frame(rec) for _, rec in items]
+  if round_robin:
+    # Record `first + j` goes to file (first + j) % n: file f takes every n-th.
+    parts = [(f, framed[(f - first) % round_robin::round_robin]) for f in range(round_robin)]
+  else:
+    parts = [(b // per_shard, framed)]
+  out = []
+  for f, recs in parts:
+    if not recs:
+      continue
+    path = _framed_path(ctx, b, f)
+    with open(path, "wb") as fh:
+      fh.write(b"".join(recs))
+    out.append((f, path, len(recs)))
+  return out
 
 
-def write_default_mode_shards(ctx: _Context, handles, progress: cli.Progress) -> int:
-  """Frames buckets in workers, then appends them to their shards in order."""
-  per_shard = ctx.num_buckets // len(handles)
-  counts = parallel.ordered_map(_frame_bucket, range(ctx.num_buckets), ctx.config.num_workers)
-  total = 0
-  for b, count in enumerate(counts):
-    h = handles[b // per_shard]
-    path = _framed_path(ctx, b)
+_FILES: Dict[int, object] = {}  # the shard-writer process's open files
+
+
+def _init_file_writer(targets, compression):
+  _STATE["targets"] = targets
+  _STATE["compression"] = compression
+  _FILES.clear()
+
+
+def _file_writer(msg):
+  """Shard-writer process: appends framed files to outputs, hashing as it goes.
+
+  ("append", f, framed path, records) appends to output f (opened at its
+  first append); ("finish", f) completes output f and returns its info for
+  `DatasetWriter.record_finished`. Outputs already finished by a resumed
+  run are skipped (target None).
+  """
+  f = msg[1]
+  target = _STATE["targets"][f]
+  h = _FILES.get(f)
+  if h is None and target is not None:
+    writer, out_path = target
+    h = _FILES[f] = writer.open(out_path, _STATE["compression"])
+  if msg[0] == "append":
+    _, _, path, count = msg
     if h is not None:
       h.append_framed_file(path, count)
     os.remove(path)
-    total += count
-    progress.update(lambda: f"written {total:,} records")
-  for h in handles:
-    if h is not None:
-      h.commit()
-  return total
+    return None
+  _FILES.pop(f, None)
+  return None if h is None else h.finish()
+
+
+def write_default_mode_files(ctx: _Context, targets, per_bucket: np.ndarray, compression: str,
+                             round_robin: bool, progress: cli.Progress) -> int:
+  """Frames buckets in workers; a writer process appends them to the outputs.
+
+  This process only passes file names along: records are sorted and framed
+  by the workers, copied and hashed (sha256 for the metadata) by one writer
+  process while later buckets are framed.
+
+  Args:
+    targets: per output file, (DatasetWriter, path), or None if finished.
+    per_bucket: records in each bucket.
+    round_robin: instances go to the files round-robin (several
+      --output_file), else file i holds the i-th range of buckets (shards).
+  Returns:
+    The number of records written.
+  """
+  nb, n_files = ctx.num_buckets, len(targets)
+  per_shard = 0 if round_robin else nb // n_files
+  firsts = np.concatenate([[0], np.cumsum(per_bucket)[:-1]]).tolist()
+  tasks = [(b, firsts[b], n_files if round_robin else 0, per_shard) for b in range(nb)]
+  framed = parallel.ordered_map(_frame_bucket, tasks, ctx.config.num_workers)
+
+  def messages():
+    for b, parts in enumerate(framed):
+      for f, path, count in parts:
+        yield ("append", f, path, count)
+      if round_robin and b == nb - 1:
+        for f in range(n_files):
+          yield ("finish", f)
+      elif not round_robin and (b + 1) % per_shard == 0:
+        yield ("finish", b // per_shard)
+      progress.update(lambda: f"written {int(sum(per_bucket[:b + 1])):,} records")
+
+  infos = {}
+  try:
+    for info in parallel.ordered_map(_file_writer, messages(), 1, in_process=False,
+                                     prefetch=256, initializer=_init_file_writer,
+                                     initargs=(targets, compression)):
+      if info is not None:
+        infos[info["name"]] = info
+  except BaseException:
+    for t in targets:
+      if t is not None:
+        t[0].remove_temps(t[1])
+    raise
+  for t in targets:
+    if t is not None:
+      writer, path = t
+      writer.record_finished(path, infos[os.path.basename(path)])
+  return int(per_bucket.sum())
 
 
 def reference_mode_records(ctx: _Context, rng: random.Random, spill_path: str,
@@ -443,6 +535,10 @@ def create(config: BertConfig) -> dict:
       ctx = _Context(config, corpus.reordered(order), mask, encoder, clean=clean)
       stream = ((None, r) for r in reference_mode_records(
           ctx, rng, os.path.join(tmp, "records"), progress))
+      handles = [None if w.is_finished(p) else w.open(p, compression)
+                 for w, (_, ps) in zip(writers, groups) for p in ps]
+      count = _write_round_robin(stream, handles, progress)
+      handles = []
     else:
       nb = _estimate_buckets(config, corpus, config.num_shards)
       ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb, clean=clean,
@@ -450,21 +546,16 @@ def create(config: BertConfig) -> dict:
       if config.packing:
         ctx.packed = packing.pack(corpus.seg_starts, corpus.doc_starts,
                                    config.max_seq_length, config.packing)
-      total = spill_default_mode(ctx, progress)
+      per_bucket = spill_default_mode(ctx, progress)
+      total = int(per_bucket.sum())
       if total < len(all_paths):
         raise UserError(f"--num_shards={len(all_paths)} (or that many --output_file paths) "
                         f"but the input makes only {total} instances: every file would not "
                         "get one; use fewer shards or more input")
-      stream = default_mode_records(ctx)
-    handles = [None if w.is_finished(p) else w.open(p, compression)
-               for w, (_, ps) in zip(writers, groups) for p in ps]
-    if config.reference_compatible or len(config.output_files) > 1:
-      count = _write_stream(stream, handles, config, len(all_paths),
-                            ctx.num_buckets if not config.reference_compatible else 1,
-                            progress)
-    else:
-      count = write_default_mode_shards(ctx, handles, progress)
-    handles = []
+      targets = [None if w.is_finished(p) else (w, p)
+                 for w, (_, ps) in zip(writers, groups) for p in ps]
+      count = write_default_mode_files(ctx, targets, per_bucket, compression,
+                                       len(config.output_files) > 1, progress)
   finally:
     for h in handles:
       if h is not None:
@@ -501,15 +592,12 @@ def create(config: BertConfig) -> dict:
   return summary
 
 
-def _write_stream(stream, handles, config: BertConfig, n_files: int, num_buckets: int,
-                  progress: cli.Progress) -> int:
-  """Writes records to files: by order-key range with shards, else round-robin."""
-  by_range = config.num_shards > 1
-  per_shard = num_buckets // n_files if by_range else 0
+def _write_round_robin(stream, handles, progress: cli.Progress) -> int:
+  """Writes records to the files round-robin (reference mode)."""
   count = 0
-  for bucket, rec in stream:
-    target = bucket // per_shard if by_range else count % n_files
-    h = handles[target]
+  n_files = len(handles)
+  for _, rec in stream:
+    h = handles[count % n_files]
     if h is not None:
       h.write_record(rec)
     count += 1

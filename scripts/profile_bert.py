@@ -41,7 +41,7 @@ from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
 from textrecords import cli  # pylint: disable=wrong-import-position
 
 VOCAB = os.path.join(REPO, "tests", "testdata", "vocab_uncased.txt")
-PHASES = ("load_tokenizer", "build_corpus", "spill_default_mode", "write_default_mode_shards")
+PHASES = ("load_tokenizer", "build_corpus", "spill_default_mode", "write_default_mode_files")
 
 
 def timed_phases(config: BertConfig) -> dict:
@@ -81,11 +81,11 @@ def worker_cpu_per_instance(config: BertConfig) -> dict:
   ctx = P._Context(cfg, corpus, mask, enc, spill_dir=tmp, num_buckets=4, clean=True)  # pylint: disable=protected-access
   P._STATE["ctx"] = ctx  # pylint: disable=protected-access
   c = time.process_time()
-  n = sum(P._default_task(t) for t in P._tasks(cfg, corpus.num_docs))  # pylint: disable=protected-access
+  n = sum(sum(P._default_task(t)) for t in P._tasks(cfg, corpus.num_docs))  # pylint: disable=protected-access
   build = time.process_time() - c
   c = time.process_time()
   for b in range(4):
-    P._frame_bucket(b)  # pylint: disable=protected-access
+    P._frame_bucket((b, 0, 0, 4))  # pylint: disable=protected-access
   frame = time.process_time() - c
   return {"instances": n, "build_mask_encode_spill_us": build / n * 1e6,
           "sort_frame_us": frame / n * 1e6}

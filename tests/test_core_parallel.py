@@ -21,6 +21,15 @@ def _fail_on_three(x):
   return x
 
 
+def _fail_late_slow_early(x):
+  if x == 1:
+    time.sleep(0.3)
+    raise UserError("first failure")
+  if x == 2:
+    raise UserError("second failure")
+  return x
+
+
 def _die_on_two(x):
   if x == 2:
     os._exit(7)  # pylint: disable=protected-access
@@ -61,6 +70,11 @@ def test_large_items_and_results_do_not_deadlock():
 def test_worker_exception_is_raised_here():
   with pytest.raises(UserError, match="bad item 3"):
     list(parallel.ordered_map(_fail_on_three, range(10), 2))
+
+
+def test_errors_come_in_input_order():
+  with pytest.raises(UserError, match="first failure"):
+    list(parallel.ordered_map(_fail_late_slow_early, range(4), 2))
 
 
 def test_dead_worker_is_an_error():

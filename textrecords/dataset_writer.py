@@ -146,6 +146,10 @@ class DatasetWriter:
       h.write(data)
       return h.commit()
 
+  def remove_temps(self, path: str):
+    """Removes temp files of `path` left by any writer (a stopped child process)."""
+    self._remove_stale_temps(path)
+
   def _remove_stale_temps(self, path: str):
     d, base = os.path.split(path)
     prefix = f".{base}.tmp-"
@@ -156,7 +160,8 @@ class DatasetWriter:
         except OSError:
           pass
 
-  def _record_finished(self, path: str, info: dict):
+  def record_finished(self, path: str, info: dict):
+    """Records a file completed by `FileHandle.finish` (here or in a child process)."""
     if not self._header_written:
       self._write_progress_header()
     os.replace(info.pop("_tmp"), _done_path(path))
@@ -218,6 +223,16 @@ class FileHandle(tfrecord.AtomicWriter):
     self._owner = owner
 
   def commit(self) -> dict:
+    info = self.finish()
+    self._owner.record_finished(self.path, info)
+    return dict(self._owner.file_info(self.path))
+
+  def finish(self) -> dict:
+    """Completes the temp file (gzip trailer, flush, fsync) without recording it.
+
+    Returns the info for the owner's `record_finished` (which renames it to the
+    finished name); lets a child process write a file that this process records.
+    """
     try:
       if self._gz is not None:
         self._gz.close()
@@ -227,8 +242,6 @@ class FileHandle(tfrecord.AtomicWriter):
     except OSError as e:
       self.abort()
       raise UserError(f"cannot write {self.path}: {e.strerror}") from e
-    info = {"name": os.path.basename(self.path), "bytes": self.size,
+    return {"name": os.path.basename(self.path), "bytes": self.size,
             "sha256": self._hash.hexdigest(), "records": self.records,
             "_tmp": self.tmp}
-    self._owner._record_finished(self.path, info)  # pylint: disable=protected-access
-    return dict(self._owner.file_info(self.path))

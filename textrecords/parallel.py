@@ -80,24 +80,32 @@ def _sender(conn, tasks: "queue.SimpleQueue"):
 
 def ordered_map(fn: Callable, items: Iterable, num_workers: int,
                 initializer: Optional[Callable] = None, initargs: tuple = (),
-                window: Optional[int] = None) -> Iterator:
+                window: Optional[int] = None, prefetch: int = _PREFETCH,
+                in_process: Optional[bool] = None) -> Iterator:
   """Yields fn(item) for each item, in order, using `num_workers` processes.
 
-  With num_workers == 1 everything runs in this process (no pickling).
+  With num_workers == 1 everything runs in this process (no pickling),
+  unless `in_process=False`: then one worker process runs the items one
+  after the other, in order (so `fn` may keep state between items, as a
+  file writer does). Each worker gets up to `prefetch` items ahead.
   Items are handed to whichever worker is free; at most `window` (default
   4 per worker) results are held waiting for an earlier one. An exception in
-  `fn` is raised here (the workers are stopped).
+  `fn` is raised here in input order (the first failing item's, whichever
+  worker count), and the workers are stopped.
 
   >>> list(ordered_map(abs, [-3, 1, -2], 2))
   [3, 1, 2]
   """
-  if num_workers <= 1:
+  if in_process is None:
+    in_process = num_workers <= 1
+  if in_process:
     if initializer is not None:
       initializer(*initargs)
     for item in items:
       yield fn(item)
     return
-  window = window or 4 * num_workers
+  num_workers = max(1, num_workers)
+  window = window or max(4 * num_workers, prefetch)
   ctx = _context()
   # Objects that exist before the fork are moved out of the collector's
   # reach, so workers' garbage collections do not write to (and so copy) the
@@ -126,7 +134,7 @@ def ordered_map(fn: Callable, items: Iterable, num_workers: int,
     exhausted = False
     while True:
       for w in range(num_workers):
-        while (not exhausted and outstanding[w] < _PREFETCH
+        while (not exhausted and outstanding[w] < prefetch
                and next_in - next_out < window):
           try:
             item = next(it)
@@ -146,12 +154,12 @@ def ordered_map(fn: Callable, items: Iterable, num_workers: int,
         except (EOFError, OSError):
           procs[w].join(1)
           raise WorkerError(f"a worker process died (exit code {procs[w].exitcode})") from None
+        outstanding[w] -= 1
+        done[index] = (ok, result)
+      while next_out in done:
+        ok, result = done.pop(next_out)
         if not ok:
           raise result
-        outstanding[w] -= 1
-        done[index] = result
-      while next_out in done:
-        result = done.pop(next_out)
         next_out += 1
         yield result
     clean_exit = True

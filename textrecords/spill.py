@@ -31,6 +31,7 @@ class SpillWriter:
     self._limit = max(4096, buffer_bytes // max(1, num_buckets) * 4)
     self.compress = compress
     self.count = 0
+    self.bucket_counts = [0] * num_buckets  # records added per bucket
 
   def add(self, key: int, record: bytes):
     b = (key * self.num_buckets) >> 64
@@ -38,6 +39,7 @@ class SpillWriter:
     self._buffers[b].append(chunk)
     self._sizes[b] += len(chunk)
     self.count += 1
+    self.bucket_counts[b] += 1
     if self._sizes[b] >= self._limit:
       self._flush(b)
 

@@ -1,8 +1,15 @@
-"""Input files: comma-separated glob patterns and checked UTF-8 line reading."""
+"""Input files: comma-separated glob patterns and checked UTF-8 line reading.
 
+Files are read line by line (`read_lines`), or cut into byte ranges of whole
+lines (`line_chunks`) that worker processes read on their own
+(`chunk_lines`), so reading and decoding run in parallel and this process
+only hands out (path, start, end) triples.
+"""
+
+import dataclasses
 import glob
 import os
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 from textrecords import storage
 from textrecords.errors import UserError
@@ -74,9 +81,7 @@ def read_lines(path: str, on_decode_error: str = "strict",
     except OSError as e:
       raise UserError(f"cannot read {path}: {e.strerror}") from e
   with f:
-    head = f.read(8192)
-    if b"\x00" in head:
-      raise UserError(f"{path}: looks like a binary file (NUL bytes), expected UTF-8 text")
+    _check_not_binary(path, f.read(8192))
     f.seek(0)
     for lineno, raw in enumerate(f, 1):
       if drop_cr:
@@ -93,7 +98,115 @@ def read_lines(path: str, on_decode_error: str = "strict",
         elif on_decode_error == "skip_line":
           continue
         else:
-          raise UserError(
-              f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line; "
-              "use --on_decode_error=replace or skip_line to continue past it") from e
+          raise _decode_error(path, lineno, e.start) from e
       yield lineno, text
+
+
+def _check_not_binary(path: str, head: bytes):
+  if b"\x00" in head:
+    raise UserError(f"{path}: looks like a binary file (NUL bytes), expected UTF-8 text")
+
+
+def _decode_error(path: str, lineno: int, byte: int) -> UserError:
+  return UserError(f"{path}:{lineno}: invalid UTF-8 at byte {byte} of the line; "
+                   "use --on_decode_error=replace or skip_line to continue past it")
+
+
+@dataclasses.dataclass(frozen=True)
+class LineChunk:
+  """Bytes [start, end) of `path`: whole lines (ends just after a newline or at EOF)."""
+  path: str
+  start: int
+  end: int
+
+
+def line_chunks(files: Sequence[str], chunk_bytes: int = 1 << 20) -> List[LineChunk]:
+  """Cuts files into chunks of about `chunk_bytes`, each ending at a line end.
+
+  Reading the chunks in order with `chunk_lines` gives the lines `read_lines`
+  gives. Checks each file as `read_lines` does (readable, not binary). A
+  file holding "ab\\ncd\\nef" cut with chunk_bytes=4 gives the chunks
+  [0, 6) ("ab\\ncd\\n") and [6, 8) ("ef"); an empty file gives none.
+  """
+  chunks = []
+  for path in files:
+    try:
+      f = open(path, "rb")
+    except OSError as e:
+      raise UserError(f"cannot read {path}: {e.strerror}") from e
+    with f:
+      _check_not_binary(path, f.read(8192))
+      size = os.fstat(f.fileno()).st_size
+      pos = 0
+      while pos < size:
+        end = pos + chunk_bytes
+        if end >= size:
+          end = size
+        else:
+          f.seek(end - 1)
+          end = end - 1 + len(f.readline())
+        chunks.append(LineChunk(path, pos, end))
+        pos = end
+  return chunks
+
+
+def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
+                drop_cr: bool = False) -> Tuple[List[str], int]:
+  """The lines of a chunk as `read_lines` yields them, and how many lines it has.
+
+  The count includes lines dropped by on_decode_error="skip_line".
+
+  Raises:
+    UserError: invalid UTF-8 (strict), naming the file and the line's number
+      in the file.
+  """
+  try:
+    with open(chunk.path, "rb") as f:
+      data = os.pread(f.fileno(), chunk.end - chunk.start, chunk.start)
+  except OSError as e:
+    raise UserError(f"cannot read {chunk.path}: {e.strerror}") from e
+  if not data:
+    return [], 0
+  if drop_cr:
+    data = data.replace(b"\r", b"")
+  try:
+    # "\n" never occurs inside a multi-byte sequence, so decoding the whole
+    # chunk and splitting equals decoding line by line.
+    text = data.decode("utf-8")
+  except UnicodeDecodeError:
+    text = None
+  if text is not None:
+    lines = text.split("\n")
+    if text.endswith("\n"):
+      lines.pop()
+    if not drop_cr and "\r" in text:
+      lines = [l[:-1] if l.endswith("\r") else l for l in lines]
+    return lines, len(lines)
+  raws = data.split(b"\n")
+  if data.endswith(b"\n"):
+    raws.pop()
+  lines = []
+  for i, raw in enumerate(raws):
+    if not drop_cr and raw.endswith(b"\r"):
+      raw = raw[:-1]
+    try:
+      lines.append(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+      if on_decode_error == "replace":
+        lines.append(raw.decode("utf-8", errors="replace"))
+      elif on_decode_error != "skip_line":
+        raise _decode_error(chunk.path, _lines_before(chunk) + i + 1, e.start) from e
+  return lines, len(raws)
+
+
+def _lines_before(chunk: LineChunk) -> int:
+  """Newlines in the file before the chunk (only on the error path)."""
+  n, pos = 0, 0
+  with open(chunk.path, "rb") as f:
+    while pos < chunk.start:
+      block = f.read(min(1 << 22, chunk.start - pos))
+      if not block:
+        break
+      n += block.count(b"\n")
+      pos += len(block)
+  return n
