@@ -73,16 +73,7 @@ def read_lines(path: str, on_decode_error: str = "strict",
     UserError: invalid UTF-8 (strict), or a file that looks binary (NUL bytes
       in its first 8 KiB), or an I/O error.
   """
-  if storage.is_url(path):
-    f = storage.open_read(path)
-  else:
-    try:
-      f = open(path, "rb")
-    except OSError as e:
-      raise UserError(f"cannot read {path}: {e.strerror}") from e
-  with f:
-    _check_not_binary(path, f.read(8192))
-    f.seek(0)
+  with _open_text_file(path) as f:
     for lineno, raw in enumerate(f, 1):
       if drop_cr:
         raw = raw.replace(b"\r", b"")
@@ -102,9 +93,21 @@ def read_lines(path: str, on_decode_error: str = "strict",
       yield lineno, text
 
 
-def _check_not_binary(path: str, head: bytes):
-  if b"\x00" in head:
+def _open_text_file(path: str):
+  """`path` (local or URL) opened for binary reading at offset 0, after
+  checking it is not binary."""
+  if storage.is_url(path):
+    f = storage.open_read(path)
+  else:
+    try:
+      f = open(path, "rb")
+    except OSError as e:
+      raise UserError(f"cannot read {path}: {e.strerror}") from e
+  if b"\x00" in f.read(8192):
+    f.close()
     raise UserError(f"{path}: looks like a binary file (NUL bytes), expected UTF-8 text")
+  f.seek(0)
+  return f
 
 
 def _decode_error(path: str, lineno: int, byte: int) -> UserError:
@@ -130,13 +133,8 @@ def line_chunks(files: Sequence[str], chunk_bytes: int = 1 << 20) -> List[LineCh
   """
   chunks = []
   for path in files:
-    try:
-      f = open(path, "rb")
-    except OSError as e:
-      raise UserError(f"cannot read {path}: {e.strerror}") from e
-    with f:
-      _check_not_binary(path, f.read(8192))
-      size = os.fstat(f.fileno()).st_size
+    with _open_text_file(path) as f:
+      size = f.seek(0, os.SEEK_END)
       pos = 0
       while pos < size:
         end = pos + chunk_bytes
@@ -160,11 +158,7 @@ def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
     UserError: invalid UTF-8 (strict), naming the file and the line's number
       in the file.
   """
-  try:
-    with open(chunk.path, "rb") as f:
-      data = os.pread(f.fileno(), chunk.end - chunk.start, chunk.start)
-  except OSError as e:
-    raise UserError(f"cannot read {chunk.path}: {e.strerror}") from e
+  data = _read_range(chunk.path, chunk.start, chunk.end - chunk.start)
   if not data:
     return [], 0
   if drop_cr:
@@ -199,10 +193,22 @@ def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
   return lines, len(raws)
 
 
+def _read_range(path: str, start: int, size: int) -> bytes:
+  if storage.is_url(path):
+    with storage.open_read(path) as f:
+      f.seek(start)
+      return f.read(size)
+  try:
+    with open(path, "rb") as f:
+      return os.pread(f.fileno(), size, start)
+  except OSError as e:
+    raise UserError(f"cannot read {path}: {e.strerror}") from e
+
+
 def _lines_before(chunk: LineChunk) -> int:
   """Newlines in the file before the chunk (only on the error path)."""
   n, pos = 0, 0
-  with open(chunk.path, "rb") as f:
+  with _open_text_file(chunk.path) as f:
     while pos < chunk.start:
       block = f.read(min(1 << 22, chunk.start - pos))
       if not block:
