@@ -11,11 +11,15 @@ corpus costs 4 bytes a token, not Python lists.
 """
 
 import dataclasses
-from typing import Iterable, List, Sequence, Tuple
+from typing import Iterable, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
+from textrecords import text_input
 from textrecords.errors import UserError
+
+# A line batch sent to a tokenizer worker: (lines, is_break flags).
+_BATCH_LINES = 4096
 
 
 @dataclasses.dataclass
@@ -90,6 +94,20 @@ def _starts(lengths: np.ndarray) -> np.ndarray:
   return out
 
 
+def iter_line_batches(files: Sequence[str], on_decode_error: str,
+                      batch: int = _BATCH_LINES) -> Iterator[List[str]]:
+  """Yields lists of stripped lines across all files ('' = document break)."""
+  out = []
+  for path in files:
+    for _, line in text_input.read_lines(path, on_decode_error, drop_cr=True):
+      out.append(line.strip())
+      if len(out) >= batch:
+        yield out
+        out = []
+  if out:
+    yield out
+
+
 def encode_lines(lines: Sequence[str], encode_batch) -> Tuple[np.ndarray, np.ndarray]:
   """Tokenizes a batch of stripped lines into (flat ids, lengths).
 
@@ -153,7 +171,7 @@ def read_corpus(tokenized_batches: Iterable[Tuple[np.ndarray, np.ndarray]],
   """Builds a Corpus from `encode_lines` batches in reading order.
 
   Args:
-    tokenized_batches: `(flat, lengths)` per chunk of input lines, in reading order.
+    tokenized_batches: `(flat, lengths)` per batch or chunk of input lines, in reading order.
     files: the input files (for the error message).
     progress: optional callable taking the builder after each batch.
   Raises:
