@@ -9,7 +9,9 @@ src_tokenizer.json / tgt_tokenizer.json for bpe), and meta.json, written last.
 Read it with `mt_data.make_dataset`.
 """
 
+import collections
 import gc
+import itertools
 import json
 import os
 import sys
@@ -17,6 +19,7 @@ import time
 from typing import Callable, Dict, List, Optional
 
 from absl import flags
+import numpy as np
 
 from textrecords import cli
 from textrecords import storage
@@ -37,6 +40,7 @@ from mt_data import vocab as vocab_lib
 
 FLAGS = flags.FLAGS
 BLOCK = 8192  # records per worker task
+READ_CHUNK = 1 << 19  # input bytes per reading task
 
 # Worker state (set by _init_worker; inherited by forked workers).
 _W: Dict[str, list] = {}
@@ -60,14 +64,45 @@ def define_flags():
   flags.DEFINE_integer("vocab_size", 8000, "bpe only: vocabulary size per language.")
 
 
-def _init_worker(sources: List[List[int]], targets: List[List[int]]):
+def _init_worker(sources: records.IdSequences, targets: records.IdSequences):
   _W["src"] = sources
   _W["tgt"] = targets
 
 
 def _encode_block(task):
   start, stop = task
-  return records.framed_block(_W["src"], _W["tgt"], start, stop), stop - start
+  return (records.framed_block(_W["src"].rows(start, stop), _W["tgt"].rows(start, stop),
+                               0, stop - start), stop - start)
+
+
+def _init_reader(on_decode_error: str):
+  _W["on_decode_error"] = on_decode_error
+
+
+def _read_block(chunk):
+  return preprocess.read_block(chunk, _W["on_decode_error"])
+
+
+def read_blocks(cfg: config_lib.MTConfig, files: List[str],
+                progress: cli.Progress) -> List[preprocess.PairBlock]:
+  """Reads, cleans, tokenizes and counts the input, in worker processes.
+
+  Workers each take a chunk of whole lines and return its pairs as ids into
+  the chunk's own vocabulary with its counts; merging those in input order
+  is exact. With --num_train and --num_val both set, only the pairs needed
+  are read, in this process.
+  """
+  limit = preprocess.pairs_needed(cfg.num_train, cfg.num_val)
+  if limit is not None:
+    reader = preprocess.PairReader(files, cfg.on_decode_error, limit)
+    return [preprocess.pair_block(list(reader), reader.lines, reader.skipped)]
+  blocks = []
+  for block in parallel.ordered_map(_read_block, text_input.line_chunks(files, READ_CHUNK),
+                                    cfg.num_workers, initializer=_init_reader,
+                                    initargs=(cfg.on_decode_error,)):
+    blocks.append(block)
+    progress.update(lambda: f"read {sum(b.lines for b in blocks)} lines")
+  return blocks
 
 
 def _check_output_dir(cfg: config_lib.MTConfig):
@@ -124,55 +159,63 @@ def _create(cfg, log):
   _check_output_dir(cfg)
   progress = cli.Progress(cfg.quiet)
 
-  # 1. Read, clean and tokenize the pairs.
-  reader = preprocess.PairReader(files, cfg.on_decode_error,
-                                 preprocess.pairs_needed(cfg.num_train, cfg.num_val))
-  sources, targets = [], []
-  for src, tgt in reader:
-    sources.append(src)
-    targets.append(tgt)
-    if len(sources) % 65536 == 0:
-      progress.update(lambda: f"read {len(sources)} pairs")
-  skipped = reader.skipped_dict()
-  if not sources:
-    raise UserError(f"no valid pairs in {', '.join(files)}: {reader.lines} lines read, "
+  # 1. Read, clean, tokenize and count the pairs (in workers).
+  blocks = read_blocks(cfg, files, progress)
+  lines_read = sum(b.lines for b in blocks)
+  skipped_counts = collections.Counter()
+  for b in blocks:
+    skipped_counts.update(b.skipped)
+  skipped = {r: skipped_counts.get(r, 0) for r in preprocess.SKIP_REASONS}
+  num_pairs = sum(b.num_pairs for b in blocks)
+  if not num_pairs:
+    raise UserError(f"no valid pairs in {', '.join(files)}: {lines_read} lines read, "
                     f"skipped {json.dumps(skipped)}; expected 'source<TAB>target' lines")
-  n_train, n_val = preprocess.split_sizes(len(sources), cfg.num_train, cfg.num_val)
+  n_train, n_val = preprocess.split_sizes(num_pairs, cfg.num_train, cfg.num_val)
   if n_train == 0:
-    raise UserError(f"no train pairs: the input has {len(sources)} valid pairs and "
+    raise UserError(f"no train pairs: the input has {num_pairs} valid pairs and "
                     f"--num_val={cfg.num_val} reserves them all; lower --num_val")
   if cfg.num_train > 0 and n_train < cfg.num_train:
     log(f"warning: only {n_train} valid pairs for --num_train={cfg.num_train}")
   if cfg.num_val > 0 and n_val < cfg.num_val:
     log(f"warning: {n_val} validation pairs, fewer than --num_val={cfg.num_val}")
-  del sources[n_train + n_val:], targets[n_train + n_val:]
+  assert n_train + n_val == num_pairs  # every pair read is written
   t_read = time.monotonic()
 
   # 2. Vocabularies and ids.
   vocab_files: Dict[str, bytes] = {}
   if cfg.tokenizer == "word":
-    src_tokens = vocab_lib.word_vocab(sources, cfg.min_freq)
-    tgt_tokens = vocab_lib.word_vocab(targets, cfg.min_freq)
+    src_tokens = vocab_lib.word_vocab_from_counts(
+        preprocess.merge_counts(b.source for b in blocks), cfg.min_freq)
+    tgt_tokens = vocab_lib.word_vocab_from_counts(
+        preprocess.merge_counts(b.target for b in blocks), cfg.min_freq)
     src_codec, tgt_codec = vocab_lib.WordCodec(src_tokens), vocab_lib.WordCodec(tgt_tokens)
-    src_ids = [src_codec.ids(s) for s in sources]
-    tgt_ids = [tgt_codec.ids(t) for t in targets]
+    src_ids = records.IdSequences(
+        _concat([b.source.global_ids(src_codec.ids(b.source.tokens)) for b in blocks]),
+        _concat([b.source.lengths for b in blocks]))
+    tgt_ids = records.IdSequences(
+        _concat([b.target.global_ids(tgt_codec.ids(b.target.tokens)) for b in blocks]),
+        _concat([b.target.lengths for b in blocks]))
   else:
+    sources = [s for b in blocks for s in b.source.sentences()]
+    targets = [t for b in blocks for t in b.target.sentences()]
     src_tok = vocab_lib.train_bpe(sources[:n_train], cfg.vocab_size, cfg.min_freq)
     tgt_tok = vocab_lib.train_bpe(targets[:n_train], cfg.vocab_size, cfg.min_freq)
     src_tokens, tgt_tokens = vocab_lib.bpe_tokens(src_tok), vocab_lib.bpe_tokens(tgt_tok)
-    src_ids = vocab_lib.bpe_encode_all(src_tok, sources)
-    tgt_ids = vocab_lib.bpe_encode_all(tgt_tok, targets)
+    src_ids = _id_sequences(vocab_lib.bpe_encode_all(src_tok, sources))
+    tgt_ids = _id_sequences(vocab_lib.bpe_encode_all(tgt_tok, targets))
     vocab_files[schema.TOKENIZER_FILE["source"]] = vocab_lib.tokenizer_json(src_tok)
     vocab_files[schema.TOKENIZER_FILE["target"]] = vocab_lib.tokenizer_json(tgt_tok)
+    del sources, targets
+  del blocks
   vocab_files[schema.VOCAB_FILE["source"]] = vocab_lib.core_vocab.tokens_file_bytes(src_tokens)
   vocab_files[schema.VOCAB_FILE["target"]] = vocab_lib.core_vocab.tokens_file_bytes(tgt_tokens)
+  src_lens, tgt_lens = src_ids.lengths, tgt_ids.lengths
   split_stats = {
-      "train": _length_stats(src_ids[:n_train], tgt_ids[:n_train]),
-      "valid": _length_stats(src_ids[n_train:], tgt_ids[n_train:]),
+      "train": _length_stats(src_lens[:n_train], tgt_lens[:n_train]),
+      "valid": _length_stats(src_lens[n_train:], tgt_lens[n_train:]),
   }
-  unk = {"source": sum(s.count(preprocess.UNK_ID) for s in src_ids),
-         "target": sum(t.count(preprocess.UNK_ID) for t in tgt_ids)}
-  del sources, targets
+  unk = {"source": int(np.count_nonzero(src_ids.flat == preprocess.UNK_ID)),
+         "target": int(np.count_nonzero(tgt_ids.flat == preprocess.UNK_ID))}
   t_vocab = time.monotonic()
 
   # 3. Write everything through one DatasetWriter (atomic, resumable).
@@ -239,7 +282,7 @@ def _create(cfg, log):
         "reserved_tokens": list(preprocess.RESERVED),
         "flags": flags_used,
         "inputs": inputs,
-        "lines_read": reader.lines,
+        "lines_read": lines_read,
         "skipped_lines": skipped,
         "compression": compression,
         "splits": {
@@ -268,14 +311,22 @@ def _create(cfg, log):
   return summary
 
 
-def _length_stats(src_ids: List[List[int]], tgt_ids: List[List[int]]) -> dict:
-  """Token counts (with <eos>) of one split."""
-  def stats(seqs):
-    if not seqs:
+def _concat(arrays: List[np.ndarray]) -> np.ndarray:
+  return np.concatenate(arrays).astype(np.int32, copy=False) if arrays else np.zeros(0, np.int32)
+
+
+def _id_sequences(seqs: List[List[int]]) -> records.IdSequences:
+  flat = np.fromiter(itertools.chain.from_iterable(seqs), np.int32)
+  return records.IdSequences(flat, np.fromiter(map(len, seqs), np.int32, len(seqs)))
+
+
+def _length_stats(src_lens: np.ndarray, tgt_lens: np.ndarray) -> dict:
+  """Token counts (with <eos>) of one split, from per-pair lengths."""
+  def stats(lens):
+    if not len(lens):
       return {"max_len": 0, "mean_len": 0.0}
-    lens = [len(s) for s in seqs]
-    return {"max_len": max(lens), "mean_len": round(sum(lens) / len(lens), 4)}
-  return {"source": stats(src_ids), "target": stats(tgt_ids)}
+    return {"max_len": int(lens.max()), "mean_len": round(int(lens.sum()) / len(lens), 4)}
+  return {"source": stats(src_lens), "target": stats(tgt_lens)}
 
 
 def main(argv):

@@ -14,8 +14,11 @@ counted by reason.
 """
 
 import collections
+import dataclasses
 import re
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from textrecords import text_input
 
@@ -125,6 +128,102 @@ class PairReader:
 
   def skipped_dict(self) -> dict:
     return {r: self.skipped.get(r, 0) for r in SKIP_REASONS}
+
+
+@dataclasses.dataclass
+class Side:
+  """One side (source or target) of a block of pairs, with the block's own vocab.
+
+  tokens: the distinct tokens in first-occurrence order; counts: how often
+  each occurs; ids: every sentence's tokens as indexes into `tokens`,
+  concatenated (int32); lengths: tokens per sentence (int32).
+  """
+  tokens: List[str]
+  counts: List[int]
+  ids: np.ndarray
+  lengths: np.ndarray
+
+  def global_ids(self, local_to_global: Sequence[int]) -> np.ndarray:
+    """`ids` mapped through a vocabulary (local_to_global[i] = id of tokens[i])."""
+    return np.asarray(local_to_global, np.int32)[self.ids] if self.tokens else self.ids
+
+  def sentences(self) -> List[List[str]]:
+    """The sentences as token lists again."""
+    toks = self.tokens
+    flat = [toks[i] for i in self.ids.tolist()]
+    out, pos = [], 0
+    for n in self.lengths.tolist():
+      out.append(flat[pos:pos + n])
+      pos += n
+    return out
+
+
+@dataclasses.dataclass
+class PairBlock:
+  """A stretch of input read, cleaned, tokenized and counted (in a worker).
+
+  Blocks merge exactly: adding their counts in input order gives the counts
+  of the whole input, in first-occurrence order.
+  """
+  lines: int
+  skipped: "collections.Counter"
+  source: Side
+  target: Side
+
+  @property
+  def num_pairs(self) -> int:
+    return len(self.source.lengths)
+
+
+def _side(sentences: List[List[str]]) -> Side:
+  flat = [t for s in sentences for t in s]
+  counts = collections.Counter(flat)
+  index = {t: i for i, t in enumerate(counts)}
+  return Side(list(counts), list(counts.values()),
+              np.fromiter(map(index.__getitem__, flat), np.int32, len(flat)),
+              np.fromiter(map(len, sentences), np.int32, len(sentences)))
+
+
+def pair_block(pairs: Sequence[Pair], lines: int, skipped) -> PairBlock:
+  """Counts and indexes tokenized pairs.
+
+  >>> b = pair_block([(["a", "b", "<eos>"], ["x", "<eos>"]), (["b", "<eos>"], ["y", "<eos>"])],
+  ...                2, collections.Counter())
+  >>> b.source.tokens, b.source.counts, b.source.ids.tolist(), b.source.lengths.tolist()
+  (['a', 'b', '<eos>'], [1, 2, 2], [0, 1, 2, 1, 2], [3, 2])
+  """
+  return PairBlock(lines, collections.Counter(skipped),
+                   _side([p[0] for p in pairs]), _side([p[1] for p in pairs]))
+
+
+def read_block(chunk: text_input.LineChunk, on_decode_error: str = "strict") -> PairBlock:
+  """Reads, cleans, tokenizes and counts the pairs of one input chunk."""
+  lines, _ = text_input.chunk_lines(chunk, on_decode_error)
+  pairs, skipped = [], collections.Counter()
+  for text in lines:
+    pair, reason = parse_line(text)
+    if pair is None:
+      skipped[reason] += 1
+    else:
+      pairs.append(pair)
+  return pair_block(pairs, len(lines), skipped)
+
+
+def merge_counts(sides: Iterable[Side]) -> "collections.Counter":
+  """The token counts of several blocks' sides, in first-occurrence order.
+
+  >>> a = pair_block([(["a", "b"], ["x"])], 1, {}).source
+  >>> b = pair_block([(["c", "b"], ["x"])], 1, {}).source
+  >>> merge_counts([a, b])
+  Counter({'b': 2, 'a': 1, 'c': 1})
+  >>> list(merge_counts([a, b]))
+  ['a', 'b', 'c']
+  """
+  total = collections.Counter()
+  for side in sides:
+    for t, c in zip(side.tokens, side.counts):
+      total[t] += c
+  return total
 
 
 def split_sizes(total: int, num_train: int, num_val: int) -> Tuple[int, int]:

@@ -7,6 +7,8 @@ shards in name order gives the pairs in input order.
 
 from typing import List, Sequence, Tuple
 
+import numpy as np
+
 from textrecords import example_codec
 from textrecords import tfrecord
 
@@ -33,6 +35,34 @@ def framed_block(sources: Sequence[Sequence[int]], targets: Sequence[Sequence[in
   """TFRecord-framed records for pairs[start:stop], concatenated."""
   frame = tfrecord.frame
   return b"".join(frame(encode_pair(sources[i], targets[i])) for i in range(start, stop))
+
+
+class IdSequences:
+  """Token-id sequences held as one flat int32 array and offsets (no lists).
+
+  >>> seqs = IdSequences(np.array([4, 3, 5, 6, 3], np.int32), np.array([2, 3]))
+  >>> len(seqs), seqs.rows(0, 2), seqs.lengths.tolist()
+  (2, [[4, 3], [5, 6, 3]], [2, 3])
+  """
+
+  def __init__(self, flat: np.ndarray, lengths: np.ndarray):
+    self.flat = flat
+    self.offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=self.offsets[1:])
+
+  def __len__(self) -> int:
+    return len(self.offsets) - 1
+
+  @property
+  def lengths(self) -> np.ndarray:
+    return np.diff(self.offsets)
+
+  def rows(self, start: int, stop: int) -> List[List[int]]:
+    """Sequences start..stop-1 as lists."""
+    off = self.offsets[start:stop + 1].tolist()
+    flat = self.flat[off[0]:off[-1]].tolist()
+    base = off[0]
+    return [flat[a - base:b - base] for a, b in zip(off[:-1], off[1:])]
 
 
 def shard_ranges(n: int, num_shards: int) -> List[Tuple[int, int]]:

@@ -30,7 +30,11 @@ def word_vocab(sentences: Sequence[Sequence[str]], min_freq: int) -> List[str]:
   >>> word_vocab([["a", "b", "<eos>"], ["b", "a", "c", "<eos>"]], 2)
   ['<pad>', '<unk>', '<bos>', '<eos>', 'a', 'b']
   """
-  counts = preprocess.count_tokens(sentences)
+  return word_vocab_from_counts(preprocess.count_tokens(sentences), min_freq)
+
+
+def word_vocab_from_counts(counts, min_freq: int) -> List[str]:
+  """As `word_vocab`, from token counts in first-occurrence order."""
   return core_vocab.frequency_vocab_from_counts(counts, min_freq, preprocess.RESERVED)
 
 
