@@ -187,6 +187,26 @@ def test_byte_identical_for_any_num_workers_and_contiguous_shards(tmp_path):
   assert read_split(one, "train") == read_split(single, "train")   # shards in order = input order
 
 
+@pytest.mark.parametrize("tokenizer", ["word", "bpe"])
+def test_chunked_parallel_reading_gives_the_same_bytes(tmp_path, monkeypatch, tokenizer):
+  # All pairs (num_train=0) are read in chunks by workers; tiny chunks make
+  # many, each with its own vocab and counts, merged in input order.
+  two_files = f"{MESSY},{PAIRS}"
+  kw = dict(input_file=two_files, num_train=0, num_val=5, min_freq=1, tokenizer=tokenizer,
+            vocab_size=60)
+  s1, whole = run(tmp_path, "whole", num_workers=1, **kw)
+  monkeypatch.setattr(mt_create, "READ_CHUNK", 40)
+  s2, chunked = run(tmp_path, "chunked", num_workers=3, **kw)
+  assert tree_bytes(whole) == tree_bytes(chunked)
+  assert s1["lines_read"] == s2["lines_read"] == 61 and s1["skipped_lines"] == s2["skipped_lines"]
+  # Counts over all pairs: a sequential count gives the same vocabulary.
+  reader = preprocess.PairReader([MESSY, PAIRS])
+  pairs = list(reader)
+  if tokenizer == "word":
+    assert open(os.path.join(whole, "src_vocab.txt"), encoding="utf-8").read().split("\n")[:-1] == \
+        mt_vocab.word_vocab([p[0] for p in pairs], 1)
+
+
 def test_gzip_round_trip(tmp_path):
   _, plain = run(tmp_path, "plain", num_train=30, num_val=12)
   _, gz = run(tmp_path, "gz", num_train=30, num_val=12, compression="GZIP")
