@@ -10,6 +10,7 @@ import array
 import dataclasses
 import hashlib
 import math
+import mmap
 import os
 import random
 import shutil
@@ -325,10 +326,6 @@ def spill_default_mode(ctx: _Context, progress: cli.Progress) -> np.ndarray:
   return per_bucket
 
 
-def _framed_path(ctx: _Context, b: int, f: int) -> str:
-  return os.path.join(ctx.spill_dir, f"framed-{b:05d}-{f:05d}")
-
-
 def _frame_bucket(task):
   """Worker: sorts bucket b into files of framed records, one per output file
   its records go to; returns [(output file index, framed path, records)].
@@ -346,19 +343,10 @@ def _frame_bucket(task):
   frame = tfrecord.frame
   framed = [frame(rec) for _, rec in items]
   if round_robin:
-    # Record `first + j` goes to file (first + j) % n: file f takes every n-th.
-    parts = [(f, framed[(f - first) % round_robin::round_robin]) for f in range(round_robin)]
+    parts = _split_round_robin(framed, first, round_robin)
   else:
     parts = [(b // per_shard, framed)]
-  out = []
-  for f, recs in parts:
-    if not recs:
-      continue
-    path = _framed_path(ctx, b, f)
-    with open(path, "wb") as fh:
-      fh.write(b"".join(recs))
-    out.append((f, path, len(recs)))
-  return out
+  return _write_part_files(ctx, f"framed-{b:05d}", parts)
 
 
 _FILES: Dict[int, object] = {}  # the shard-writer process's open files
@@ -394,38 +382,41 @@ def _file_writer(msg):
   return None if h is None else h.finish()
 
 
-def write_default_mode_files(ctx: _Context, targets, per_bucket: np.ndarray, compression: str,
-                             round_robin: bool, progress: cli.Progress) -> int:
-  """Frames buckets in workers; a writer process appends them to the outputs.
+def _split_round_robin(framed: list, first: int, n_files: int):
+  """[(file, records)] when record `first + j` goes to file (first + j) % n_files."""
+  return [(f, framed[(f - first) % n_files::n_files]) for f in range(n_files)]
 
-  This process only passes file names along: records are sorted and framed
-  by the workers, copied and hashed (sha256 for the metadata) by one writer
-  process while later buckets are framed.
+
+def _write_part_files(ctx: _Context, name: str, parts) -> list:
+  """Writes each (file index, framed records) part to a scratch file; returns
+  [(file index, path, records)] for `_append_parts`."""
+  out = []
+  for f, recs in parts:
+    if recs:
+      path = os.path.join(ctx.spill_dir, f"{name}-{f:05d}")
+      with open(path, "wb") as fh:
+        fh.write(b"".join(recs))
+      out.append((f, path, len(recs)))
+  return out
+
+
+def _append_parts(part_lists, targets, compression: str) -> None:
+  """Appends framed part files to the outputs in one writer process.
+
+  This process only passes file names along: the writer process copies the
+  parts (in the kernel) and hashes them (sha256 for the metadata) while the
+  workers make the next parts; then the outputs are recorded here.
 
   Args:
+    part_lists: yields ([(file index, path, records)], [file indexes now complete]).
     targets: per output file, (DatasetWriter, path), or None if finished.
-    per_bucket: records in each bucket.
-    round_robin: instances go to the files round-robin (several
-      --output_file), else file i holds the i-th range of buckets (shards).
-  Returns:
-    The number of records written.
   """
-  nb, n_files = ctx.num_buckets, len(targets)
-  per_shard = 0 if round_robin else nb // n_files
-  firsts = np.concatenate([[0], np.cumsum(per_bucket)[:-1]]).tolist()
-  tasks = [(b, firsts[b], n_files if round_robin else 0, per_shard) for b in range(nb)]
-  framed = parallel.ordered_map(_frame_bucket, tasks, ctx.config.num_workers)
-
   def messages():
-    for b, parts in enumerate(framed):
+    for parts, finished in part_lists:
       for f, path, count in parts:
         yield ("append", f, path, count)
-      if round_robin and b == nb - 1:
-        for f in range(n_files):
-          yield ("finish", f)
-      elif not round_robin and (b + 1) % per_shard == 0:
-        yield ("finish", b // per_shard)
-      progress.update(lambda: f"written {int(sum(per_bucket[:b + 1])):,} records")
+      for f in finished:
+        yield ("finish", f)
 
   infos = {}
   try:
@@ -443,39 +434,154 @@ def write_default_mode_files(ctx: _Context, targets, per_bucket: np.ndarray, com
     if t is not None:
       writer, path = t
       writer.record_finished(path, infos[os.path.basename(path)])
+
+
+def write_default_mode_files(ctx: _Context, targets, per_bucket: np.ndarray, compression: str,
+                             round_robin: bool, progress: cli.Progress) -> int:
+  """Sorts and frames buckets in workers; one writer process appends them.
+
+  Args:
+    targets: per output file, (DatasetWriter, path), or None if finished.
+    per_bucket: records in each bucket.
+    round_robin: instances go to the files round-robin (several
+      --output_file), else file i holds the i-th range of buckets (shards).
+  Returns:
+    The number of records written.
+  """
+  nb, n_files = ctx.num_buckets, len(targets)
+  per_shard = 0 if round_robin else nb // n_files
+  firsts = np.concatenate([[0], np.cumsum(per_bucket)[:-1]]).tolist()
+  tasks = [(b, firsts[b], n_files if round_robin else 0, per_shard) for b in range(nb)]
+
+  def part_lists():
+    for b, parts in enumerate(parallel.ordered_map(_frame_bucket, tasks,
+                                                   ctx.config.num_workers)):
+      if round_robin:
+        finished = range(n_files) if b == nb - 1 else ()
+      else:
+        finished = [b // per_shard] if (b + 1) % per_shard == 0 else ()
+      yield parts, finished
+      progress.update(lambda: f"written {int(per_bucket[:b + 1].sum()):,} records")
+
+  _append_parts(part_lists(), targets, compression)
   return int(per_bucket.sum())
 
 
-def reference_mode_records(ctx: _Context, rng: random.Random, spill_path: str,
-                           progress: cli.Progress):
-  """Yields records in the reference's order (one RNG, all instances shuffled).
+# Reference mode: this process walks the one RNG (instances, then the final
+# shuffle); workers encode and frame the instances, then gather them in the
+# shuffled order into part files that the writer process appends.
 
-  Records are spilled to one file as they are made; the final shuffle permutes
-  indices (shuffle draws depend only on the length), then records are read
-  back in that order.
+_REF_BATCH = 2048  # instances per encoding task
+
+
+def _new_batch():
+  # tokens, lengths, num_as, is_random_next, positions, labels, counts
+  return (array.array("i"), array.array("i"), array.array("i"), array.array("b"),
+          array.array("i"), array.array("i"), array.array("i"))
+
+
+def _reference_batches(ctx: _Context, rng: random.Random, progress: cli.Progress):
+  """The reference's RNG walk; yields (batch number, instances as flat arrays)."""
+  k = total = 0
+  batch = _new_batch()
+  for _ in range(ctx.config.dupe_factor):
+    for d in range(ctx.corpus.num_docs):
+      tokens, lengths, num_as, is_random, positions, labels, counts = batch
+      for inst in _doc_instances(ctx, d, rng):
+        tokens.extend(inst.tokens)
+        lengths.append(len(inst.tokens))
+        num_as.append(inst.num_a)
+        is_random.append(inst.is_random_next)
+        positions.extend(inst.positions)
+        labels.extend(inst.labels)
+        counts.append(len(inst.positions))
+      if len(lengths) >= _REF_BATCH:
+        total += len(lengths)
+        yield k, batch
+        k += 1
+        batch = _new_batch()
+        progress.update(lambda: f"instances: {total:,}")
+  if len(batch[1]):
+    yield k, batch
+
+
+def _rows(flat, lengths: np.ndarray, width: int) -> np.ndarray:
+  """A zero-padded [len(lengths), width] matrix of the concatenated rows `flat`."""
+  out = np.zeros((len(lengths), width), np.int64)
+  out[np.arange(width) < lengths[:, None]] = np.frombuffer(flat, np.int32)
+  return out
+
+
+def _encode_reference_batch(item):
+  """Worker: encodes and frames a batch of instances into a scratch file;
+  returns the framed records' sizes."""
+  k, (tokens, lengths, num_as, is_random, positions, labels, counts) = item
+  ctx: _Context = _STATE["ctx"]
+  lengths = np.frombuffer(lengths, np.int32)
+  counts = np.frombuffer(counts, np.int32)
+  pred = ctx.config.max_predictions_per_seq
+  recs = ctx.encoder.encode_arrays(
+      _rows(tokens, lengths, ctx.config.max_seq_length), lengths, num_as.tolist(),
+      is_random.tolist(), _rows(positions, counts, pred), _rows(labels, counts, pred), counts)
+  framed = [tfrecord.frame(r) for r in recs]
+  with open(os.path.join(ctx.spill_dir, f"ref-{k:06d}"), "wb") as f:
+    f.write(b"".join(framed))
+  return np.fromiter(map(len, framed), np.int64, len(framed))
+
+
+def _gather_reference(task):
+  """Worker: the framed records at positions [s, e) of the shuffled order, as
+  part files (round-robin over the outputs)."""
+  s, e, n_files = task
+  st = _STATE["gather"]
+  ctx: _Context = _STATE["ctx"]
+  maps = st.setdefault("maps", {})
+  idx = st["order"][s:e]
+  out = []
+  for b, o, n in zip(st["batch"][idx].tolist(), st["offset"][idx].tolist(),
+                     st["size"][idx].tolist()):
+    m = maps.get(b)
+    if m is None:
+      with open(os.path.join(ctx.spill_dir, f"ref-{b:06d}"), "rb") as f:
+        m = maps[b] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    out.append(m[o:o + n])
+  return _write_part_files(ctx, f"gathered-{s:012d}", _split_round_robin(out, s, n_files))
+
+
+def write_reference_mode_files(ctx: _Context, rng: random.Random, targets, compression: str,
+                               progress: cli.Progress) -> int:
+  """Reference mode: records in the reference's order, round-robin over the files.
+
+  This process makes the reference's RNG calls (instances of every dupe
+  round and document, then one shuffle of all instances); workers encode and
+  frame batches of instances as they come, then gather them in the shuffled
+  order (the shuffle's draws depend only on the count); one writer process
+  appends the gathered parts and hashes the files.
   """
-  c = ctx.config
-  offsets = array.array("q", [0])  # 8 bytes an instance
-  encode = ctx.encoder.encode
-  with open(spill_path, "wb") as f:
-    for _ in range(c.dupe_factor):
-      for d in range(ctx.corpus.num_docs):
-        for inst in _doc_instances(ctx, d, rng):
-          rec = encode(inst)
-          f.write(rec)
-          offsets.append(offsets[-1] + len(rec))
-        progress.update(lambda: f"instances: {len(offsets) - 1:,}")
-  order = list(range(len(offsets) - 1))
+  _STATE["ctx"] = ctx
+  sizes = list(parallel.ordered_map(_encode_reference_batch, _reference_batches(ctx, rng, progress),
+                                    ctx.config.num_workers, prefetch=4))
+  total = sum(len(x) for x in sizes)
+  order = list(range(total))
   rng.shuffle(order)
-  offs = np.frombuffer(offsets, np.int64)
-  fd = os.open(spill_path, os.O_RDONLY)
-  try:
-    pread = os.pread
-    for i in order:
-      a, b = int(offs[i]), int(offs[i + 1])
-      yield pread(fd, b - a, a)
-  finally:
-    os.close(fd)
+  size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+  offset = np.concatenate([np.cumsum(x) - x for x in sizes]) if sizes else size
+  _STATE["gather"] = {
+      "order": np.asarray(order, np.int64), "size": size, "offset": offset,
+      "batch": np.repeat(np.arange(len(sizes)), [len(x) for x in sizes])}
+  del order
+  n_files = len(targets)
+  tasks = [(s, min(total, s + _REF_BATCH), n_files) for s in range(0, total, _REF_BATCH)]
+
+  def part_lists():
+    for n, parts in enumerate(parallel.ordered_map(_gather_reference, tasks,
+                                                   ctx.config.num_workers)):
+      yield parts, (range(n_files) if n == len(tasks) - 1 else ())
+      progress.update(lambda: f"written {min(total, (n + 1) * _REF_BATCH):,} records")
+
+  _append_parts(part_lists(), targets, compression)
+  _STATE.pop("gather", None)
+  return total
 
 
 # ---------------------------------------------------------------- outputs
@@ -526,19 +632,15 @@ def create(config: BertConfig) -> dict:
              if config.masking == "dynamic" else None)
   clean = not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
   tmp = writers[0].scratch_dir()
-  handles = []
   try:
+    targets = [None if w.is_finished(p) else (w, p)
+               for w, (_, ps) in zip(writers, groups) for p in ps]
     if config.reference_compatible:
       rng = random.Random(config.random_seed)
       order = list(range(corpus.num_docs))
       rng.shuffle(order)
-      ctx = _Context(config, corpus.reordered(order), mask, encoder, clean=clean)
-      stream = ((None, r) for r in reference_mode_records(
-          ctx, rng, os.path.join(tmp, "records"), progress))
-      handles = [None if w.is_finished(p) else w.open(p, compression)
-                 for w, (_, ps) in zip(writers, groups) for p in ps]
-      count = _write_round_robin(stream, handles, progress)
-      handles = []
+      ctx = _Context(config, corpus.reordered(order), mask, encoder, spill_dir=tmp, clean=clean)
+      count = write_reference_mode_files(ctx, rng, targets, compression, progress)
     else:
       nb = _estimate_buckets(config, corpus, config.num_shards)
       ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb, clean=clean,
@@ -552,14 +654,9 @@ def create(config: BertConfig) -> dict:
         raise UserError(f"--num_shards={len(all_paths)} (or that many --output_file paths) "
                         f"but the input makes only {total} instances: every file would not "
                         "get one; use fewer shards or more input")
-      targets = [None if w.is_finished(p) else (w, p)
-                 for w, (_, ps) in zip(writers, groups) for p in ps]
       count = write_default_mode_files(ctx, targets, per_bucket, compression,
                                        len(config.output_files) > 1, progress)
   finally:
-    for h in handles:
-      if h is not None:
-        h.abort()
     shutil.rmtree(tmp, ignore_errors=True)
 
   summary = {"documents": corpus.num_docs, "tokens": corpus.num_tokens,
@@ -592,18 +689,3 @@ def create(config: BertConfig) -> dict:
   return summary
 
 
-def _write_round_robin(stream, handles, progress: cli.Progress) -> int:
-  """Writes records to the files round-robin (reference mode)."""
-  count = 0
-  n_files = len(handles)
-  for _, rec in stream:
-    h = handles[count % n_files]
-    if h is not None:
-      h.write_record(rec)
-    count += 1
-    if count % 10000 == 0:
-      progress.update(lambda: f"written {count:,} records")
-  for h in handles:
-    if h is not None:
-      h.commit()
-  return count
