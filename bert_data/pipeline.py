@@ -400,12 +400,13 @@ def _write_part_files(ctx: _Context, name: str, parts) -> list:
   return out
 
 
-def _append_parts(part_lists, targets, compression: str) -> None:
-  """Appends framed part files to the outputs in one writer process.
+def _append_parts(part_lists, targets, compression: str, num_workers: int) -> None:
+  """Appends framed part files to the outputs in writer processes.
 
-  This process only passes file names along: the writer process copies the
-  parts (in the kernel) and hashes them (sha256 for the metadata) while the
-  workers make the next parts; then the outputs are recorded here.
+  This process only passes file names along: writer processes (one per
+  output file, up to num_workers) copy the parts (in the kernel) and hash
+  them (sha256 for the metadata) while the workers make the next parts;
+  then the outputs are recorded here.
 
   Args:
     part_lists: yields ([(file index, path, records)], [file indexes now complete]).
@@ -420,8 +421,10 @@ def _append_parts(part_lists, targets, compression: str) -> None:
 
   infos = {}
   try:
-    for info in parallel.ordered_map(_file_writer, messages(), 1, in_process=False,
-                                     prefetch=256, initializer=_init_file_writer,
+    for info in parallel.ordered_map(_file_writer, messages(),
+                                     max(1, min(num_workers, len(targets))),
+                                     in_process=False, prefetch=256, window=1 << 20,
+                                     route=lambda msg: msg[1], initializer=_init_file_writer,
                                      initargs=(targets, compression)):
       if info is not None:
         infos[info["name"]] = info
@@ -463,7 +466,7 @@ def write_default_mode_files(ctx: _Context, targets, per_bucket: np.ndarray, com
       yield parts, finished
       progress.update(lambda: f"written {int(per_bucket[:b + 1].sum()):,} records")
 
-  _append_parts(part_lists(), targets, compression)
+  _append_parts(part_lists(), targets, compression, ctx.config.num_workers)
   return int(per_bucket.sum())
 
 
@@ -579,7 +582,7 @@ def write_reference_mode_files(ctx: _Context, rng: random.Random, targets, compr
       yield parts, (range(n_files) if n == len(tasks) - 1 else ())
       progress.update(lambda: f"written {min(total, (n + 1) * _REF_BATCH):,} records")
 
-  _append_parts(part_lists(), targets, compression)
+  _append_parts(part_lists(), targets, compression, ctx.config.num_workers)
   _STATE.pop("gather", None)
   return total
 

@@ -11,7 +11,9 @@ byte-identical; then reads the whole train split once through
 `mt_data.make_dataset` (batch 128, num_steps 9). Prints a JSON report: best
 of --repeats for each create timing, and every repeat's 1-vs-2-worker
 speedup, for the whole process and for `create()` alone (without
-interpreter start and imports).
+interpreter start and imports), and the CPU seconds of the main process
+and its workers (`resource.getrusage`, robust to other load on the machine)
+with the speedup they project for 2 workers on 2 free cores.
 """
 
 import argparse
@@ -55,6 +57,25 @@ def timed_create(input_file, out, extra, repeats):
           "digest": tree_digest(out)}
 
 
+_CPU_RUN = r"""
+import json, resource, sys
+from mt_data import config, create
+cfg = config.MTConfig(input_file=sys.argv[1], output_dir=sys.argv[2], num_train=0, quiet=True,
+                      num_workers=int(sys.argv[3]))
+create.create(cfg, log=lambda m: None)
+s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"main_cpu_s": s.ru_utime + s.ru_stime, "workers_cpu_s": c.ru_utime + c.ru_stime}))
+"""
+
+
+def cpu_split(input_file, out, workers):
+  """CPU seconds of the main process (with interpreter start) and of its workers."""
+  shutil.rmtree(out, ignore_errors=True)
+  p = subprocess.run([sys.executable, "-c", _CPU_RUN, input_file, out, str(workers)],
+                     capture_output=True, text=True, env=ENV, check=True)
+  return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def read_throughput(out):
   import mt_data  # pylint: disable=import-outside-toplevel
   ds = mt_data.make_dataset(out, "train", 128, num_steps=9, seed=0)
@@ -88,6 +109,16 @@ def main():
                           for r1, r2 in zip(runs[1], runs[2])],
         "create_call": [round(r1["phases_s"]["total"] / r2["phases_s"]["total"], 2)
                         for r1, r2 in zip(runs[1], runs[2])]}
+    # CPU seconds are robust to other load on the machine: the 1-worker run's
+    # total against the 2-worker run's main process plus half its workers'.
+    one = cpu_split(a.input_file, os.path.join(tmp, "c1"), 1)
+    two = cpu_split(a.input_file, os.path.join(tmp, "c2"), 2)
+    report["cpu_seconds"] = {
+        "workers_1": one, "workers_2": two,
+        "main_share_2_workers": round(two["main_cpu_s"] / (two["main_cpu_s"] + two["workers_cpu_s"]), 3),
+        "projected_speedup_1_to_2_workers": round(
+            (one["main_cpu_s"] + one["workers_cpu_s"])
+            / (two["main_cpu_s"] + two["workers_cpu_s"] / 2), 2)}
     report["identical_for_any_num_workers"] = (
         report["word_workers_1"]["digest"] == report["word_workers_2"]["digest"])
     report["bpe_8000_workers_1"] = timed_create(

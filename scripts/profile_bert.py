@@ -12,7 +12,10 @@
    RUSAGE_CHILDREN, measured inside a fresh process per run, with and without
    interpreter start and imports), wall time, and the peak RSS of the main
    process and of the largest worker, for each of --workers, both modes
-   (--modes). Without --corpus it builds a 26 MB corpus itself (--size_mb)
+   (--modes), and the CPU seconds of hashing the outputs once more (about
+   what the writer processes do, one per output file, copying being in the
+   kernel).
+   Without --corpus it builds a 26 MB corpus itself (--size_mb)
    from --source lines grouped into documents of 20-90 lines (seeded), or,
    without --source, from Python's own pydoc help text.
 
@@ -128,7 +131,14 @@ t = time.perf_counter()
 summary = pipeline.create(cfg)
 wall = time.perf_counter() - t
 self1, child1 = usage()
-print(json.dumps({{"instances": summary["instances"], "wall_s": wall,
+import glob, hashlib, os
+c = time.process_time()
+for path in glob.glob(cfg.output_files[0] + "*"):
+  if not path.endswith(".json"):
+    with open(path, "rb") as f:
+      hashlib.sha256(f.read()).hexdigest()
+hash_s = time.process_time() - c
+print(json.dumps({{"instances": summary["instances"], "wall_s": wall, "hash_s": hash_s,
                   "main_cpu_s": self1 - self0, "workers_cpu_s": child1 - child0,
                   "startup_cpu_s": self0,
                   "main_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -161,8 +171,9 @@ def cpu_share(args) -> None:
           f"from {args.source or 'pydoc help text'}")
   print(f"dupe_factor={args.dupe_factor}, num_shards={args.num_shards}, cores={os.cpu_count()}")
   print("| mode | workers | instances | wall s | main CPU s | workers CPU s | main share "
-        "| main share incl. start | main peak RSS MB | largest worker peak RSS MB |")
-  print("|---|---|---|---|---|---|---|---|---|---|")
+        "| main share incl. start | writer's sha256 s | main peak RSS MB "
+        "| largest worker peak RSS MB |")
+  print("|---|---|---|---|---|---|---|---|---|---|---|")
   for mode in args.modes.split(","):
     for workers in [int(w) for w in args.workers.split(",")]:
       for rep in range(args.repeats):
@@ -181,6 +192,7 @@ def cpu_share(args) -> None:
         share_all = (r["main_cpu_s"] + r["startup_cpu_s"]) / (total + r["startup_cpu_s"])
         print(f"| {mode} | {workers} | {r['instances']:,} | {r['wall_s']:.2f} | "
               f"{r['main_cpu_s']:.2f} | {r['workers_cpu_s']:.2f} | {share:.1%} | {share_all:.1%} | "
+              f"{r['hash_s']:.2f} | "
               f"{r['main_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |", flush=True)
         for d in (os.path.dirname(out),):
           subprocess.run(["rm", "-rf", d], check=False)

@@ -67,6 +67,27 @@ def test_large_items_and_results_do_not_deadlock():
   assert [len(r) for r in parallel.ordered_map(bytes, big, 2)] == [3 << 20] * 6
 
 
+def _pid_of(x):
+  return x[0], os.getpid()
+
+
+@pytest.mark.parametrize("prefetch", [1, 3])
+def test_route_keeps_a_key_in_one_process_in_order(prefetch):
+  items = [(k % 3, i) for i, k in enumerate([0, 1, 2, 2, 2, 1, 0, 0, 1, 2] * 3)]
+  out = list(parallel.ordered_map(_pid_of, items, 2, prefetch=prefetch,
+                                  route=lambda item: item[0]))
+  assert [k for k, _ in out] == [k for k, _ in items]
+  pids = {}
+  for k, pid in out:
+    assert pids.setdefault(k % 2, pid) == pid   # keys 0 and 2 share worker 0
+  assert pids[0] != pids[1]
+
+
+def test_one_stateful_worker_process():
+  pids = set(r for _, r in parallel.ordered_map(_pid_of, [(0, 1), (0, 2)], 1, in_process=False))
+  assert len(pids) == 1 and os.getpid() not in pids
+
+
 def test_worker_exception_is_raised_here():
   with pytest.raises(UserError, match="bad item 3"):
     list(parallel.ordered_map(_fail_on_three, range(10), 2))

@@ -81,13 +81,16 @@ def _sender(conn, tasks: "queue.SimpleQueue"):
 def ordered_map(fn: Callable, items: Iterable, num_workers: int,
                 initializer: Optional[Callable] = None, initargs: tuple = (),
                 window: Optional[int] = None, prefetch: int = _PREFETCH,
-                in_process: Optional[bool] = None) -> Iterator:
+                in_process: Optional[bool] = None,
+                route: Optional[Callable[[object], int]] = None) -> Iterator:
   """Yields fn(item) for each item, in order, using `num_workers` processes.
 
   With num_workers == 1 everything runs in this process (no pickling),
   unless `in_process=False`: then one worker process runs the items one
   after the other, in order (so `fn` may keep state between items, as a
-  file writer does). Each worker gets up to `prefetch` items ahead.
+  file writer does). Each worker gets up to `prefetch` items ahead. With
+  `route`, item x goes to worker route(x) % num_workers, so items with the
+  same route run one after the other in the same process, in order.
   Items are handed to whichever worker is free; at most `window` (default
   4 per worker) results are held waiting for an earlier one. An exception in
   `fn` is raised here in input order (the first failing item's, whichever
@@ -132,19 +135,27 @@ def ordered_map(fn: Callable, items: Iterable, num_workers: int,
     done: dict = {}
     next_in = next_out = 0
     exhausted = False
+    pending = []  # an item whose routed worker is full
     while True:
       for w in range(num_workers):
-        while (not exhausted and outstanding[w] < prefetch
+        while ((pending or not exhausted) and outstanding[w] < prefetch
                and next_in - next_out < window):
-          try:
-            item = next(it)
-          except StopIteration:
-            exhausted = True
+          if pending:
+            item = pending.pop()
+          else:
+            try:
+              item = next(it)
+            except StopIteration:
+              exhausted = True
+              break
+          target = w if route is None else route(item) % num_workers
+          if outstanding[target] >= prefetch:
+            pending.append(item)
             break
-          senders[w][0].put((next_in, item))
-          outstanding[w] += 1
+          senders[target][0].put((next_in, item))
+          outstanding[target] += 1
           next_in += 1
-      if exhausted and next_out == next_in:
+      if exhausted and not pending and next_out == next_in:
         break
       busy = [conns[w] for w in range(num_workers) if outstanding[w]]
       for conn in multiprocessing.connection.wait(busy):
