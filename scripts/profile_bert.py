@@ -131,18 +131,21 @@ t = time.perf_counter()
 summary = pipeline.create(cfg)
 wall = time.perf_counter() - t
 self1, child1 = usage()
-import glob, hashlib, os
+peaks = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+         resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+import glob, hashlib
 c = time.process_time()
 for path in glob.glob(cfg.output_files[0] + "*"):
   if not path.endswith(".json"):
+    h = hashlib.sha256()
     with open(path, "rb") as f:
-      hashlib.sha256(f.read()).hexdigest()
+      for block in iter(lambda: f.read(1 << 22), b""):
+        h.update(block)
 hash_s = time.process_time() - c
 print(json.dumps({{"instances": summary["instances"], "wall_s": wall, "hash_s": hash_s,
                   "main_cpu_s": self1 - self0, "workers_cpu_s": child1 - child0,
-                  "startup_cpu_s": self0,
-                  "main_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}}))
+                  "startup_cpu_s": self0, "main_peak_rss_mb": peaks[0],
+                  "worker_peak_rss_mb": peaks[1]}}))
 """
 
 
