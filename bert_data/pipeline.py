@@ -538,16 +538,20 @@ def _gather_reference(task):
   s, e, n_files = task
   st = _STATE["gather"]
   ctx: _Context = _STATE["ctx"]
-  maps = st.setdefault("maps", {})
+  maps = {}  # mapped per task, so a worker's resident pages stay bounded
   idx = st["order"][s:e]
   out = []
-  for b, o, n in zip(st["batch"][idx].tolist(), st["offset"][idx].tolist(),
-                     st["size"][idx].tolist()):
-    m = maps.get(b)
-    if m is None:
-      with open(os.path.join(ctx.spill_dir, f"ref-{b:06d}"), "rb") as f:
-        m = maps[b] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    out.append(m[o:o + n])
+  try:
+    for b, o, n in zip(st["batch"][idx].tolist(), st["offset"][idx].tolist(),
+                       st["size"][idx].tolist()):
+      m = maps.get(b)
+      if m is None:
+        with open(os.path.join(ctx.spill_dir, f"ref-{b:06d}"), "rb") as f:
+          m = maps[b] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+      out.append(m[o:o + n])
+  finally:
+    for m in maps.values():
+      m.close()
   return _write_part_files(ctx, f"gathered-{s:012d}", _split_round_robin(out, s, n_files))
 
 
