@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import pydoc
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -197,8 +198,8 @@ def cpu_share(args) -> None:
               f"{r['main_cpu_s']:.2f} | {r['workers_cpu_s']:.2f} | {share:.1%} | {share_all:.1%} | "
               f"{r['hash_s']:.2f} | "
               f"{r['main_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |", flush=True)
-        for d in (os.path.dirname(out),):
-          subprocess.run(["rm", "-rf", d], check=False)
+        shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+  shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main():
