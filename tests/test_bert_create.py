@@ -49,6 +49,23 @@ def test_reference_mode_repeatable_for_any_workers(tmp_path, corpus):
   assert len(set(digests)) == 1
 
 
+@pytest.mark.parametrize("mode", [[], ["--reference_compatible"]])
+def test_several_output_files_round_robin_same_bytes_any_workers(tmp_path, corpus, mode):
+  # Workers frame each bucket's records straight into per-file parts.
+  single = str(tmp_path / "single.tfrecord")
+  _create(single, corpus, *mode)
+  whole = list(tfrecord.read_records(single))
+  for w in (1, 3):
+    outs = [str(tmp_path / f"w{w}_{i}.tfrecord") for i in range(3)]
+    _create(",".join(outs), corpus, f"--num_workers={w}", *mode)
+    parts = [list(tfrecord.read_records(p)) for p in outs]
+    assert sum(map(len, parts)) == len(whole) > 100
+    assert [parts[i % 3][i // 3] for i in range(len(whole))] == whole  # record i -> file i % 3
+    if w == 1:
+      first = _digests(outs)
+  assert _digests(outs) == first
+
+
 def test_same_multiset_for_1_and_4_shards(tmp_path, corpus):
   one, four = str(tmp_path / "one.tfrecord"), str(tmp_path / "four.tfrecord")
   _create(one, corpus)
