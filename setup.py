@@ -22,6 +22,15 @@ setup(
         "tokenizers>=0.15",
         "google-crc32c>=1.5",
     ],
+    entry_points={
+        "console_scripts": [
+            "bert-data-create = bert_data.create:entry_point",
+            "bert-data-inspect = bert_data.inspect:entry_point",
+            "w2v-data-create = w2v_data.create:entry_point",
+            "mt-data-create = mt_data.create:entry_point",
+            "mt-data-stats = mt_data.stats:entry_point",
+        ],
+    },
     extras_require={
         "cpu": ["tensorflow-cpu>=2.21,<2.22"],
         "gpu": ["tensorflow[and-cuda]>=2.21,<2.22"],

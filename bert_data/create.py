@@ -9,7 +9,7 @@ Example:
       --output_file=out/train.tfrecord --vocab_file=vocab.txt --num_shards=8
 """
 
-import sys
+import os
 
 from absl import flags
 
@@ -84,17 +84,23 @@ def config_from_flags() -> BertConfig:
       **run_options_from_flags(FLAGS)).validate()
 
 
+def _summary(config: BertConfig, summary: dict):
+  line = (f"bert_data: {summary['documents']:,} documents, {summary['tokens']:,} tokens, "
+          f"{summary['instances']:,} instances{cli.decode_note(summary)} -> "
+          f"{','.join(config.output_files)}")
+  return line, dict(summary, output_files=[os.path.abspath(p) for p in config.output_files])
+
+
 def main(argv):
-  if len(argv) > 1:
-    from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-    raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
   from bert_data import pipeline  # pylint: disable=import-outside-toplevel
-  summary = storage.run_staged(config_from_flags(), "output_files", pipeline.create,
-                               folder=False, flag="--output_file")
-  print(f"bert_data: {summary['documents']:,} documents, {summary['tokens']:,} tokens, "
-        f"{summary['instances']:,} instances -> {FLAGS.output_file}", file=sys.stderr)
+  cli.generator_main(argv, FLAGS.summary_json, config_from_flags,
+                     lambda config: storage.run_staged(config, "output_files", pipeline.create,
+                                                       folder=False, flag="--output_file"),
+                     _summary)
+
+
+entry_point = cli.entry_point(define_flags, main)  # the `bert-data-create` console script
 
 
 if __name__ == "__main__":
-  define_flags()
-  cli.run(main)
+  entry_point()

@@ -11,7 +11,7 @@ corpus costs 4 bytes a token, not Python lists.
 """
 
 import dataclasses
-from typing import Iterable, Iterator, List, Sequence, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -95,11 +95,17 @@ def _starts(lengths: np.ndarray) -> np.ndarray:
 
 
 def iter_line_batches(files: Sequence[str], on_decode_error: str,
-                      batch: int = _BATCH_LINES) -> Iterator[List[str]]:
-  """Yields lists of stripped lines across all files ('' = document break)."""
+                      batch: int = _BATCH_LINES,
+                      counts: Optional[text_input.DecodeErrorCounts] = None
+                      ) -> Iterator[List[str]]:
+  """Yields lists of stripped lines across all files ('' = document break).
+
+  `counts`, if given, counts the lines replaced or skipped as invalid UTF-8.
+  """
   out = []
   for path in files:
-    for _, line in text_input.read_lines(path, on_decode_error, drop_cr=True):
+    for _, line in text_input.read_lines(path, on_decode_error, drop_cr=True,
+                                         counts=counts):
       out.append(line.strip())
       if len(out) >= batch:
         yield out

@@ -32,7 +32,7 @@ def define_flags():
   flags.DEFINE_string("vocab_file", None, "The vocab (or SentencePiece .model) the records "
                       "were made with.")
   flags.DEFINE_integer("max_records", 5, "How many records to print.")
-  cli.define_common_flags()
+  cli.define_tool_flags()
   if "compression" not in FLAGS:
     flags.DEFINE_string("compression", "", "Compression of plain TFRecord files (no "
                         "metadata): '' (none) or GZIP.")
@@ -160,6 +160,8 @@ def record_files(pattern: str, vocab_file: Optional[str] = None, *,
       yield (path, meta["compression"]) + ((v2,) if with_names else ())
 
 
+entry_point = cli.entry_point(define_flags, main)  # the `bert-data-inspect` console script
+
+
 if __name__ == "__main__":
-  define_flags()
-  cli.run(main)
+  entry_point()

@@ -8,7 +8,6 @@ tokens), so the output is the same for any number of workers.
 
 import array
 import dataclasses
-import hashlib
 import math
 import mmap
 import os
@@ -32,6 +31,7 @@ from textrecords import dataset_writer
 from textrecords import storage
 from textrecords import features
 from textrecords import metadata
+from textrecords import output_lock
 from textrecords import parallel
 from textrecords import seeding
 from textrecords import spill
@@ -594,16 +594,36 @@ def write_reference_mode_files(ctx: _Context, rng: random.Random, targets, compr
 # ---------------------------------------------------------------- outputs
 
 def _fingerprint(config: BertConfig, vocab_sha: str) -> dict:
-  inputs = [[p, *storage.stat(p)] for p in config.input_files]
+  """What determines the output bytes; local paths absolute, so --resume works
+  from any working directory."""
+  inputs = [[p if storage.is_url(p) else os.path.abspath(p), *storage.stat(p)]
+            for p in config.input_files]
   flags = dataclasses.asdict(config)
   for k in ("num_workers", "overwrite", "resume", "quiet"):
     flags.pop(k)
+  flags["input_files"] = [os.path.abspath(p) for p in config.input_files]
+  flags["output_files"] = [os.path.abspath(p) for p in config.output_files]
+  for k in ("vocab_file", "spm_model_file"):
+    if flags.get(k):
+      flags[k] = os.path.abspath(flags[k])
   return {"inputs": inputs, "flags": flags, "vocab_sha256": vocab_sha, "version": __version__}
 
 
 def create(config: BertConfig) -> dict:
-  """Runs the whole job; returns a summary dict (also stored in the metadata)."""
+  """Runs the whole job; returns a summary dict (also stored in the metadata).
+
+  Holds the outputs' locks while it runs (a second run on them fails at
+  once) and leaves no corpus or tokenizer behind in module state.
+  """
   config.validate()
+  try:
+    with output_lock.hold([DatasetLayout.for_file(p).meta_path for p in config.output_files]):
+      return _create(config)
+  finally:
+    _STATE.clear()
+
+
+def _create(config: BertConfig) -> dict:
   progress = cli.Progress(config.quiet)
   tok = load_tokenizer(config)
   vocab_sha = storage.sha256(config.tokenizer_file)
@@ -615,7 +635,7 @@ def create(config: BertConfig) -> dict:
   layouts = [DatasetLayout.for_file(p) for p in config.output_files]
   groups = [(lay.meta_path, lay.record_paths(num_shards=config.num_shards))
             for lay in layouts]
-  writers = [dataset_writer.DatasetWriter(m, dict(fingerprint, meta=m),
+  writers = [dataset_writer.DatasetWriter(m, dict(fingerprint, meta=os.path.abspath(m)),
                                           overwrite=config.overwrite, resume=config.resume)
              for m, _ in groups]
   all_paths = [p for _, ps in groups for p in ps]

@@ -17,6 +17,7 @@ from bert_data import schema as S
 from bert_data.instances import Instance
 from textrecords import example_codec as codec
 from textrecords import features as F
+from textrecords import varint
 
 _ONE_F32 = struct.pack("<f", 1.0)
 _ZERO_F32 = struct.pack("<f", 0.0)
@@ -37,7 +38,7 @@ class _EntryHeaders(dict):
         {self._spec.name: wrap(marker)})
     # entry = example header + map entry; keep only the map entry's prefix.
     prefix = entry[:len(entry) - length]
-    _, pos = codec._read_varint(prefix, 1)  # pylint: disable=protected-access
+    _, pos = varint.decode(prefix, 1)
     self[length] = prefix[pos:]
     return self[length]
 
@@ -58,7 +59,7 @@ class BertRecordEncoder:
                                 next_sentence)
     self._seq = max_seq_length
     self._pred = max_predictions_per_seq
-    self._table = codec.varint_table(max(vocab_size, max_seq_length) + 1)
+    self._table = varint.table(max(vocab_size, max_seq_length) + 1)
     # Keyed by the canonical names, whatever names the records carry.
     canonical = S.bert_schema(max_seq_length, max_predictions_per_seq,
                               next_sentence=next_sentence)
@@ -109,7 +110,7 @@ class BertRecordEncoder:
         self._weights[m],
         self._nsp[1 if is_random_next else 0],
     ))
-    return b"\x0a" + codec._varint(len(body)) + body  # pylint: disable=protected-access
+    return b"\x0a" + varint.encode(len(body)) + body
 
   def encode_arrays(self, ids, lengths, num_as, is_random_next, positions, labels,
                     counts) -> list:
@@ -128,7 +129,7 @@ class BertRecordEncoder:
     ids_h, pos_h, lab_h = hdr[S.INPUT_IDS], hdr[S.MASKED_LM_POSITIONS], hdr[S.MASKED_LM_IDS]
     mask, weights, nsp = self._mask, self._weights, self._nsp
     out = []
-    varint = codec._varint  # pylint: disable=protected-access
+    encode_len = varint.encode
     for i, (n, na, rnd, m) in enumerate(zip(lengths.tolist(), list(num_as),
                                             list(is_random_next), counts.tolist())):
       a, b, c, d = bounds[3 * i:3 * i + 4]
@@ -141,7 +142,7 @@ class BertRecordEncoder:
           weights[m],
           nsp[1 if rnd else 0],
       ))
-      out.append(b"\x0a" + varint(len(body)) + body)
+      out.append(b"\x0a" + encode_len(len(body)) + body)
     return out
 
 
@@ -157,13 +158,8 @@ def _varints(values: np.ndarray):
   v = np.asarray(values, np.int64)
   if v.size and (v.min() < 0 or v.max() >= 1 << 21):
     raise ValueError("ids must be in [0, 2**21)")
-  nbytes = 1 + (v >= 128).astype(np.int64) + (v >= 16384)
-  parts = np.empty(v.shape + (3,), np.uint8)
-  parts[..., 0] = (v & 0x7F) | ((nbytes > 1) << 7)
-  parts[..., 1] = ((v >> 7) & 0x7F) | ((nbytes > 2) << 7)
-  parts[..., 2] = (v >> 14) & 0x7F
-  keep = np.arange(3) < nbytes[..., None]
-  return parts[keep].tobytes(), nbytes
+  nbytes = varint.lengths(v)
+  return varint.pack(v, nbytes).tobytes(), nbytes
 
 
 class DynamicRecordEncoder:
@@ -218,18 +214,18 @@ class DynamicRecordEncoder:
     ids_h, key_h = hdr[S.INPUT_IDS], hdr[S.RECORD_KEY]
     ws_h = hdr[S.WORD_STARTS][seq] if self._whole_word else b""
     ws_rows = (np.asarray(starts, np.uint8).tobytes() if self._whole_word else b"")
-    varint = codec._varint  # pylint: disable=protected-access
+    encode_varint = varint.encode
     mask, nsp = self._mask, self._nsp
     out = []
     for i, (n, na, rnd, key) in enumerate(zip(np.asarray(lengths).tolist(), list(num_as),
                                               list(is_random_next),
                                               np.asarray(keys, np.uint64).tolist())):
       a, b = bounds[i], bounds[i + 1]
-      k = varint(key)
+      k = encode_varint(key)
       parts = [ids_h[b - a], data[a:b], mask[n], self._segments(na, n),
                nsp[1 if rnd else 0], key_h[len(k)], k]
       if self._whole_word:
         parts += [ws_h, ws_rows[i * seq:(i + 1) * seq]]
       body = b"".join(parts)
-      out.append(b"\x0a" + varint(len(body)) + body)
+      out.append(b"\x0a" + encode_varint(len(body)) + body)
     return out

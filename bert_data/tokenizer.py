@@ -42,7 +42,7 @@ from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 from tokenizers.models import WordPiece
 
-from textrecords import storage
+from textrecords import vocab as core_vocab
 
 UNK_TOKEN = "[UNK]"
 MAX_INPUT_CHARS_PER_WORD = 200
@@ -130,23 +130,8 @@ def read_vocab_lines(vocab_file: str) -> List[str]:
     FileNotFoundError: If the file does not exist.
     ValueError: If it cannot be read or is not valid UTF-8.
   """
-  try:
-    with (storage.open_read(vocab_file) if storage.is_url(vocab_file)
-          else open(storage.local_path(vocab_file), "rb")) as handle:
-      data = handle.read()
-  except FileNotFoundError as err:
-    raise FileNotFoundError(f"vocab file not found: {vocab_file}") from err
-  except OSError as err:
-    raise ValueError(f"cannot read vocab file {vocab_file}: {err.strerror or err}") from err
-  try:
-    text = data.replace(b"\r", b"").decode("utf-8")
-  except UnicodeDecodeError as err:
-    raise ValueError(
-        f"vocab file {vocab_file} is not valid UTF-8 (byte {err.start})") from err
-  lines = text.split("\n")
-  if lines[-1] == "":
-    lines.pop()
-  return [line.strip() for line in lines]
+  return core_vocab.load_tokens(vocab_file, None, strip=True, drop_cr=True,
+                                allow_empty=True)
 
 
 def build_vocab(tokens: Sequence[str]) -> Dict[str, int]:

@@ -26,6 +26,7 @@ from textrecords import storage
 from textrecords import dataset_writer
 from textrecords import features
 from textrecords import metadata
+from textrecords import output_lock
 from textrecords import text_input
 from textrecords import tfrecord
 from textrecords.errors import UserError
@@ -136,16 +137,20 @@ def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None
 
   Raises:
     UserError: bad settings, unreadable or unusable input, or an output that
-      exists (without overwrite/resume) or cannot be written. Nothing visible
-      is left in the output folder on failure.
+      exists (without overwrite/resume) or cannot be written, or another run
+      writing it. Nothing visible is left in the output folder on failure.
   """
   # Millions of small token lists stay alive until the end: the cyclic GC
   # would rescan them over and over (it more than doubles the run time).
+  cfg.validate()
+  _check_output_dir(cfg)
   gc_was_enabled = gc.isenabled()
   gc.disable()
   try:
-    return _create(cfg, log)
+    with output_lock.hold([DatasetLayout.for_dir(os.path.abspath(cfg.output_dir)).meta_path]):
+      return _create(cfg, log)
   finally:
+    _W.clear()
     if gc_was_enabled:
       gc.enable()
 
@@ -284,6 +289,7 @@ def _create(cfg, log):
         "inputs": inputs,
         "lines_read": lines_read,
         "skipped_lines": skipped,
+        "decode_errors": reader.decode_errors.as_dict(),
         "compression": compression,
         "splits": {
             split: {"pairs": n, "files": split_names[split], **split_stats[split]}
@@ -303,7 +309,8 @@ def _create(cfg, log):
 
   meta = dw.finalize(all_paths, build_meta)
   t_end = time.monotonic()
-  summary = {k: meta[k] for k in ("lines_read", "skipped_lines", "splits", "vocab", "tokenizer")}
+  summary = {k: meta[k] for k in ("lines_read", "skipped_lines", "decode_errors", "splits",
+                                  "vocab", "tokenizer")}
   summary["output_dir"] = out
   summary["files_kept_from_earlier_run"] = kept
   summary["seconds"] = {"read": round(t_read - t0, 3), "vocab": round(t_vocab - t_read, 3),
@@ -329,14 +336,27 @@ def _length_stats(src_lens: np.ndarray, tgt_lens: np.ndarray) -> dict:
   return {"source": stats(src_lens), "target": stats(tgt_lens)}
 
 
+def _summary(cfg: config_lib.MTConfig, summary: dict):
+  del cfg  # the summary names the output folder
+  train, valid = summary["splits"]["train"], summary["splits"]["valid"]
+  vocab = summary["vocab"]
+  line = (f"mt_data: {summary['lines_read']:,} lines, {train['pairs']:,} train + "
+          f"{valid['pairs']:,} valid pairs, vocab {vocab['source']['size']:,} source / "
+          f"{vocab['target']['size']:,} target{cli.decode_note(summary['decode_errors'])}"
+          f" -> {summary['output_dir']}")
+  return line, summary
+
+
 def main(argv):
-  if len(argv) > 1:
-    raise UserError(f"unexpected arguments {argv[1:]}: every setting is a --flag")
-  cfg = config_lib.from_flags(FLAGS, cli.num_workers(FLAGS.num_workers))
-  summary = storage.run_staged(cfg, "output_dir", create, folder=True, flag="--output_dir")
-  print(json.dumps(summary, indent=1, sort_keys=True, ensure_ascii=False))
+  cli.generator_main(argv, FLAGS.summary_json,
+                     lambda: config_lib.from_flags(FLAGS, cli.num_workers(FLAGS.num_workers)),
+                     lambda cfg: storage.run_staged(cfg, "output_dir", create, folder=True,
+                                                    flag="--output_dir"),
+                     _summary)
+
+
+entry_point = cli.entry_point(define_flags, main)  # the `mt-data-create` console script
 
 
 if __name__ == "__main__":
-  define_flags()
-  cli.run(main)
+  entry_point()

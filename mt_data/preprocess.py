@@ -100,8 +100,9 @@ class PairReader:
     limit: stop after this many pairs (None: read everything).
 
   Attributes (after iteration):
-    lines: lines read; skipped: Counter by reason; decode_skipped: lines
-    dropped as invalid UTF-8 (skip_line mode, counted as lines read - kept).
+    lines: lines read (not counting lines skipped as invalid UTF-8);
+    skipped: Counter by reason; decode_errors: lines replaced or skipped as
+    invalid UTF-8 (`text_input.DecodeErrorCounts`).
   """
 
   def __init__(self, files: Sequence[str], on_decode_error: str = "strict",
@@ -111,11 +112,13 @@ class PairReader:
     self.limit = limit
     self.lines = 0
     self.skipped = collections.Counter()
+    self.decode_errors = text_input.DecodeErrorCounts()
 
   def __iter__(self) -> Iterator[Pair]:
     kept = 0
     for path in self.files:
-      for _, text in text_input.read_lines(path, self.on_decode_error):
+      for _, text in text_input.read_lines(path, self.on_decode_error,
+                                           counts=self.decode_errors):
         if self.limit is not None and kept >= self.limit:
           return
         self.lines += 1

@@ -28,8 +28,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
-  if "verbose" not in FLAGS:
-    flags.DEFINE_bool("verbose", False, "Show tracebacks for unexpected errors.")
+  cli.define_tool_flags()
   flags.DEFINE_string("output_dir", None, "An output folder of mt_data.create.")
   flags.DEFINE_enum("split", "all", ["all", "train", "valid"], "Which pairs to count.")
   flags.DEFINE_integer("num_steps", 9, "Report how many sequences are longer than this "
@@ -103,6 +102,8 @@ def main(argv):
   print(json.dumps(summary, indent=1))
 
 
+entry_point = cli.entry_point(define_flags, main)  # the `mt-data-stats` console script
+
+
 if __name__ == "__main__":
-  define_flags()
-  cli.run(main)
+  entry_point()

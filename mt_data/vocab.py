@@ -40,14 +40,7 @@ def word_vocab_from_counts(counts, min_freq: int) -> List[str]:
 
 def load_tokens(path: str) -> List[str]:
   """Reads a vocab file written by mt_data (split on "\\n" only, no stripping)."""
-  try:
-    with open(path, "rb") as f:
-      text = f.read().decode("utf-8")
-  except (OSError, UnicodeDecodeError) as e:
-    raise UserError(f"cannot read vocabulary {path}: {e}") from e
-  tokens = text.split("\n")
-  if tokens and tokens[-1] == "":
-    tokens.pop()
+  tokens = core_vocab.load_tokens(path, None, strip=False, allow_empty=True)
   if tuple(tokens[:4]) != preprocess.RESERVED:
     raise UserError(f"{path}: not an mt_data vocabulary (must start with "
                     f"{', '.join(preprocess.RESERVED)})")

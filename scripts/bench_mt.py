@@ -42,14 +42,17 @@ def timed_create(input_file, out, extra, repeats):
   for _ in range(repeats):
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.monotonic()
+    summary_path = out.rstrip("/") + ".summary.json"
     p = subprocess.run([sys.executable, "-m", "mt_data.create", f"--input_file={input_file}",
-                        f"--output_dir={out}", "--num_train=0", "--quiet", *extra],
+                        f"--output_dir={out}", "--num_train=0", "--quiet",
+                        f"--summary_json={summary_path}", *extra],
                        capture_output=True, text=True, env=ENV, check=False)
     wall = time.monotonic() - t0
     if p.returncode != 0:
       raise SystemExit(f"error: mt_data.create failed: {p.stderr.strip().splitlines()[-1]}")
     if best is None or wall < best:
-      best, summary = wall, json.loads(p.stdout)
+      with open(summary_path, encoding="utf-8") as f:
+        best, summary = wall, json.load(f)
   return {"wall_s": round(best, 2), "phases_s": summary["seconds"],
           "train_pairs": summary["splits"]["train"]["pairs"],
           "valid_pairs": summary["splits"]["valid"]["pairs"],

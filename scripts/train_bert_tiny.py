@@ -18,7 +18,6 @@ on the [CLS] position.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -42,9 +41,9 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 
 def read_metadata(records_path: str) -> dict:
   """The `.meta.json` sidecar written next to `records_path` by bert_data.create."""
+  from textrecords import metadata  # pylint: disable=import-outside-toplevel
   meta_path = records_path if records_path.endswith(".meta.json") else records_path + ".meta.json"
-  with open(meta_path, encoding="utf-8") as f:
-    return json.load(f)
+  return metadata.read(meta_path, package="bert_data")
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -280,4 +279,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  from textrecords import cli  # pylint: disable=import-outside-toplevel
+  sys.exit(cli.run_script(main))

@@ -20,8 +20,10 @@ def corpus(tmp_path_factory):
 
 
 def _create(out, corpus, *flags):
+  given = {f.split("=")[0] for f in flags}  # a flag given twice is an error: flags replace defaults
+  defaults = [f for f in ("--dupe_factor=2", "--quiet") if f.split("=")[0] not in given]
   r = run_cli(MOD, f"--input_file={corpus}", f"--output_file={out}",
-              f"--vocab_file={VOCAB}", "--dupe_factor=2", "--quiet", *flags)
+              f"--vocab_file={VOCAB}", *defaults, *flags)
   assert r.returncode == 0, r.stderr
   return r
 

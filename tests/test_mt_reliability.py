@@ -89,12 +89,14 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
   rc, _, err = cli(f"--input_file={f}", f"--output_dir={out}")
   assert_one_line_error(rc, err, "bad.txt:3:", "--on_decode_error")
   assert not out.exists()
+  summary = tmp_path / "summary.json"
   rc, stdout, _ = cli(f"--input_file={f}", f"--output_dir={out}", "--on_decode_error=skip_line",
-                      "--quiet", "--min_freq=1")
-  assert rc == 0 and json.loads(stdout)["splits"]["train"]["pairs"] == 3
+                      "--quiet", "--min_freq=1", f"--summary_json={summary}")
+  assert rc == 0 and stdout == ""
+  assert json.loads(summary.read_text())["splits"]["train"]["pairs"] == 3
   rc, stdout, _ = cli(f"--input_file={f}", f"--output_dir={out}", "--on_decode_error=replace",
-                      "--quiet", "--overwrite")
-  assert rc == 0 and json.loads(stdout)["splits"]["train"]["pairs"] == 4
+                      "--quiet", "--overwrite", f"--summary_json={summary}")
+  assert rc == 0 and json.loads(summary.read_text())["splits"]["train"]["pairs"] == 4
 
 
 def test_binary_file(tmp_path):
@@ -214,9 +216,11 @@ def test_sigkill_then_resume_is_byte_identical(tmp_path):
   assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed mid-way"
   assert done >= 10
   assert visible(killed) == []                              # nothing looks complete
-  rc, stdout, err = cli(*flags, f"--output_dir={killed}", "--resume", "--num_workers=2")
+  summary = tmp_path / "summary.json"
+  rc, stdout, err = cli(*flags, f"--output_dir={killed}", "--resume", "--num_workers=2",
+                        f"--summary_json={summary}")
   assert rc == 0, err
-  assert json.loads(stdout)["files_kept_from_earlier_run"] >= 10
+  assert json.loads(summary.read_text())["files_kept_from_earlier_run"] >= 10
   reference = tmp_path / "reference"
   rc, _, err = cli(*flags, f"--output_dir={reference}", "--num_workers=1")
   assert rc == 0, err

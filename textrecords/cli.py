@@ -1,5 +1,13 @@
-"""Shared absl flags, range checks, progress lines and the one-line error exit."""
+"""The command-line contract every tool shares.
 
+Shared absl flags, range checks, progress lines, the summary (one line on
+stderr, `--quiet` silences it, `--summary_json=PATH` for machines), `--help`
+that lists every flag the command takes and exits 0, repeated single-value
+flags refused, Ctrl-C as one line and exit 130, and the one-line error exit.
+"""
+
+import json
+import os
 import sys
 import time
 from typing import Callable, Optional
@@ -12,18 +20,30 @@ from textrecords.errors import UserError
 
 FLAGS = flags.FLAGS
 
+HELP_FLAGS = ("--help", "-help", "-h", "--h", "-?", "--helpshort", "-helpshort",
+              "--helpfull", "-helpfull")
+
+
+def define_tool_flags():
+  """Flags every tool has, readers too (idempotent)."""
+  if "verbose" in FLAGS:
+    return
+  flags.DEFINE_bool("verbose", False, "Show tracebacks for unexpected errors.")
+
 
 def define_text_tool_flags():
   """Flags of every tool that reads text in workers (idempotent)."""
+  define_tool_flags()
   if "num_workers" in FLAGS:
     return
   flags.DEFINE_integer("num_workers", None,
                        "Worker processes (default: the machine's cores). Output "
                        "bytes never depend on it.")
   flags.DEFINE_enum("on_decode_error", "strict", ["strict", "replace", "skip_line"],
-                    "What to do with a line that is not valid UTF-8.")
-  flags.DEFINE_bool("verbose", False, "Show tracebacks for unexpected errors.")
-  flags.DEFINE_bool("quiet", False, "No progress lines on stderr.")
+                    "What to do with a line that is not valid UTF-8 (replace and "
+                    "skip_line report how many lines they changed).")
+  flags.DEFINE_bool("quiet", False, "No progress lines and no summary line on stderr "
+                    "(warnings and errors still show).")
   flags.DEFINE_bool("overwrite", False, "Replace an existing complete output.")
 
 
@@ -34,9 +54,11 @@ def define_common_flags():
   define_text_tool_flags()
   flags.DEFINE_integer("num_shards", 1, "Output shards per file, named "
                        "<file>-SSSSS-of-NNNNN when > 1.")
-  flags.DEFINE_string("compression", "", "'' (none) or GZIP.")
+  flags.DEFINE_string("compression", "", "'' (none) or GZIP, any case.")
   flags.DEFINE_bool("resume", False, "Continue an interrupted run: keep finished "
                     "shards whose checksums match, redo the rest.")
+  flags.DEFINE_string("summary_json", None, "Also write the run's full summary as JSON "
+                      "to this file (atomically), for scripts.")
 
 
 def num_workers(value: Optional[int]) -> int:
@@ -95,16 +117,147 @@ def save_figure(plt, fig, path: str):
     plt.close(fig)
 
 
-def _parse_flags(argv):
+def check_summary_path(path: Optional[str]) -> Optional[str]:
+  """Fails early (before the run) if --summary_json cannot be written."""
+  if not path:
+    return None
+  folder = os.path.dirname(os.path.abspath(path))
+  if os.path.isdir(path):
+    raise UserError(f"--summary_json={path}: is a folder, expected a file path")
+  if not os.path.isdir(folder):
+    raise UserError(f"--summary_json={path}: folder {folder} does not exist")
+  if not os.access(folder, os.W_OK):
+    raise UserError(f"--summary_json={path}: folder {folder} is not writable")
+  return path
+
+
+def report(line: str, summary: dict, *, quiet: bool, summary_json: Optional[str]):
+  """The end of a generator run: one summary line on stderr, and the JSON file.
+
+  Args:
+    line: the one-line summary ("pkg: counts -> output"); not printed if quiet.
+    summary: the full summary, written to `summary_json` if that is set.
+  """
+  if summary_json:
+    from textrecords import tfrecord  # pylint: disable=import-outside-toplevel
+    w = tfrecord.AtomicWriter(summary_json)
+    w.write((json.dumps(summary, indent=1, sort_keys=True, ensure_ascii=False)
+             + "\n").encode("utf-8"))
+    w.commit()
+  if not quiet:
+    print(line.replace("\n", " "), file=sys.stderr, flush=True)
+
+
+def generator_main(argv, summary_json: Optional[str], make_config: Callable,
+                   create: Callable, summarize: Callable):
+  """The body of every generator's `main`: the same steps, the same output.
+
+  Args:
+    argv: absl's leftover arguments (none are allowed).
+    summary_json: the --summary_json flag (checked before any work).
+    make_config: () -> the package's validated config (reads its flags).
+    create: config -> the run's result.
+    summarize: (config, result) -> (one summary line, full summary dict).
+  """
+  check_no_positional(argv)
+  summary_json = check_summary_path(summary_json)
+  config = make_config()
+  line, summary = summarize(config, create(config))
+  report(line, summary, quiet=config.quiet, summary_json=summary_json)
+
+
+def decode_note(counts: dict) -> str:
+  """", 3 lines with invalid UTF-8 replaced" from a dict with replaced_lines /
+  skipped_lines (as `text_input.DecodeErrorCounts.as_dict`), or ''.
+
+  >>> decode_note({"replaced_lines": 0, "skipped_lines": 2})
+  ', 2 lines with invalid UTF-8 skipped'
+  """
+  from textrecords import text_input  # pylint: disable=import-outside-toplevel
+  text = text_input.DecodeErrorCounts(counts.get("replaced_lines", 0),
+                                      counts.get("skipped_lines", 0)).describe()
+  return f", {text}" if text else ""
+
+
+def check_no_positional(argv):
+  if len(argv) > 1:
+    raise UserError(f"unexpected arguments {' '.join(argv[1:])}: every setting is a --flag")
+
+
+def _module_key(main: Callable) -> str:
+  """The name absl registered the main module's flags under."""
+  return sys.argv[0] if main.__module__ == "__main__" else main.__module__
+
+
+def _help_text(main: Callable, full: bool) -> str:
+  module = sys.modules.get(main.__module__)
+  doc = (module.__doc__ or "").strip() if module else ""
+  if full:
+    return f"{doc}\n\n{FLAGS.get_help()}\n" if doc else FLAGS.get_help() + "\n"
+  parts = [doc] if doc else []
+  by_module = FLAGS.flags_by_module_dict()
+  own = _module_key(main)
+  for name in (own, __name__):
+    if by_module.get(name):
+      parts.append(FLAGS.module_help(name).replace(f"{own}:", "flags:", 1)
+                   .replace(f"{__name__}:", "shared flags:", 1))
+  parts.append("--helpfull lists every flag (absl's own too).")
+  return "\n\n".join(p.strip("\n") for p in parts) + "\n"
+
+
+def _parse_flags(argv, main: Optional[Callable] = None):
+  args = argv[1:]
+  if "--" in args:
+    args = args[:args.index("--")]
+  helps = [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in HELP_FLAGS]
+  if helps and main is not None:
+    sys.stdout.write(_help_text(main, full=any("helpfull" in h for h in helps)))
+    sys.exit(0)
   try:
-    return FLAGS(argv)
+    rest = FLAGS(argv)
   except flags.Error as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
+  for name in sorted(FLAGS):
+    flag = FLAGS[name]
+    if flag.present > 1 and not isinstance(flag, flags.MultiFlag):
+      print(f"error: --{name} is given {flag.present} times; give it once"
+            + (" (several files: one comma-separated value)" if "file" in name else ""),
+            file=sys.stderr)
+      sys.exit(2)
+  return rest
+
+
+def entry_point(define_flags: Callable[[], None], main: Callable) -> Callable[[], None]:
+  """A console script (setup.py) for a tool: defines its flags, then `run(main)`."""
+
+  def start():
+    define_flags()
+    run(main)
+
+  return start
+
+
+def run_script(main: Callable[[], Optional[int]]) -> int:
+  """Runs a plain (argparse) script's `main()`: the exit status, with user
+  errors as one line and exit 2, Ctrl-C as one line and exit 130."""
+  try:
+    return main() or 0
+  except UserError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  except KeyboardInterrupt:
+    print("error: interrupted", file=sys.stderr)
+    return 130
 
 
 def run(main: Callable):
-  """Runs `main(argv)` under absl; user errors become one line and exit 2."""
+  """Runs `main(argv)` under absl; user errors become one line and exit 2.
+
+  Ctrl-C (SIGINT, to this process or its whole process group) prints
+  `error: interrupted` and exits 130; worker processes ignore SIGINT (see
+  `parallel`), so no traceback is printed.
+  """
 
   def wrapped(argv):
     try:
@@ -122,4 +275,8 @@ def run(main: Callable):
             file=sys.stderr)
       sys.exit(1)
 
-  app.run(wrapped, flags_parser=_parse_flags)
+  try:
+    app.run(wrapped, flags_parser=lambda argv: _parse_flags(argv, main))
+  except KeyboardInterrupt:  # before main started (imports, flag parsing)
+    print("error: interrupted", file=sys.stderr)
+    sys.exit(130)

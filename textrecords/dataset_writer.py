@@ -1,7 +1,7 @@
 """Writes a set of files as one unit: atomic, resumable, never half-replaced.
 
 Protocol:
-  1. Each file is written under a temporary name (".NAME.tmp-PID") and, once
+  1. Each file is written under a temporary name (".NAME.tmp-PID-NONCE") and, once
      complete, renamed to a hidden finished name (".NAME.done"); its size and
      sha256 are appended to a hidden progress file keyed by a fingerprint of
      the run's inputs and flags.
@@ -21,16 +21,6 @@ from typing import Callable, Dict, List
 from textrecords import metadata
 from textrecords import tfrecord
 from textrecords.errors import UserError
-
-
-def _pid_alive(pid: str) -> bool:
-  try:
-    os.kill(int(pid), 0)
-  except (ValueError, ProcessLookupError):
-    return False
-  except PermissionError:
-    return True
-  return True
 
 
 def _done_path(path: str) -> str:
@@ -124,7 +114,7 @@ class DatasetWriter:
     """
     prefix = f".{os.path.basename(self.meta_path)}.scratch-"
     for name in os.listdir(self.dir):
-      if name.startswith(prefix) and not _pid_alive(name[len(prefix):]):
+      if name.startswith(prefix) and not tfrecord.pid_alive(name[len(prefix):]):
         shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
     path = os.path.join(self.dir, f"{prefix}{os.getpid()}")
     shutil.rmtree(path, ignore_errors=True)
@@ -151,10 +141,11 @@ class DatasetWriter:
     self._remove_stale_temps(path)
 
   def _remove_stale_temps(self, path: str):
+    """Removes temp files of `path` left by runs that died (never a live run's)."""
     d, base = os.path.split(path)
     prefix = f".{base}.tmp-"
     for name in os.listdir(d or "."):
-      if name.startswith(prefix):
+      if name.startswith(prefix) and not tfrecord.temp_owner_alive(name):
         try:
           os.remove(os.path.join(d, name))
         except OSError:
@@ -225,6 +216,7 @@ class FileHandle(tfrecord.AtomicWriter):
   def commit(self) -> dict:
     info = self.finish()
     self._owner.record_finished(self.path, info)
+    self.committed = True
     return dict(self._owner.file_info(self.path))
 
   def finish(self) -> dict:
@@ -233,15 +225,7 @@ class FileHandle(tfrecord.AtomicWriter):
     Returns the info for the owner's `record_finished` (which renames it to the
     finished name); lets a child process write a file that this process records.
     """
-    try:
-      if self._gz is not None:
-        self._gz.close()
-      self._raw.flush()
-      os.fsync(self._raw.fileno())
-      self._raw.close()
-    except OSError as e:
-      self.abort()
-      raise UserError(f"cannot write {self.path}: {e.strerror}") from e
+    self._close_synced()
     return {"name": os.path.basename(self.path), "bytes": self.size,
             "sha256": self._hash.hexdigest(), "records": self.records,
             "_tmp": self.tmp}

@@ -6,3 +6,7 @@ class UserError(ValueError):
 
   The message must name what is wrong (file, line, flag) and how to fix it.
   """
+
+
+class MissingFileError(UserError, FileNotFoundError):
+  """A file the user named does not exist (also a FileNotFoundError)."""

@@ -16,26 +16,11 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from textrecords import features as F
+from textrecords import varint
 
 
-def _varint_slow(n: int) -> bytes:
-  out = bytearray()
-  while True:
-    b = n & 0x7F
-    n >>= 7
-    if n:
-      out.append(b | 0x80)
-    else:
-      out.append(b)
-      return bytes(out)
-
-
-_SMALL = [_varint_slow(i) for i in range(1 << 14)]
-
-
-def _varint(n: int) -> bytes:
-  """Protobuf base-128 varint of a non-negative int below 2**64."""
-  return _SMALL[n] if n < 16384 else _varint_slow(n)
+_SMALL = varint.SMALL
+_varint = varint.encode
 
 
 def _int64_payload(values) -> bytes:
@@ -81,11 +66,6 @@ def float_feature_from_payload(payload: bytes) -> bytes:
   """A serialized Float `Feature` from little-endian float32 bytes."""
   inner = _len_delimited(0x0A, payload) if payload else b""
   return _len_delimited(0x12, inner)
-
-
-def varint_table(n: int) -> list:
-  """`table[i]` = varint bytes of i, for 0 <= i < n (fast packing of ids)."""
-  return [_varint(i) for i in range(n)]
 
 
 def encode_feature(dtype: str, values) -> bytes:
@@ -175,17 +155,7 @@ def _only(data: bytes, field: int) -> bytes:
   return b""
 
 
-def _read_varint(buf: bytes, pos: int):
-  result = shift = 0
-  while True:
-    if pos >= len(buf):
-      raise ValueError("truncated varint")
-    b = buf[pos]
-    pos += 1
-    result |= (b & 0x7F) << shift
-    if not b & 0x80:
-      return result, pos
-    shift += 7
+_read_varint = varint.decode
 
 
 def _fields(buf: bytes):

@@ -17,6 +17,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import queue
+import signal
 import threading
 import traceback
 from typing import Callable, Iterable, Iterator, Optional
@@ -43,6 +44,9 @@ class WorkerError(RuntimeError):
 
 def _worker_main(conn, fn, initializer, initargs):
   """A worker's loop: receive (index, item), send (index, ok, result or error)."""
+  # A terminal's Ctrl-C goes to the whole process group: it is the parent's
+  # to handle (one line, exit 130), never a worker traceback.
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
   try:
     if initializer is not None:
       initializer(*initargs)

@@ -20,7 +20,8 @@ class RunOptions:
   Attributes:
     num_workers: worker processes; output bytes never depend on it.
     num_shards: output shards.
-    compression: "" or "GZIP".
+    compression: "" or "GZIP" (other spellings such as "gzip" or "none" are
+      normalized on construction; unknown names fail `validate_run_options`).
     overwrite: replace an existing complete output.
     resume: continue an interrupted run.
     on_decode_error: "strict", "replace" or "skip_line".
@@ -33,6 +34,11 @@ class RunOptions:
   resume: bool = False
   on_decode_error: str = "strict"
   quiet: bool = True
+
+  def __post_init__(self):
+    # Stored normalized ("gzip" -> "GZIP", "none" -> ""), so every reader of
+    # the field (writers, metadata, fingerprints) sees the one spelling.
+    object.__setattr__(self, "compression", tfrecord.normalize_compression(self.compression))
 
   def validate_run_options(self) -> None:
     """Range-checks the shared settings; raises UserError naming the flag."""

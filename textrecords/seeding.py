@@ -59,16 +59,36 @@ def shard_of(key: int, num_shards: int) -> int:
   return (key * num_shards) >> 64
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment (2**64 / golden ratio)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-def _mix64(z: np.ndarray) -> np.ndarray:
-  """SplitMix64's finalizer on a uint64 array (wrapping arithmetic)."""
-  z = (z ^ (z >> np.uint64(30))) * _M1
-  z = (z ^ (z >> np.uint64(27))) * _M2
-  return z ^ (z >> np.uint64(31))
+def mix64(z: np.ndarray) -> np.ndarray:
+  """SplitMix64's finalizer, elementwise on uint64 (a bijective 64-bit hash).
+
+  The one counter-based RNG of the code base: SplitMix64(key, j) is
+  mix64(key + j * GOLDEN), computed with wrapping arithmetic.
+
+  >>> int(mix64(np.array([0], dtype=np.uint64))[0])
+  0
+  >>> int(mix64(np.array([1], dtype=np.uint64))[0]) == 0x5692161D100B05E5
+  True
+  """
+  with np.errstate(over="ignore"):
+    z = np.asarray(z, dtype=np.uint64)
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def to_unit(bits: np.ndarray) -> np.ndarray:
+  """uint64 random bits -> float64 uniform on [0, 1) (the top 53 bits).
+
+  >>> to_unit(np.array([0, 1 << 63, (1 << 64) - 1], np.uint64)).tolist()
+  [0.0, 0.5, 0.9999999999999999]
+  """
+  return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
 def uniform_grid(keys: np.ndarray, stream: int, width: int) -> np.ndarray:
@@ -85,10 +105,9 @@ def uniform_grid(keys: np.ndarray, stream: int, width: int) -> np.ndarray:
   """
   keys = np.asarray(keys, np.uint64)
   with np.errstate(over="ignore"):
-    base = _mix64(keys ^ (np.uint64(stream + 1) * _GOLDEN))
-    z = base[:, None] + (np.arange(1, width + 1, dtype=np.uint64) * _GOLDEN)[None, :]
-    bits = _mix64(z) >> np.uint64(11)
-  return bits.astype(np.float64) * (1.0 / (1 << 53))
+    base = mix64(keys ^ (np.uint64(stream + 1) * GOLDEN))
+    z = base[:, None] + (np.arange(1, width + 1, dtype=np.uint64) * GOLDEN)[None, :]
+    return to_unit(mix64(z))
 
 
 def sub_keys(key: int, count: int) -> np.ndarray:
@@ -102,5 +121,5 @@ def sub_keys(key: int, count: int) -> np.ndarray:
   (dtype('uint64'), 4, True)
   """
   with np.errstate(over="ignore"):
-    z = np.uint64(key) + np.arange(1, count + 1, dtype=np.uint64) * _GOLDEN
-    return _mix64(z)
+    z = np.uint64(key) + np.arange(1, count + 1, dtype=np.uint64) * GOLDEN
+    return mix64(z)

@@ -387,8 +387,6 @@ def stat(path: str) -> Tuple[int, object]:
 
 def sha256(path: str) -> str:
   """The sha256 hex digest of a local file or URL (streamed)."""
-  h = hashlib.sha256()
+  from textrecords import hashing  # pylint: disable=import-outside-toplevel
   with open_read(path) as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      h.update(block)
-  return h.hexdigest()
+    return hashing.stream_sha256(f)

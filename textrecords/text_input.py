@@ -9,12 +9,56 @@ only hands out (path, start, end) triples.
 import dataclasses
 import glob
 import os
-from typing import Iterator, List, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from textrecords import storage
 from textrecords.errors import UserError
 
 DECODE_MODES = ("strict", "replace", "skip_line")
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark: dropped at the start of a file
+
+
+def drop_bom(data: bytes) -> bytes:
+  """`data` without a UTF-8 byte-order mark at its start (editors on Windows add one).
+
+  >>> drop_bom(b"\\xef\\xbb\\xbfcaf\\xc3\\xa9"), drop_bom(b"abc")
+  (b'caf\\xc3\\xa9', b'abc')
+  """
+  return data[len(BOM):] if data.startswith(BOM) else data
+
+
+@dataclasses.dataclass
+class DecodeErrorCounts:
+  """Lines that were not valid UTF-8 and were kept with U+FFFD or dropped.
+
+  Filled by `read_lines(..., counts=)`; generators report it in their summary
+  line and metadata.
+
+  >>> c = DecodeErrorCounts(); c.replaced += 2; c.as_dict(), c.describe()
+  ({'replaced_lines': 2, 'skipped_lines': 0}, '2 lines with invalid UTF-8 replaced')
+  """
+  replaced: int = 0
+  skipped: int = 0
+
+  def add(self, other: "DecodeErrorCounts") -> None:
+    self.replaced += other.replaced
+    self.skipped += other.skipped
+
+  def as_dict(self) -> dict:
+    return {"replaced_lines": self.replaced, "skipped_lines": self.skipped}
+
+  def describe(self) -> str:
+    """'' when nothing was replaced or skipped, else a short phrase."""
+    parts = []
+    if self.replaced:
+      parts.append(f"{self.replaced:,} line{'s' * (self.replaced != 1)} with invalid "
+                   "UTF-8 replaced")
+    if self.skipped:
+      parts.append(f"{self.skipped:,} line{'s' * (self.skipped != 1)} with invalid "
+                   "UTF-8 skipped")
+    return ", ".join(parts)
+
+
 
 
 def expand_patterns(patterns: str, flag: str = "--input_file") -> List[str]:
@@ -58,9 +102,12 @@ def check_decode_mode(mode: str) -> str:
   return mode
 
 
-def read_lines(path: str, on_decode_error: str = "strict",
-               drop_cr: bool = False) -> Iterator[Tuple[int, str]]:
+def read_lines(path: str, on_decode_error: str = "strict", drop_cr: bool = False,
+               counts: Optional[DecodeErrorCounts] = None) -> Iterator[Tuple[int, str]]:
   """Yields (line_number, text) for each line of a UTF-8 file, newline removed.
+
+  A byte-order mark at the start of the file is dropped; `counts`, if given,
+  counts the lines replaced or skipped.
 
   Args:
     path: the file.
@@ -74,6 +121,8 @@ def read_lines(path: str, on_decode_error: str = "strict",
       in its first 8 KiB), or an I/O error.
   """
   with _open_text_file(path) as f:
+    if f.read(len(BOM)) != BOM:
+      f.seek(0)
     for lineno, raw in enumerate(f, 1):
       if drop_cr:
         raw = raw.replace(b"\r", b"")
@@ -86,7 +135,11 @@ def read_lines(path: str, on_decode_error: str = "strict",
       except UnicodeDecodeError as e:
         if on_decode_error == "replace":
           text = raw.decode("utf-8", errors="replace")
+          if counts is not None:
+            counts.replaced += 1
         elif on_decode_error == "skip_line":
+          if counts is not None:
+            counts.skipped += 1
           continue
         else:
           raise _decode_error(path, lineno, e.start) from e
@@ -159,6 +212,8 @@ def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
       in the file.
   """
   data = _read_range(chunk.path, chunk.start, chunk.end - chunk.start)
+  if chunk.start == 0:
+    data = drop_bom(data)
   if not data:
     return [], 0
   if drop_cr:

@@ -11,10 +11,12 @@ import gzip
 import hashlib
 import mmap
 import os
+import secrets
 import struct
 import zlib
 from typing import Iterator, Optional
 
+from textrecords import hashing
 from textrecords.errors import UserError
 
 try:
@@ -39,9 +41,17 @@ except ImportError:  # pragma: no cover - exercised only without the C module
 COMPRESSIONS = ("", "GZIP")
 
 
+def mask_crc(crc):
+  """TFRecord's mask of a CRC32C: an int, or elementwise on a uint64 numpy array.
+
+  >>> hex(mask_crc(0))
+  '0xa282ead8'
+  """
+  return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
 def masked_crc(data: bytes) -> int:
-  c = crc32c(data)
-  return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+  return mask_crc(crc32c(data))
 
 
 def frame(record: bytes) -> bytes:
@@ -51,32 +61,68 @@ def frame(record: bytes) -> bytes:
                    struct.pack("<I", masked_crc(record))))
 
 
+def normalize_compression(compression: Optional[str]):
+  """The canonical spelling of a compression name; unknown names are returned as given.
+
+  >>> normalize_compression("gzip"), normalize_compression("None"), normalize_compression("lz4")
+  ('GZIP', '', 'lz4')
+  """
+  c = (compression or "").strip().upper()
+  if c == "NONE":
+    c = ""
+  return c if c in COMPRESSIONS else compression
+
+
 def check_compression(compression: Optional[str]) -> str:
   """Normalises a compression name ("" or "GZIP"); raises UserError otherwise."""
-  c = (compression or "").upper()
-  if c in ("NONE",):
-    c = ""
+  c = normalize_compression(compression)
   if c not in COMPRESSIONS:
     raise UserError(f"--compression={compression!r}: must be one of '' (none) or GZIP")
   return c
 
 
 def temp_path_for(path: str) -> str:
-  """The temporary name a file is written under before being renamed to `path`."""
+  """A temporary name, unique to this run, that `path` is written under.
+
+  ".NAME.tmp-PID-NONCE": the pid lets a later run tell a dead run's leftovers
+  (removable) from a live run's (see `temp_owner_alive`), the random nonce
+  keeps two writers of one process (or a reused pid) apart.
+
+  >>> import re; bool(re.fullmatch(r"d/\\.f\\.tmp-\\d+-[0-9a-f]{8}", temp_path_for("d/f")))
+  True
+  """
   d, base = os.path.split(path)
-  return os.path.join(d, f".{base}.tmp-{os.getpid()}")
+  return os.path.join(d, f".{base}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
 
 
 def is_temp_name(name: str) -> bool:
   return name.startswith(".") and ".tmp-" in name
 
 
+def temp_owner_alive(name: str) -> bool:
+  """Whether the process that wrote temp file `name` (".X.tmp-PID[-NONCE]") still runs."""
+  pid = name.rsplit(".tmp-", 1)[-1].split("-", 1)[0]
+  return pid_alive(pid)
+
+
+def pid_alive(pid) -> bool:
+  """True if a process with this id exists (a bad id counts as dead)."""
+  try:
+    os.kill(int(pid), 0)
+  except (ValueError, ProcessLookupError, OverflowError):
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
 class AtomicWriter:
   """A binary file written under a temp name, renamed into place on `commit`.
 
   Tracks size and sha256 of the bytes as they would appear on disk. If the
-  writer is closed without `commit` (error, exception), the temp file is
-  removed and `path` is untouched.
+  writer is closed without `commit` (error, exception, or a `with` block left
+  without committing), the temp file is removed, its descriptor closed and
+  `path` is untouched.
   """
 
   def __init__(self, path: str, compression: str = ""):
@@ -89,6 +135,7 @@ class AtomicWriter:
     self._hash = hashlib.sha256()
     self.size = 0
     self.records = 0
+    self.committed = False
     self._gz = None
     if compression == "GZIP":
       # mtime=0 and no file name keep gzip bytes identical run to run.
@@ -147,20 +194,36 @@ class AtomicWriter:
 
   def commit(self) -> dict:
     """Flushes, fsyncs and renames into place; returns {name, bytes, sha256, records}."""
+    self._close_synced()
+    try:
+      self._publish()
+    except OSError as e:
+      self.abort()
+      raise UserError(f"cannot write {self.path}: {e.strerror}") from e
+    self.committed = True
+    return {"name": os.path.basename(self.path), "bytes": self.size,
+            "sha256": self._hash.hexdigest(), "records": self.records}
+
+  def _close_synced(self):
+    """Ends the gzip stream, flushes, fsyncs and closes the temp file."""
     try:
       if self._gz is not None:
         self._gz.close()
       self._raw.flush()
       os.fsync(self._raw.fileno())
       self._raw.close()
-      os.replace(self.tmp, self.path)
     except OSError as e:
       self.abort()
       raise UserError(f"cannot write {self.path}: {e.strerror}") from e
-    return {"name": os.path.basename(self.path), "bytes": self.size,
-            "sha256": self._hash.hexdigest(), "records": self.records}
+
+  def _publish(self):
+    """Moves the closed temp file to its final place (subclasses change where)."""
+    os.replace(self.tmp, self.path)
 
   def abort(self):
+    """Closes and removes the temp file; `path` is untouched. Idempotent."""
+    if self.committed:
+      return
     try:
       self._raw.close()
     except OSError:
@@ -174,7 +237,7 @@ class AtomicWriter:
     return self
 
   def __exit__(self, exc_type, exc, tb):
-    if exc_type is not None:
+    if not self.committed:
       self.abort()
 
 
@@ -192,12 +255,7 @@ class _HashingFile:
     pass
 
 
-def file_sha256(path: str) -> str:
-  h = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      h.update(block)
-  return h.hexdigest()
+file_sha256 = hashing.file_sha256
 
 
 def read_records(path: str, compression: str = "") -> Iterator[bytes]:

@@ -1,29 +1,68 @@
 """Vocabulary files (one token per line, id = line number) and frequency vocabs."""
 
 import collections
-import hashlib
-from typing import Iterable, List, Sequence
+from typing import Iterable, List, Optional, Sequence
 
+from textrecords import hashing
+from textrecords import storage
+from textrecords.errors import MissingFileError
 from textrecords.errors import UserError
 
 
-def load_tokens(path: str, flag: str = "--vocab_file") -> List[str]:
-  """Reads a one-token-per-line vocab file (UTF-8), stripping each line."""
+def load_tokens(path: str, flag: Optional[str] = "--vocab_file", *, strip: bool = True,
+                drop_cr: bool = False, allow_empty: bool = False) -> List[str]:
+  """Reads a one-token-per-line vocab file (UTF-8); id = line number.
+
+  The one vocab reader of the code base. Lines end at "\\n"; a final line
+  without "\\n" counts, nothing after a final "\\n" does.
+
+  Args:
+    path: the file.
+    flag: the flag that named it, for messages (None: no flag).
+    strip: `str.strip()` each token (bert_data, the reference); False keeps
+      tokens as written (mt_data, whose vocabs it wrote itself).
+    drop_cr: remove every carriage return byte first (TensorFlow's line
+      reader, which the BERT reference uses, does).
+    allow_empty: return [] for an empty file instead of raising.
+
+  Raises:
+    MissingFileError: the file does not exist.
+    UserError: unreadable, not UTF-8, or empty.
+  """
+  prefix = f"{flag}: " if flag else ""
+  if storage.is_url(path):
+    data = storage.read_bytes(path)
+  else:
+    data = _read_local(path, prefix)
+  return _tokens(data, path, prefix, strip=strip, drop_cr=drop_cr, allow_empty=allow_empty)
+
+
+def _read_local(path: str, prefix: str) -> bytes:
   try:
-    with open(path, "rb") as f:
-      data = f.read()
+    with open(storage.local_path(path), "rb") as f:
+      return f.read()
+  except FileNotFoundError as e:
+    raise MissingFileError(f"{prefix}vocab file not found: {path}") from e
   except OSError as e:
-    raise UserError(f"{flag}: cannot read {path}: {e.strerror}") from e
+    raise UserError(f"{prefix}cannot read {path}: {e.strerror}") from e
+
+
+def _tokens(data: bytes, path: str, prefix: str, *, strip: bool, drop_cr: bool,
+            allow_empty: bool) -> List[str]:
+  if drop_cr:
+    data = data.replace(b"\r", b"")
   try:
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
     line = data[:e.start].count(b"\n") + 1
-    raise UserError(f"{flag}: {path}:{line}: invalid UTF-8") from e
-  tokens = [t.strip() for t in text.split("\n")]
-  if tokens and tokens[-1] == "" and text.endswith("\n"):
+    raise UserError(f"{prefix}{path}:{line}: not valid UTF-8 (byte {e.start})") from e
+  tokens = text.split("\n")
+  if tokens[-1] == "":
     tokens.pop()
-  if not tokens:
-    raise UserError(f"{flag}: {path} is empty")
+  if strip:
+    tokens = [t.strip() for t in tokens]
+  if not tokens and not allow_empty:
+    raise UserError(f"{prefix}{path} is empty")
   return tokens
 
 
@@ -32,13 +71,8 @@ def tokens_file_bytes(tokens: Sequence[str]) -> bytes:
   return "".join(t + "\n" for t in tokens).encode("utf-8")
 
 
-def sha256_bytes(data: bytes) -> str:
-  return hashlib.sha256(data).hexdigest()
-
-
-def file_sha256(path: str) -> str:
-  with open(path, "rb") as f:
-    return sha256_bytes(f.read())
+sha256_bytes = hashing.sha256_bytes
+file_sha256 = hashing.file_sha256
 
 
 def frequency_vocab(token_stream: Iterable[str], min_freq: int,

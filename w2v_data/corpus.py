@@ -254,13 +254,19 @@ def _read_unit(unit: _ReadUnit) -> ChunkCounts:
       data = f.read(unit.end - unit.start)
   except OSError as e:
     return _bad(0, f"cannot read: {e.strerror}")
+  if unit.start == 0:
+    data = text_input.drop_bom(data)
   return count_chunk(data, unit.last, unit.mode)
 
 
-def _slow_file(path: str, on_decode_error: str, mode: ReadMode):
-  """A file that is not clean UTF-8, line by line: (ChunkCounts, line numbers)."""
+def _slow_file(path: str, on_decode_error: str, mode: ReadMode,
+               counts: Optional[text_input.DecodeErrorCounts] = None):
+  """A file that is not clean UTF-8, line by line: (ChunkCounts, line numbers).
+
+  `counts`, if given, counts the lines replaced or skipped as invalid UTF-8.
+  """
   lines, linenos = [], []
-  for lineno, text in text_input.read_lines(path, on_decode_error):
+  for lineno, text in text_input.read_lines(path, on_decode_error, counts=counts):
     if _END in text:
       raise UserError(f"{path}:{lineno}: NUL byte in the line; expected UTF-8 text")
     lines.append(text)
@@ -293,8 +299,11 @@ def build_vocab(counter: "collections.Counter", min_freq: int) -> List[str]:
 
 def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "strict",
                 num_workers: int = 1, mode: ReadMode = SENTENCES,
-                chunk_bytes: Optional[int] = None) -> Corpus:
+                chunk_bytes: Optional[int] = None,
+                counts: Optional[text_input.DecodeErrorCounts] = None) -> Corpus:
   """Reads `files` (in parallel), builds the vocab and maps every token to its id.
+
+  `counts`, if given, counts the lines replaced or skipped as invalid UTF-8.
 
   Raises:
     UserError: an empty or unreadable file, invalid UTF-8 (strict), binary
@@ -321,7 +330,7 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
       continue
     first = line_of.count
     if any(r.unclean for r in in_file):  # invalid UTF-8 or NUL bytes somewhere
-      slow, linenos = _slow_file(unit.path, on_decode_error, mode)
+      slow, linenos = _slow_file(unit.path, on_decode_error, mode, counts)
       in_file = [slow]
       line_of.add(unit.path, first, len(linenos), linenos)
     else:

@@ -7,14 +7,13 @@ Example:
       --output_dir=out/pv
 """
 
-import sys
+import os
 
 from absl import flags
 
 from textrecords import cli
 from textrecords import storage
 from textrecords.run_options import run_options_from_flags
-from textrecords.errors import UserError
 from w2v_data import schema
 from w2v_data.config import SUBSAMPLE_FORMULAS
 from w2v_data.config import W2vConfig
@@ -58,20 +57,25 @@ def config_from_flags() -> W2vConfig:
       **run_options_from_flags(FLAGS)).validate()
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-  from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
-  config = config_from_flags()
-  meta = storage.run_staged(config, "output_dir", pipeline.create, folder=True,
-                            flag="--output_dir")
+def _summary(config: W2vConfig, meta: dict):
   c = meta["counts"]
-  if not config.quiet:
-    print(f"w2v_data: {c['sentences']:,} sentences, vocab {meta['vocab']['size']:,}, "
-          f"{c['centers']:,} centers, {c['pairs']:,} pairs -> {config.output_dir}",
-          file=sys.stderr)
+  line = (f"w2v_data: {c['sentences']:,} sentences, vocab {meta['vocab']['size']:,}, "
+          f"{c['centers']:,} centers, {c['pairs']:,} pairs{cli.decode_note(c)} -> "
+          f"{config.output_dir}")
+  return line, {"output_dir": os.path.abspath(config.output_dir), "counts": c,
+                "vocab_size": meta["vocab"]["size"], "files": meta["files"]}
+
+
+def main(argv):
+  from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
+  cli.generator_main(argv, FLAGS.summary_json, config_from_flags,
+                     lambda config: storage.run_staged(config, "output_dir", pipeline.create,
+                                                       folder=True, flag="--output_dir"),
+                     _summary)
+
+
+entry_point = cli.entry_point(define_flags, main)  # the `w2v-data-create` console script
 
 
 if __name__ == "__main__":
-  define_flags()
-  cli.run(main)
+  entry_point()

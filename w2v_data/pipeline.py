@@ -13,8 +13,10 @@ from textrecords import cli
 from textrecords import dataset_writer
 from textrecords import features
 from textrecords import metadata
+from textrecords import output_lock
 from textrecords import parallel
 from textrecords import storage
+from textrecords import text_input
 from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
 from textrecords.layout import DatasetLayout
@@ -127,9 +129,18 @@ def create(config: W2vConfig) -> dict:
   """Runs the whole generation; returns the metadata written.
 
   Raises:
-    UserError: bad flags or input, or an existing output (see --overwrite).
+    UserError: bad flags or input, or an existing output (see --overwrite), or
+      another run writing the same output.
   """
   config.validate()
+  try:
+    with output_lock.hold([DatasetLayout.for_dir(config.output_dir).meta_path]):
+      return _create(config)
+  finally:
+    _STATE.clear()
+
+
+def _create(config: W2vConfig) -> dict:
   files = config.input_files()
   out = DatasetLayout.for_dir(config.output_dir)
   meta_path = out.meta_path
@@ -146,8 +157,10 @@ def create(config: W2vConfig) -> dict:
   progress = cli.Progress(config.quiet)
   mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
           if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
+  decode_errors = text_input.DecodeErrorCounts()
   corpus = corpus_lib.load_corpus(files, config.min_freq, config.on_decode_error,
-                                  num_workers=config.num_workers, mode=mode)
+                                  num_workers=config.num_workers, mode=mode,
+                                  counts=decode_errors)
   progress.update(lambda: f"w2v_data: read {corpus.num_sentences:,} sentences, "
                   f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
   sampler = sampling.SkipGramSampler.build(
@@ -219,6 +232,7 @@ def create(config: W2vConfig) -> dict:
       "max_contexts": totals["max_contexts"],
       "max_row_length": ((1 + k) * totals["max_contexts"] if config.model == "skipgram"
                          else 1 + k),
+      **decode_errors.as_dict(),
   }
 
   def build_meta(infos):

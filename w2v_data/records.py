@@ -23,71 +23,15 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from textrecords import tfrecord
+from textrecords import varint
 
 _I64 = np.int64
 _I32 = np.int32
 
 
-def varint_lengths(values: np.ndarray) -> np.ndarray:
-  """Bytes of the base-128 varint of each non-negative value.
-
-  >>> varint_lengths(np.array([0, 127, 128, 16383, 16384])).tolist()
-  [1, 1, 2, 2, 3]
-  """
-  values = _narrow(values)
-  top = int(values.max()) if len(values) else 0
-  if top < (1 << 14):  # word ids: one byte or two, computed in one pass
-    return (values >= 128).view(np.int8).astype(_I32 if values.dtype == _I32 else _I64) + 1
-  n = np.ones(len(values), dtype=_I64)
-  k = 1
-  while k < 10 and top >= (1 << (7 * k)):
-    n += values >= (1 << (7 * k))
-    k += 1
-  return n
-
-
-def _narrow(values) -> np.ndarray:
-  """int32 arrays stay int32 (ids); anything else becomes int64."""
-  values = np.asarray(values)
-  return values if values.dtype == _I32 else values.astype(_I64, copy=False)
-
-
-def _scatter_varints(buf: np.ndarray, pos: np.ndarray, values: np.ndarray,
-                     lengths: np.ndarray):
-  """Writes varint(values[i]) at buf[pos[i]:pos[i] + lengths[i]]."""
-  top = int(lengths.max()) if len(lengths) else 0
-  if top <= 4:  # values < 2**28: cheaper arithmetic
-    values = values.astype(np.int32)
-  if top == 1:
-    buf[pos] = values
-    return
-  if top == 2:  # the common case for word ids: one byte, or two
-    big = values >= 128
-    buf[pos] = (values & 0x7F).astype(np.uint8) | (big.view(np.uint8) << 7)
-    buf[pos[big] + 1] = values[big] >> 7
-    return
-  for k in range(top):
-    sel = lengths > k
-    v, p, n = (values, pos, lengths) if k == 0 else (values[sel], pos[sel], lengths[sel])
-    byte = (v >> (7 * k)) & 0x7F
-    byte |= (n > k + 1).astype(byte.dtype) << 7
-    buf[p + k] = byte
-
-
-def varint_bytes(values: np.ndarray, lengths: np.ndarray = None) -> np.ndarray:
-  """The concatenated varints of `values` as uint8.
-
-  >>> varint_bytes(np.array([5, 300])).tolist()
-  [5, 172, 2]
-  """
-  values = np.asarray(values, dtype=_I64)
-  if np.any(values < 0):
-    raise ValueError("negative values are not supported")
-  if lengths is None:
-    lengths = varint_lengths(values)
-  out = np.zeros(int(lengths.sum()), dtype=np.uint8)
-  _scatter_varints(out, np.cumsum(lengths) - lengths, values, lengths)
-  return out
+varint_lengths = varint.lengths
+varint_bytes = varint.pack
+_scatter_varints = varint.scatter
 
 
 class _Assembler:
@@ -171,7 +115,7 @@ def encode_int64_records(features: Sequence[Tuple[str, np.ndarray, np.ndarray]])
   feats = []
   features_len = np.zeros(num, dtype=_I64)
   for name, values, lengths in sorted(features, key=lambda f: f[0].encode("utf-8")):
-    values = _narrow(values)
+    values = varint.narrow(values)
     lengths = np.asarray(lengths, dtype=_I64)
     vlens = varint_lengths(values)
     # Offsets fit int32 unless a batch holds over 2**31 / 10 values.
@@ -211,8 +155,7 @@ def encode_int64_records(features: Sequence[Tuple[str, np.ndarray, np.ndarray]])
   crc = tfrecord.crc32c
   raw = np.fromiter((crc(view[a:b]) for a, b in zip(data_start, data_end)),
                     dtype=np.uint64, count=num)
-  u32 = np.uint64(0xFFFFFFFF)
-  crcs = ((((raw >> np.uint64(15)) | (raw << np.uint64(17))) & u32) + np.uint64(0xA282EAD8)) & u32
+  crcs = tfrecord.mask_crc(raw)
   crc_bytes = crcs.astype("<u4").view(np.uint8).reshape(num, 4)
   pos = np.asarray(data_end, dtype=_I64)
   for i in range(4):

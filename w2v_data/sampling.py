@@ -29,9 +29,9 @@ from textrecords import seeding
 from w2v_data import schema
 
 _U64 = np.uint64
-_GAMMA = _U64(0x9E3779B97F4A7C15)
-_M1 = _U64(0xBF58476D1CE4E5B9)
-_M2 = _U64(0x94D049BB133111EB)
+_GAMMA = seeding.GOLDEN
+mix64 = seeding.mix64  # splitmix64's finaliser (the core's one counter-based RNG)
+to_unit = seeding.to_unit
 _STREAM_KEEP, _STREAM_WINDOW, _STREAM_NOISE = 1, 2, 3
 NOISE_POWER = 0.75
 _MAX_ATTEMPTS_BEFORE_CHECK = 64
@@ -43,21 +43,6 @@ class NoNoiseWordError(Exception):
   def __init__(self, sentence_index: int):
     super().__init__(sentence_index)
     self.sentence_index = sentence_index
-
-
-def mix64(x: np.ndarray) -> np.ndarray:
-  """splitmix64's finaliser, elementwise on uint64 (a bijective 64-bit hash).
-
-  >>> int(mix64(np.array([0], dtype=np.uint64))[0])
-  0
-  >>> int(mix64(np.array([1], dtype=np.uint64))[0]) == 0x5692161D100B05E5
-  True
-  """
-  with np.errstate(over="ignore"):
-    x = np.asarray(x, dtype=_U64)
-    x = (x ^ (x >> _U64(30))) * _M1
-    x = (x ^ (x >> _U64(27))) * _M2
-    return x ^ (x >> _U64(31))
 
 
 def sentence_keys(seed: int, sentence_index: np.ndarray) -> np.ndarray:
@@ -73,11 +58,6 @@ def random_bits(keys: np.ndarray, stream: int, owner: np.ndarray,
   with np.errstate(over="ignore"):
     stream_keys = mix64(keys ^ _U64(stream * 0xD1B54A32D192ED03 % (1 << 64)))
     return mix64(stream_keys[owner] + np.asarray(counter, dtype=_U64) * _GAMMA)
-
-
-def to_unit(bits: np.ndarray) -> np.ndarray:
-  """uint64 bits -> float64 uniform on [0, 1)."""
-  return (bits >> _U64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
 def keep_probabilities(counts: np.ndarray, t: float, formula: str = "sqrt") -> np.ndarray:

@@ -1,0 +1,253 @@
+"""The command-line contract the three generators share (textrecords/cli.py):
+summary line, --quiet, --summary_json, --help, repeated flags, decode-error
+counts, Ctrl-C, the output lock, console scripts, and the training scripts'
+errors. Real subprocesses, tiny inputs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, SAMPLE_TEXT, VOCAB, error_lines, run_cli, write_varied_corpus
+from textrecords import output_lock
+
+TESTDATA = os.path.join(REPO, "tests", "testdata")
+W2V_TINY = os.path.join(TESTDATA, "w2v_tiny.txt")
+MT_PAIRS = os.path.join(TESTDATA, "mt_pairs.txt")
+
+# package -> (module, flags for a tiny run given (input, output), where the metadata lands)
+TOOLS = {
+    "bert_data": ("bert_data.create",
+                  lambda i, o: [f"--input_file={i}", f"--output_file={o}/t.tfrecord",
+                                f"--vocab_file={VOCAB}", "--dupe_factor=1", "--num_workers=1"],
+                  lambda o: os.path.join(o, "t.tfrecord.meta.json")),
+    "w2v_data": ("w2v_data.create",
+                 lambda i, o: [f"--input_file={i}", f"--output_dir={o}", "--min_freq=1",
+                               "--num_workers=1"],
+                 lambda o: os.path.join(o, "meta.json")),
+    "mt_data": ("mt_data.create",
+                lambda i, o: [f"--input_file={i}", f"--output_dir={o}", "--num_train=8",
+                              "--num_val=2", "--min_freq=1", "--num_workers=1"],
+                lambda o: os.path.join(o, "meta.json")),
+}
+INPUTS = {"bert_data": SAMPLE_TEXT, "w2v_data": W2V_TINY, "mt_data": MT_PAIRS}
+
+
+def _visible(d):
+  return sorted(n for n in os.listdir(d) if not n.startswith(".")) if os.path.isdir(d) else []
+
+
+# ------------------------------------------------------------ summary
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+def test_summary_is_one_line_on_stderr_quiet_silences_it_json_for_machines(tmp_path, package):
+  module, args, _ = TOOLS[package]
+  out = str(tmp_path / "out")
+  r = run_cli(module, *args(INPUTS[package], out))
+  assert r.returncode == 0, r.stderr
+  assert r.stdout == ""
+  last = error_lines(r.stderr)[-1]
+  assert last.startswith(f"{package}: ") and "-> " in last, r.stderr
+
+  summary = tmp_path / "summary.json"
+  r = run_cli(module, *args(INPUTS[package], out), "--overwrite", "--quiet",
+              f"--summary_json={summary}")
+  assert r.returncode == 0, r.stderr
+  assert r.stdout == "" and error_lines(r.stderr) == []
+  data = json.loads(summary.read_text(encoding="utf-8"))
+  assert isinstance(data, dict) and data
+  assert [n for n in os.listdir(tmp_path) if ".tmp-" in n] == []
+
+
+def test_summary_json_in_a_missing_folder_fails_before_the_run(tmp_path):
+  module, args, _ = TOOLS["w2v_data"]
+  out = tmp_path / "out"
+  r = run_cli(module, *args(W2V_TINY, out), f"--summary_json={tmp_path}/no/such/s.json")
+  assert r.returncode == 2
+  assert error_lines(r.stderr) == [f"error: --summary_json={tmp_path}/no/such/s.json: folder "
+                                   f"{tmp_path}/no/such does not exist"]
+  assert not out.exists()
+
+
+# ------------------------------------------------------------ help
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+def test_help_lists_every_flag_and_exits_0(package):
+  module = TOOLS[package][0]
+  r = run_cli(module, "--help")
+  assert r.returncode == 0, r.stderr
+  for flag in ("--input_file", "--num_shards", "--compression", "--overwrite", "--resume",
+               "--num_workers", "--quiet", "--summary_json", "--on_decode_error", "--verbose"):
+    assert flag in r.stdout or flag.replace("--", "--[no]") in r.stdout, (flag, r.stdout)
+  own = {"bert_data": "--max_seq_length", "w2v_data": "--max_window_size",
+         "mt_data": "--num_train"}[package]
+  assert own in r.stdout
+  assert run_cli(module, "-h").returncode == 0
+
+
+def test_inspect_help_lists_no_generator_flags():
+  for option in ("--help", "--helpfull"):
+    r = run_cli("bert_data.inspect", option)
+    assert r.returncode == 0, r.stderr
+    assert "--max_records" in r.stdout and "--vocab_file" in r.stdout
+    # (--compression is inspect's own: the compression of plain TFRecord files)
+    for flag in ("--num_shards", "--resume", "--num_workers", "--overwrite", "--quiet",
+                 "--on_decode_error", "--summary_json"):
+      assert flag not in r.stdout, (option, flag)
+
+
+# ------------------------------------------------------------ repeated flags
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+def test_a_repeated_single_value_flag_is_an_error(tmp_path, package):
+  module, args, _ = TOOLS[package]
+  out = tmp_path / "out"
+  r = run_cli(module, *args(INPUTS[package], out), f"--input_file={INPUTS[package]}")
+  assert r.returncode == 2
+  lines = error_lines(r.stderr)
+  assert len(lines) == 1 and lines[0].startswith("error: --input_file is given 2 times"), lines
+  assert not out.exists()
+
+
+# ------------------------------------------------------------ decode errors
+
+def _with_bad_line(tmp_path, package):
+  good = open(INPUTS[package], "rb").read()
+  bad = {"bert_data": b"Caf\xe9 au lait is here.\n", "w2v_data": b"w1 w\xff2 w3\n",
+         "mt_data": b"Caf\xe9.\tCaf\xe9.\n"}[package]
+  path = tmp_path / "in.txt"
+  path.write_bytes(bad + good)
+  return str(path)
+
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+@pytest.mark.parametrize("mode,word", [("replace", "replaced"), ("skip_line", "skipped")])
+def test_decode_error_counts_in_summary_and_metadata(tmp_path, package, mode, word):
+  module, args, meta_of = TOOLS[package]
+  out = str(tmp_path / "out")
+  r = run_cli(module, *args(_with_bad_line(tmp_path, package), out),
+              f"--on_decode_error={mode}")
+  assert r.returncode == 0, r.stderr
+  assert f"1 line with invalid UTF-8 {word}" in error_lines(r.stderr)[-1]
+  meta = json.load(open(meta_of(out), encoding="utf-8"))
+  counts = meta["decode_errors"] if package == "mt_data" else meta["counts"]
+  assert counts[f"{word}_lines" if word == "replaced" else "skipped_lines"] == 1
+  assert counts["replaced_lines" if word == "skipped" else "skipped_lines"] == 0
+
+
+# ------------------------------------------------------------ Ctrl-C
+
+def test_ctrl_c_during_instance_building_is_one_line_and_exit_130(tmp_path):
+  corpus = write_varied_corpus(tmp_path / "corpus.txt", 200)
+  out = tmp_path / "out"
+  env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "bert_data.create", f"--input_file={corpus}",
+       f"--output_file={out}/t.tfrecord", f"--vocab_file={VOCAB}", "--dupe_factor=40",
+       "--num_shards=4", "--num_workers=2"],
+      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      start_new_session=True)  # its own process group, as a terminal's job
+  seen = []
+  try:
+    for line in proc.stderr:  # progress lines: corpus read, instance building starts
+      seen.append(line)
+      if " documents, " in line and "read " in line:
+        break
+    time.sleep(0.5)
+    if proc.poll() is not None:
+      pytest.fail(f"the run ended before Ctrl-C: {seen}")
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+    _, err = proc.communicate(timeout=60)
+  finally:
+    if proc.poll() is None:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
+  assert proc.returncode == 130, err
+  assert error_lines(err) == ["error: interrupted"], err
+  assert not out.exists() or [n for n in os.listdir(out) if not n.endswith(".done")
+                             and not n.endswith(".progress")] == []
+
+
+# ------------------------------------------------------------ output lock
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+def test_a_second_run_on_a_locked_output_fails_at_once(tmp_path, package):
+  module, args, meta_of = TOOLS[package]
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  with output_lock.hold([meta_of(out)]):  # a live run holds the output
+    t0 = time.monotonic()
+    r = run_cli(module, *args(INPUTS[package], out))
+    assert time.monotonic() - t0 < 60
+  assert r.returncode == 2
+  lines = error_lines(r.stderr)
+  assert len(lines) == 1 and f"another run (pid {os.getpid()}) is writing this output" in lines[0]
+  assert _visible(out) == []
+  assert os.listdir(out) == []  # and the lock is gone with its holder
+  assert run_cli(module, *args(INPUTS[package], out)).returncode == 0  # free again
+
+
+def test_lock_is_released_when_its_process_dies(tmp_path):
+  meta = str(tmp_path / "meta.json")
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import sys, time; from textrecords import output_lock\n"
+       "with output_lock.hold([sys.argv[1]]):\n  print('held', flush=True); time.sleep(60)",
+       meta], env=dict(os.environ, PYTHONPATH=REPO), stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(ValueError, match=f"another run \\(pid {holder.pid}\\)"):
+      with output_lock.hold([meta]):
+        pass
+  finally:
+    holder.kill()
+    holder.wait()
+  with output_lock.hold([meta]):  # SIGKILL freed it
+    pass
+
+
+def test_stale_temps_of_dead_runs_are_removed_live_ones_kept(tmp_path):
+  from textrecords import dataset_writer  # pylint: disable=import-outside-toplevel
+  out = tmp_path / "f.tfrecord"
+  dead = tmp_path / ".f.tfrecord.tmp-999999999-00000000"
+  dead.write_bytes(b"x")
+  live = tmp_path / f".f.tfrecord.tmp-{os.getppid()}-00000000"  # a live process's
+  live.write_bytes(b"y")
+  w = dataset_writer.DatasetWriter(str(tmp_path / "f.meta.json"), {"k": 1})
+  h = w.open(str(out))
+  h.abort()
+  assert not dead.exists() and live.exists()
+
+
+# ------------------------------------------------------------ console scripts
+
+def test_console_script_is_installed_and_runs(tmp_path):
+  script = os.path.join(os.path.dirname(sys.executable), "w2v-data-create")
+  assert os.path.exists(script), "pip install -e . installs the console scripts"
+  out = tmp_path / "out"
+  r = subprocess.run([script, f"--input_file={W2V_TINY}", f"--output_dir={out}",
+                      "--min_freq=1", "--num_workers=1"], capture_output=True, text=True,
+                     cwd=str(tmp_path), timeout=300)
+  assert r.returncode == 0, r.stderr
+  assert error_lines(r.stderr)[-1].startswith("w2v_data: ")
+  assert (out / "meta.json").exists()
+  h = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=300)
+  assert h.returncode == 0 and "--num_shards" in h.stdout
+
+
+# ------------------------------------------------------------ training scripts
+
+@pytest.mark.parametrize("script,flag", [("train_bert_tiny.py", "--input"),
+                                         ("train_skipgram.py", "--data_dir")])
+def test_training_scripts_on_missing_data_give_one_line(tmp_path, script, flag):
+  missing = str(tmp_path / "missing")
+  r = subprocess.run([sys.executable, os.path.join(REPO, "scripts", script), f"{flag}={missing}"],
+                     capture_output=True, text=True, timeout=300,
+                     env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert r.returncode == 2, r.stderr
+  lines = error_lines(r.stderr)
+  assert len(lines) == 1 and lines[0].startswith("error: ") and missing in lines[0], lines
+  assert "Traceback" not in r.stderr
