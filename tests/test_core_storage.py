@@ -92,8 +92,10 @@ def test_glob_exists_list_on_memory(mem):
 
 def _bert_cli(cwd, staging_dir, *flags):
   env = dict(ENV, TEXTRECORDS_STAGING_DIR=str(staging_dir))
-  p = subprocess.run([sys.executable, "-m", "bert_data.create", f"--vocab_file={VOCAB}",
-                      "--max_seq_length=32", "--dupe_factor=1", "--quiet", *flags],
+  given = {f.split("=")[0] for f in flags}  # a flag given twice is an error: flags replace defaults
+  defaults = [f for f in (f"--vocab_file={VOCAB}", "--max_seq_length=32", "--dupe_factor=1",
+                          "--quiet") if f.split("=")[0] not in given]
+  p = subprocess.run([sys.executable, "-m", "bert_data.create", *defaults, *flags],
                      cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
   return p.returncode, [l for l in p.stderr.splitlines() if l.strip() and not _noise(l)]
 
