@@ -52,7 +52,7 @@ def _i64(tf, value: int):
 
 
 def _mix64(tf, z):
-  """SplitMix64's finalizer (as `seeding._mix64`)."""
+  """SplitMix64's finalizer in TensorFlow ops (as `seeding.mix64`)."""
   z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(tf, 30))) * _u64(tf, _M1)
   z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(tf, 27))) * _u64(tf, _M2)
   return tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(tf, 31)))
@@ -82,8 +82,8 @@ def epoch_keys_np(record_keys, salt: int) -> np.ndarray:
   from textrecords import seeding  # pylint: disable=import-outside-toplevel
   keys = np.asarray(record_keys).astype(np.int64).view(np.uint64)
   with np.errstate(over="ignore"):
-    s = seeding._mix64(np.uint64(np.int64(salt).view(np.uint64)) + seeding._GOLDEN)  # pylint: disable=protected-access
-    return seeding._mix64(keys ^ s)  # pylint: disable=protected-access
+    s = seeding.mix64(np.uint64(np.int64(salt).view(np.uint64)) + seeding.GOLDEN)
+    return seeding.mix64(keys ^ s)
 
 
 @dataclasses.dataclass(frozen=True)
