@@ -289,7 +289,6 @@ def _create(cfg, log):
         "inputs": inputs,
         "lines_read": lines_read,
         "skipped_lines": skipped,
-        "decode_errors": reader.decode_errors.as_dict(),
         "compression": compression,
         "splits": {
             split: {"pairs": n, "files": split_names[split], **split_stats[split]}
@@ -309,8 +308,8 @@ def _create(cfg, log):
 
   meta = dw.finalize(all_paths, build_meta)
   t_end = time.monotonic()
-  summary = {k: meta[k] for k in ("lines_read", "skipped_lines", "decode_errors", "splits",
-                                  "vocab", "tokenizer")}
+  summary = {k: meta[k] for k in ("lines_read", "skipped_lines", "splits", "vocab",
+                                  "tokenizer")}
   summary["output_dir"] = out
   summary["files_kept_from_earlier_run"] = kept
   summary["seconds"] = {"read": round(t_read - t0, 3), "vocab": round(t_vocab - t_read, 3),
@@ -342,7 +341,7 @@ def _summary(cfg: config_lib.MTConfig, summary: dict):
   vocab = summary["vocab"]
   line = (f"mt_data: {summary['lines_read']:,} lines, {train['pairs']:,} train + "
           f"{valid['pairs']:,} valid pairs, vocab {vocab['source']['size']:,} source / "
-          f"{vocab['target']['size']:,} target{cli.decode_note(summary['decode_errors'])}"
+          f"{vocab['target']['size']:,} target"
           f" -> {summary['output_dir']}")
   return line, summary
 

@@ -139,9 +139,9 @@ def test_no_module_state_is_left_after_create(tmp_path):
   seen = {}
   real_init = bert_pipeline._init_tokenizer  # pylint: disable=protected-access
 
-  def spy(tok):
+  def spy(tok, *rest):
     seen["tokenizer"] = weakref.ref(tok)
-    real_init(tok)
+    real_init(tok, *rest)
 
   bert_pipeline._init_tokenizer = spy  # pylint: disable=protected-access
   try:
