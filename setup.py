@@ -40,7 +40,11 @@ setup(
         "gcs": ["fsspec>=2023.1", "gcsfs>=2023.1"],
         "s3": ["fsspec>=2023.1", "s3fs>=2023.1"],
         "hdfs": ["fsspec>=2023.1", "pyarrow>=14"],
+        # TF-free readers (textrecords.reader): grain and PyTorch sources.
+        "grain": ["grain>=0.2,<0.3"],
+        "torch": ["torch>=2.1"],
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
-                 "sentencepiece>=0.2", "fsspec>=2023.1", "s3fs>=2023.1", "moto[server]>=5"],
+                 "sentencepiece>=0.2", "fsspec>=2023.1", "s3fs>=2023.1", "moto[server]>=5",
+                 "grain>=0.2,<0.3"],
     },
 )

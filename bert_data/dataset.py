@@ -174,7 +174,8 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool]
           masker.mask(f, salt))
     else:
       weights = f[S.MASKED_LM_WEIGHTS]
-    return _outputs(tf, ints, weights, names)
+    return outputs(ints, weights, names, lambda t: tf.ones_like(t, tf.float32),
+                   lambda t: tf.cast(t, tf.bool))
 
   return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=deterministic).prefetch(tf.data.AUTOTUNE)
@@ -191,12 +192,21 @@ def _feature_names(feature_names: Optional[str], v2_names: bool) -> str:
   return feature_names
 
 
-def _outputs(tf, ints: dict, mlm_weights, names: str):
-  """(x, y, sample_weight) in the consumer's names."""
+def outputs(ints: dict, mlm_weights, names: str, ones_like, as_bool):
+  """(x, y, sample_weight) in the consumer's names, from tf tensors or numpy arrays.
+
+  Args:
+    ints: canonical feature name -> int32 batch.
+    mlm_weights: float32 masked-LM weights.
+    names: "bert", "v2" or "keras_hub".
+    ones_like: float32 ones of the shape of its argument's first column
+      (the next-sentence weights, shape (batch,)).
+    as_bool: casts an array to bool (keras_hub's padding mask).
+  """
   if names == "keras_hub":
     k = S.KERAS_HUB_NAMES
     x = {k[S.INPUT_IDS]: ints[S.INPUT_IDS],
-         k[S.INPUT_MASK]: tf.cast(ints[S.INPUT_MASK], tf.bool),
+         k[S.INPUT_MASK]: as_bool(ints[S.INPUT_MASK]),
          k[S.SEGMENT_IDS]: ints[S.SEGMENT_IDS],
          k[S.MASKED_LM_POSITIONS]: ints[S.MASKED_LM_POSITIONS]}
     return x, ints[S.MASKED_LM_IDS], mlm_weights
@@ -207,5 +217,5 @@ def _outputs(tf, ints: dict, mlm_weights, names: str):
   weights = {MASKED_LM: mlm_weights}
   if S.NEXT_SENTENCE_LABELS in ints:  # packed records (--next_sentence=false) have none
     y[NEXT_SENTENCE] = ints[S.NEXT_SENTENCE_LABELS]
-    weights[NEXT_SENTENCE] = tf.ones_like(ints[S.NEXT_SENTENCE_LABELS][:, 0], tf.float32)
+    weights[NEXT_SENTENCE] = ones_like(ints[S.NEXT_SENTENCE_LABELS][:, 0])
   return x, y, weights

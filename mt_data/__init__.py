@@ -17,3 +17,21 @@ def load_codecs(output_dir: str):
   """(source, target) codecs (encode text -> ids, decode ids -> text) of a dataset."""
   from mt_data.vocab import load_codecs as _load  # pylint: disable=import-outside-toplevel
   return _load(output_dir)
+
+
+def numpy_batches(*args, **kwargs):
+  """See `mt_data.reader.numpy_batches` (no TensorFlow)."""
+  from mt_data.reader import numpy_batches as _f  # pylint: disable=import-outside-toplevel
+  return _f(*args, **kwargs)
+
+
+def grain_source(*args, **kwargs):
+  """See `mt_data.reader.grain_source` (no TensorFlow; needs textrecords[grain] to use)."""
+  from mt_data.reader import grain_source as _f  # pylint: disable=import-outside-toplevel
+  return _f(*args, **kwargs)
+
+
+def torch_dataset(*args, **kwargs):
+  """See `mt_data.reader.torch_dataset` (no TensorFlow; needs textrecords[torch])."""
+  from mt_data.reader import torch_dataset as _f  # pylint: disable=import-outside-toplevel
+  return _f(*args, **kwargs)

@@ -32,8 +32,10 @@ def _write(tmp_path, fingerprint, records, overwrite=False, resume=False, stop_a
 
 def test_complete_dataset_and_metadata(tmp_path):
   meta, _ = _write(tmp_path, {"a": 1}, [[b"1"], [b"2", b"3"]])
-  assert [f["records"] for f in meta["files"]] == [1, 2]
-  assert sorted(os.listdir(tmp_path)) == ["f0", "f1", "meta.json"]
+  # Each record file is followed (after all of them) by its offset index.
+  assert [(f["name"], f["records"]) for f in meta["files"]] == [
+      ("f0", 1), ("f1", 2), ("f0.index", 0), ("f1.index", 0)]
+  assert sorted(os.listdir(tmp_path)) == ["f0", "f0.index", "f1", "f1.index", "meta.json"]
   read = metadata.read(str(tmp_path / "meta.json"), package="test")
   assert metadata.verified_files(read, str(tmp_path / "meta.json"), ["f0", "f1"]) == [
       str(tmp_path / "f0"), str(tmp_path / "f1")]
@@ -48,8 +50,9 @@ def test_interrupted_run_looks_incomplete_and_resumes(tmp_path):
     metadata.read(str(tmp_path / "meta.json"))
   meta, written = _write(tmp_path, {"a": 1}, [[b"1"], [b"2"], [b"3"]], resume=True)
   assert written == ["f2"]
-  assert len(meta["files"]) == 3
-  assert sorted(os.listdir(tmp_path)) == ["f0", "f1", "f2", "meta.json"]
+  assert len(meta["files"]) == 6
+  assert sorted(os.listdir(tmp_path)) == ["f0", "f0.index", "f1", "f1.index", "f2",
+                                          "f2.index", "meta.json"]
 
 
 def test_resume_with_other_fingerprint_redoes_everything(tmp_path):

@@ -181,8 +181,13 @@ def test_byte_identical_for_any_num_workers_and_contiguous_shards(tmp_path):
   assert not [n for n in os.listdir(one) if n.startswith(".")]   # no hidden leftovers
   meta = json.load(open(os.path.join(one, "meta.json"), encoding="utf-8"))
   assert meta["splits"]["train"]["files"] == [f"train.tfrecord-0000{i}-of-00003" for i in range(3)]
-  counts = [f["records"] for f in meta["files"] if f["name"].startswith("train")]
+  counts = [f["records"] for f in meta["files"] if f["name"].startswith("train")
+            and not f["name"].endswith(".index")]
   assert counts == [10, 10, 10]
+  # Every non-empty uncompressed record file has its offset index, listed and hashed.
+  assert {f["name"] for f in meta["files"] if f["name"].endswith(".index")} == {
+      f"{split}.tfrecord-0000{i}-of-00003.index" for split in ("train", "valid")
+      for i in range(3)}
   _, single = run(tmp_path, "single", num_train=30, num_val=12)
   assert read_split(one, "train") == read_split(single, "train")   # shards in order = input order
 

@@ -47,3 +47,59 @@ def test_parser_without_tensorflow_says_how_to_install(no_tf_path):
                   "except ImportError as e:\n  print(e)\n"], no_tf_path)
   assert r.returncode == 0, r.stderr
   assert "pip install 'textrecords[cpu]'" in r.stdout and "[gpu]" in r.stdout
+
+
+_READ_WITHOUT_TF = """
+import importlib.abc, sys
+attempts = []
+
+class Block(importlib.abc.MetaPathFinder):
+  def find_spec(self, name, path, target=None):
+    if name.split(".")[0] == "tensorflow":
+      attempts.append(name)
+      raise ImportError("tensorflow blocked")
+
+sys.meta_path.insert(0, Block())
+import bert_data, mt_data, w2v_data
+from bert_data import reader as bert_reader
+bert, mt, w2v = sys.argv[1:4]
+n = sum(len(y["masked_lm"]) for _, y, _ in bert_data.numpy_batches(bert, 4, training=True, seed=1))
+n += sum(len(y) for _, y, _ in mt_data.numpy_batches(mt, 4))
+n += sum(len(y) for _, y, _ in w2v_data.numpy_batches(w2v, 4))
+src = bert_data.grain_source(bert)
+for b in bert_reader.grain_dataset(bert, 4, training=True, seed=0, loader=True, worker_count=1):
+  n += len(b[0]["input_ids"])
+try:
+  import torch
+except ImportError:
+  torch = None
+if torch is not None:
+  ds = bert_data.torch_dataset(bert)
+  for b in torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=ds.collate_fn):
+    n += len(b[0]["input_ids"])
+  for b in torch.utils.data.DataLoader(bert_data.torch_dataset(bert, 4), batch_size=None,
+                                       num_workers=2):
+    n += len(b[0]["input_ids"])
+assert not attempts and "tensorflow" not in sys.modules, attempts
+print("read", n, "torch" if torch is not None else "no-torch")
+"""
+
+
+def test_readers_never_import_tensorflow(tmp_path, no_tf_path):
+  pytest.importorskip("grain")
+  from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
+  bert = str(tmp_path / "b" / "train.tfrecord")
+  bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(bert,),
+                                  vocab_file=VOCAB, max_seq_length=32,
+                                  max_predictions_per_seq=5, dupe_factor=1))
+  for module, args in (("w2v_data.create", ["--input_file=" + os.path.join(
+      TESTDATA, "w2v_tiny.txt"), f"--output_dir={tmp_path}/w", "--min_freq=1"]),
+                       ("mt_data.create", ["--input_file=" + os.path.join(
+                           TESTDATA, "mt_pairs.txt"), f"--output_dir={tmp_path}/m",
+                           "--num_train=20", "--num_val=5"])):
+    r = _run(["-m", module, *args, "--quiet"], no_tf_path)
+    assert r.returncode == 0, r.stderr
+  r = _run(["-c", _READ_WITHOUT_TF, bert, f"{tmp_path}/m", f"{tmp_path}/w"], no_tf_path)
+  assert r.returncode == 0, r.stderr
+  assert r.stdout.startswith("read ")

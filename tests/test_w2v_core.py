@@ -237,9 +237,9 @@ def _tree(d):
 def test_create_round_trip(tmp_path, layout):
   meta = pipeline.create(_config(tmp_path, layout=layout, num_shards=3))
   out = tmp_path / "out"
-  assert sorted(os.listdir(out)) == ["meta.json", "train.tfrecord-00000-of-00003",
-                                     "train.tfrecord-00001-of-00003",
-                                     "train.tfrecord-00002-of-00003", "vocab.txt"]
+  assert sorted(os.listdir(out)) == ["meta.json"] + sorted(
+      f"train.tfrecord-0000{i}-of-00003{ext}" for i in range(3) for ext in ("", ".index")
+  ) + ["vocab.txt"]
   c = corpus_lib.load_corpus([TINY], 2)
   assert (out / "vocab.txt").read_text().split("\n")[:-1] == c.tokens
   assert meta["vocab"]["counts"] == c.counts.tolist()

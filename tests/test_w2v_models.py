@@ -27,7 +27,8 @@ def _tiny_lines():
 def _records(out_dir):
   out = []
   for name in sorted(os.listdir(out_dir)):
-    if name.startswith(layout.DatasetLayout.for_dir(out_dir).record_stem(schema.SPLIT)):
+    if name.startswith(layout.DatasetLayout.for_dir(out_dir).record_stem(schema.SPLIT)) and (
+        not layout.is_index_name(name)):
       out += [example_codec.decode_example(r)
               for r in tfrecord.read_records(os.path.join(out_dir, name))]
   return out

@@ -71,6 +71,7 @@ def test_bad_inputs_give_one_line_and_no_output(tmp_path):
   # --on_decode_error lets the invalid line through.
   run_cli(f"--input_file={tmp_path}/bad.txt", o, "--min_freq=1", "--quiet",
           "--on_decode_error=replace", check=0)
+  # This run writes no records, and an empty record file needs no index.
   assert visible(out) == ["meta.json", "train.tfrecord", "vocab.txt"]
 
 
@@ -110,7 +111,7 @@ def test_existing_output_overwrite_and_resume(tmp_path):
   assert any("already complete" in l for l in lines)
   run_cli(*args, "--random_seed=9", "--overwrite", check=0)
   assert json.load(open(os.path.join(out, "meta.json")))["seed"] == 9
-  assert visible(out) == ["meta.json", "train.tfrecord", "vocab.txt"]
+  assert visible(out) == ["meta.json", "train.tfrecord", "train.tfrecord.index", "vocab.txt"]
 
 
 def test_unwritable_output_dir(tmp_path):
@@ -143,7 +144,7 @@ def test_sigkill_then_resume_is_byte_identical(tmp_path):
   while time.time() < deadline:
     try:
       with open(progress, "rb") as f:
-        if f.read().count(b"train.tfrecord-") >= 1:   # vocab + one shard finished
+        if f.read().count(b"train.tfrecord-") >= 2:   # vocab + one shard (+ its index)
           break
     except OSError:
       pass
@@ -156,7 +157,7 @@ def test_sigkill_then_resume_is_byte_identical(tmp_path):
   kept = [l for l in lines if "resume: keeping" in l]
   assert kept and not kept[0].split("keeping ")[1].startswith("0 "), lines
   assert _sha_tree(out) == _sha_tree(ref)
-  assert len(_sha_tree(ref)) == 10
+  assert len(_sha_tree(ref)) == 18   # 8 shards, their offset indexes, vocab, metadata
   assert sorted(os.listdir(out)) == visible(out)   # no hidden leftovers
 
 

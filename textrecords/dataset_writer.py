@@ -18,6 +18,7 @@ import os
 import shutil
 from typing import Callable, Dict, List
 
+from textrecords import index
 from textrecords import metadata
 from textrecords import tfrecord
 from textrecords.errors import UserError
@@ -155,6 +156,11 @@ class DatasetWriter:
     """Records a file completed by `FileHandle.finish` (here or in a child process)."""
     if not self._header_written:
       self._write_progress_header()
+    data = info.pop("_index", None)
+    if data is not None:
+      # The offset index is finished before its record file, so a resumed run
+      # that keeps the record file also keeps its index.
+      self.write_bytes(index.index_path(path), data)
     os.replace(info.pop("_tmp"), _done_path(path))
     self._finished[info["name"]] = info
     with open(self.progress_path, "ab") as f:
@@ -179,6 +185,12 @@ class DatasetWriter:
     infos = [self.file_info(p) for p in paths]
     meta = build_meta(infos)
     meta.setdefault("files", infos)
+    # Offset indexes of the uncompressed record files, listed after all files.
+    indexes = [index.index_path(p) for p in paths
+               if os.path.basename(index.index_path(p)) in self._finished]
+    meta["files"] = meta["files"] + [dict(self.file_info(p), role=metadata.ROLE_INDEX)
+                                     for p in indexes]
+    paths = list(paths) + indexes
     meta.setdefault("fingerprint", self.fingerprint)
     old_files = self._old_listed_files()
     if os.path.exists(self.meta_path):
@@ -226,6 +238,10 @@ class FileHandle(tfrecord.AtomicWriter):
     finished name); lets a child process write a file that this process records.
     """
     self._close_synced()
-    return {"name": os.path.basename(self.path), "bytes": self.size,
+    info = {"name": os.path.basename(self.path), "bytes": self.size,
             "sha256": self._hash.hexdigest(), "records": self.records,
             "_tmp": self.tmp}
+    if self._gz is None and self.records:
+      info["_index"] = index.encode(index.scan(self.tmp), info["name"], self.size,
+                                    info["sha256"])
+    return info

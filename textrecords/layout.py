@@ -100,9 +100,14 @@ def is_metadata_name(name: str) -> bool:
   return name == META_NAME or name.endswith(META_SUFFIX)
 
 
+def is_index_name(name: str) -> bool:
+  """True for a record file's offset index (`textrecords.index`)."""
+  return name.endswith(INDEX_SUFFIX)
+
+
 def is_data_name(name: str) -> bool:
   """False for metadata, offset indexes and hidden (temporary) files."""
-  return not (name.startswith(".") or is_metadata_name(name) or name.endswith(INDEX_SUFFIX))
+  return not (name.startswith(".") or is_metadata_name(name) or is_index_name(name))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,6 +35,7 @@ FORMAT = f"{FORMAT_PREFIX}{FORMAT_VERSION}"
 ROLE_RECORDS = "records"
 ROLE_VOCAB = "vocab"
 ROLE_TOKENIZER = "tokenizer"
+ROLE_INDEX = "index"          # a record file's offset index (textrecords.index)
 
 # verify="checksum" logs a line before hashing at least this many bytes.
 VERIFY_LOG_BYTES = 256 << 20

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Trains a tiny BERT-style model with Keras 3 on JAX, fed by grain: no TensorFlow.
+
+bert_data records -> `bert_data.reader.grain_dataset(..., loader=True)` (a
+grain DataLoader: seeded global shuffle, `--workers` processes, numpy
+batches) -> `keras.Model.fit` on the JAX backend. The process never imports
+TensorFlow (checked at the end; exit 1 if it did).
+
+Model (keras.ops only, so any backend runs it): token + position + segment
+embeddings -> LayerNorm -> one self-attention block (padding masked) -> a
+masked-LM head at masked_lm_positions and a next-sentence head on [CLS].
+
+  pip install 'textrecords[grain]' jax keras
+  python scripts/train_bert_tiny_jax.py --input out/train.tfrecord --steps 30
+"""
+
+import argparse
+import json
+import os
+import sys
+
+os.environ["KERAS_BACKEND"] = "jax"
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:  # run from a checkout without installing
+  sys.path.insert(0, _ROOT)
+
+import keras  # pylint: disable=wrong-import-position
+from keras import ops  # pylint: disable=wrong-import-position
+
+from bert_data import reader  # pylint: disable=wrong-import-position
+from bert_data import schema as S  # pylint: disable=wrong-import-position
+
+
+def build_model(vocab_size: int, seq_len: int, num_predictions: int, hidden: int = 64,
+                heads: int = 2) -> keras.Model:
+  """The tiny model; inputs and outputs named as `numpy_batches` names them."""
+  ids = keras.Input((seq_len,), dtype="int32", name=S.INPUT_IDS)
+  mask = keras.Input((seq_len,), dtype="int32", name=S.INPUT_MASK)
+  segments = keras.Input((seq_len,), dtype="int32", name=S.SEGMENT_IDS)
+  positions = keras.Input((num_predictions,), dtype="int32", name=S.MASKED_LM_POSITIONS)
+  tokens = keras.layers.Embedding(vocab_size, hidden, name="token")
+  x = (tokens(ids) + keras.layers.Embedding(2, hidden, name="segment")(segments)
+       + PositionEmbedding(seq_len, hidden, name="position")(ids))
+  x = keras.layers.LayerNormalization(epsilon=1e-12)(x)
+  keys = PairMask(name="pair_mask")(mask)
+  attended = keras.layers.MultiHeadAttention(heads, hidden // heads)(x, x, attention_mask=keys)
+  x = keras.layers.LayerNormalization(epsilon=1e-12)(x + attended)
+  x = keras.layers.LayerNormalization(epsilon=1e-12)(
+      x + keras.layers.Dense(hidden)(keras.layers.Dense(4 * hidden, activation="gelu")(x)))
+  picked = Gather(name="gather")(x, positions)
+  mlm = keras.layers.Dense(vocab_size, name=S.MASKED_LM)(
+      keras.layers.Dense(hidden, activation="gelu")(picked))
+  nsp = keras.layers.Dense(2, name=S.NEXT_SENTENCE)(First()(x))
+  return keras.Model({S.INPUT_IDS: ids, S.INPUT_MASK: mask, S.SEGMENT_IDS: segments,
+                      S.MASKED_LM_POSITIONS: positions},
+                     {S.MASKED_LM: mlm, S.NEXT_SENTENCE: nsp})
+
+
+class PositionEmbedding(keras.layers.Layer):
+  """Learned position embeddings, (1, L, H), broadcast over the batch."""
+
+  def __init__(self, length, hidden, **kwargs):
+    super().__init__(**kwargs)
+    self.table = self.add_weight(shape=(length, hidden), initializer="glorot_uniform",
+                                 name="table")
+
+  def call(self, ids):
+    return ops.expand_dims(self.table[:ops.shape(ids)[1]], 0)
+
+
+class PairMask(keras.layers.Layer):
+  """(B, L) padding mask -> (B, L, L): queries attend to real keys only."""
+
+  def call(self, mask):
+    keys = ops.cast(ops.expand_dims(mask, 1), "bool")
+    return ops.repeat(keys, ops.shape(mask)[1], axis=1)
+
+
+class Gather(keras.layers.Layer):
+  """Hidden states at the masked positions: (B, L, H), (B, P) -> (B, P, H)."""
+
+  def call(self, x, positions):
+    return ops.take_along_axis(x, ops.expand_dims(positions, -1), axis=1)
+
+
+class First(keras.layers.Layer):
+  """The [CLS] position's hidden state."""
+
+  def call(self, x):
+    return x[:, 0]
+
+
+def batches(loader):
+  """An endless stream of `(x, y, sample_weight)` from a grain DataLoader."""
+  while True:
+    yield from loader
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--input", required=True, help="bert_data records (path, glob or meta)")
+  p.add_argument("--steps", type=int, default=30)
+  p.add_argument("--batch_size", type=int, default=16)
+  p.add_argument("--workers", type=int, default=0, help="grain worker processes")
+  p.add_argument("--seed", type=int, default=0)
+  args = p.parse_args(argv)
+  try:
+    opened = reader.open_dataset(args.input)
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  meta_path = opened.entries[0][1]
+  with open(meta_path, encoding="utf-8") as f:
+    meta = json.load(f)
+  keras.utils.set_random_seed(args.seed)
+  model = build_model(meta["vocab_size"], meta["max_seq_length"],
+                      meta["max_predictions_per_seq"])
+  loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                loss={S.MASKED_LM: loss, S.NEXT_SENTENCE: loss},
+                weighted_metrics=[])
+  loader = opened.grain(args.batch_size, loader=True, worker_count=args.workers,
+                        training=True, seed=args.seed, num_epochs=None)
+  evaluate = lambda: model.evaluate(  # noqa: E731  the first 4 eval batches
+      batches(opened.grain(args.batch_size, loader=True)), steps=4, verbose=0,
+      return_dict=True)["loss"]
+  before = evaluate()
+  model.fit(batches(loader), steps_per_epoch=args.steps, epochs=1, verbose=0)
+  after = evaluate()
+  print(f"backend={keras.backend.backend()} steps={args.steps} "
+        f"eval_loss_before={before:.3f} eval_loss_after={after:.3f}")
+  if "tensorflow" in sys.modules:
+    print("error: TensorFlow was imported", file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

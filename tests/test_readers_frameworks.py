@@ -1,0 +1,133 @@
+"""grain and PyTorch readers: same batches as numpy_batches, shuffling, sharding.
+
+torch tests skip where torch is not importable (scripts/check_torch.sh makes
+a venv with the CPU wheel and runs them).
+"""
+
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+import bert_data
+import mt_data
+from bert_data import pipeline as bert_pipeline
+from bert_data import reader as bert_reader
+from bert_data.config import BertConfig
+from conftest import SAMPLE_TEXT, TESTDATA, VOCAB
+from mt_data import config as mt_config
+from mt_data import create as mt_create
+from mt_data import reader as mt_reader
+from textrecords.errors import UserError
+
+
+@pytest.fixture(scope="module")
+def bert_out(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("bert") / "train.tfrecord")
+  bert_pipeline.create(BertConfig(
+      input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB, max_seq_length=32,
+      max_predictions_per_seq=5, dupe_factor=2, num_shards=2))
+  return out
+
+
+@pytest.fixture(scope="module")
+def mt_out(tmp_path_factory):
+  d = str(tmp_path_factory.mktemp("mt") / "out")
+  mt_create.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
+                                      output_dir=d, num_train=30, num_val=12, num_shards=2),
+                   log=lambda m: None)
+  return d
+
+
+def _ids(batches, key="input_ids"):
+  return np.concatenate([np.asarray(x[key]) for x, _, _ in batches])
+
+
+def _same(a, b):
+  if isinstance(a, dict):
+    assert sorted(a) == sorted(b)
+    for k in a:
+      _same(a[k], b[k])
+  elif isinstance(a, (tuple, list)):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+      _same(x, y)
+  else:
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(a, b)
+
+
+# ----------------------------------------------------------------- grain
+
+def test_grain_source_is_a_picklable_random_access_source(bert_out):
+  pytest.importorskip("grain")
+  src = bert_data.grain_source(bert_out)
+  n = sum(len(x["input_ids"]) for x, _, _ in bert_data.numpy_batches(bert_out, 50))
+  assert len(src) == n and "RecordSource" in repr(src)
+  copy = pickle.loads(pickle.dumps(src))
+  assert copy[n - 1] == src[n - 1] and copy[0] == src[0]
+
+
+def test_grain_eval_batches_equal_numpy_batches(bert_out, mt_out):
+  pytest.importorskip("grain")
+  _same(list(bert_reader.grain_dataset(bert_out, 6)),
+        list(bert_data.numpy_batches(bert_out, 6)))
+  _same(list(mt_reader.grain_dataset(mt_out, 4, split="valid", num_steps=5)),
+        list(mt_data.numpy_batches(mt_out, 4, split="valid", num_steps=5)))
+  loader = bert_reader.grain_dataset(bert_out, 6, loader=True)
+  _same(list(loader), list(bert_data.numpy_batches(bert_out, 6)))
+
+
+def test_grain_training_shuffle_is_seeded_global_and_sharded(bert_out):
+  pytest.importorskip("grain")
+  eval_ids = _ids(bert_data.numpy_batches(bert_out, 50))
+  run = lambda **kw: _ids(bert_reader.grain_dataset(bert_out, 4, training=True, **kw))
+  a, b, c = run(seed=1), run(seed=1), run(seed=2)
+  np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(a, c) and len(a) == len(eval_ids) // 4 * 4
+  s = [run(seed=1, shard_index=i, num_shards=2, drop_remainder=False) for i in range(2)]
+  key = lambda m: sorted(map(bytes, m))
+  assert key(np.concatenate(s)) == key(eval_ids)
+  with pytest.raises(UserError, match="seed"):
+    bert_reader.grain_dataset(bert_out, 4, training=True)
+
+
+def test_grain_loader_with_workers_covers_the_epoch(bert_out):
+  pytest.importorskip("grain")
+  eval_ids = _ids(bert_data.numpy_batches(bert_out, 50))
+  got = _ids(bert_reader.grain_dataset(bert_out, 5, training=True, seed=3, loader=True,
+                                            worker_count=2, drop_remainder=False))
+  key = lambda m: sorted(map(bytes, m))
+  assert key(got) == key(eval_ids)
+
+
+# ----------------------------------------------------------------- torch
+
+def test_torch_map_and_iterable_datasets(bert_out):
+  torch = pytest.importorskip("torch")
+  want = list(bert_data.numpy_batches(bert_out, 6))
+  ds = bert_data.torch_dataset(bert_out)
+  loader = torch.utils.data.DataLoader(ds, batch_size=6, collate_fn=ds.collate_fn)
+  got = [tuple({k: v.numpy() for k, v in d.items()} for d in b) for b in loader]
+  _same(got, want)
+  it = bert_data.torch_dataset(bert_out, 6)
+  assert len(it) == len(want)
+  got = [tuple({k: v.numpy() for k, v in d.items()} for d in b) for b in it]
+  _same(got, want)
+
+
+def test_torch_iterable_shards_over_workers(bert_out):
+  torch = pytest.importorskip("torch")
+  eval_ids = _ids(bert_data.numpy_batches(bert_out, 50))
+  it = bert_data.torch_dataset(bert_out, 4, training=True, seed=5, drop_remainder=False)
+  loader = torch.utils.data.DataLoader(it, batch_size=None, num_workers=2)
+  got = np.concatenate([x["input_ids"].numpy() for x, _, _ in loader])
+  key = lambda m: sorted(map(bytes, m))
+  assert key(got) == key(eval_ids)
+  first = np.concatenate([x["input_ids"].numpy() for x, _, _ in it])
+  it.set_epoch(0)
+  again = np.concatenate([x["input_ids"].numpy() for x, _, _ in it])
+  np.testing.assert_array_equal(first, again)
+  assert not np.array_equal(first, np.concatenate([x["input_ids"].numpy() for x, _, _ in it]))

@@ -1,0 +1,592 @@
+"""TensorFlow-free reading: random-access records -> numpy, grain and PyTorch.
+
+A `RecordSource` is a random-access view of the records of one or many
+uncompressed TFRecord files, through their offset indexes
+(`textrecords.index`): `len(source)`, `source[i]` (serialized bytes, both
+CRCs checked; a corrupt record raises naming its file and record index, or
+is skipped with `skip_corrupt`). It is picklable (file handles are reopened
+in each process), so grain and PyTorch workers can share it.
+
+Each package adds a batch decoder generated from its schema (a picklable
+callable: list of serialized records -> `(x, y, sample_weight)` numpy
+arrays, equal to its `make_dataset` batches); the helpers here assemble
+them into:
+  - `numpy_batches(...)`: an iterator of batches (eval order or a seeded
+    global shuffle), also over GZIP files (sequentially, eval order only);
+  - `GrainSource` / `grain_dataset(...)` / `grain_loader(...)`: a grain
+    `RandomAccessDataSource`, a `MapDataset` and a `DataLoader` with seeded
+    global shuffle, sharding and batching (needs `textrecords[grain]`);
+  - `torch_dataset(...)`: a `torch.utils.data.Dataset` of records with the
+    decoder as `collate_fn`, or an `IterableDataset` of batches sharded over
+    DataLoader workers (needs `textrecords[torch]`).
+Nothing here imports TensorFlow.
+"""
+
+import os
+import struct
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from textrecords import dataset_files
+from textrecords import example_decoder
+from textrecords import index as index_lib
+from textrecords import layout as L
+from textrecords import metadata
+from textrecords import seeding
+from textrecords import tfrecord
+from textrecords.errors import UserError
+
+INDEX_MODES = ("build", "require")
+
+
+class RecordSource:
+  """Random access to the records of uncompressed TFRecord files.
+
+  Args:
+    files: [(path, offsets)] with offsets as from `textrecords.index`
+      (records + 1 values, the last being the file size).
+    skip_corrupt: a record failing its CRC gives None (logged once per
+      record) instead of raising.
+    log: where skipped records are reported.
+  """
+
+  def __init__(self, files: Sequence[Tuple[str, np.ndarray]], *, skip_corrupt: bool = False,
+               log: Callable = print):
+    self.paths = [p for p, _ in files]
+    self._offsets = [np.asarray(o, np.int64) for _, o in files]
+    counts = [len(o) - 1 for o in self._offsets]
+    self._starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    self.skip_corrupt = skip_corrupt
+    self.log = log
+    self._fds = {}
+
+  def __len__(self) -> int:
+    return int(self._starts[-1])
+
+  def __repr__(self) -> str:
+    first = self.paths[0] if self.paths else "-"
+    return (f"RecordSource({len(self)} records in {len(self.paths)} files, first {first!r}, "
+            f"skip_corrupt={self.skip_corrupt})")
+
+  def __getstate__(self):
+    state = dict(self.__dict__)
+    state["_fds"] = {}
+    if state.get("log") is print:
+      state["log"] = None
+    return state
+
+  def __setstate__(self, state):
+    self.__dict__.update(state)
+    if self.log is None:
+      self.log = print
+
+  def __del__(self):
+    for fd in getattr(self, "_fds", {}).values():
+      try:
+        os.close(fd)
+      except OSError:
+        pass
+
+  def _fd(self, f: int) -> int:
+    key = (os.getpid(), f)
+    fd = self._fds.get(key)
+    if fd is None:
+      try:
+        fd = os.open(self.paths[f], os.O_RDONLY)
+      except OSError as e:
+        raise UserError(f"cannot read {self.paths[f]}: {e.strerror}") from e
+      self._fds[key] = fd
+    return fd
+
+  def locate(self, i: int) -> Tuple[int, int]:
+    """(file number, record number in that file) of global record `i`."""
+    n = len(self)
+    if not -n <= i < n:
+      raise IndexError(f"record {i} out of range ({n} records)")
+    i = int(i) % n
+    f = int(np.searchsorted(self._starts, i, side="right")) - 1
+    return f, i - int(self._starts[f])
+
+  def __getitem__(self, i: int) -> Optional[bytes]:
+    f, j = self.locate(i)
+    start, stop = int(self._offsets[f][j]), int(self._offsets[f][j + 1])
+    try:
+      raw = os.pread(self._fd(f), stop - start, start)
+    except OSError as e:
+      raise UserError(f"cannot read {self.paths[f]}: {e.strerror}") from e
+    problem = _check_framed(raw, stop - start)
+    if problem is None:
+      return raw[12:-4]
+    msg = f"{self.paths[f]}: corrupt record {j} ({problem})"
+    if not self.skip_corrupt:
+      raise UserError(msg)
+    self.log(f"skipping {msg}")
+    return None
+
+  def read(self, indices) -> List[bytes]:
+    """The records at `indices`, corrupt ones left out when skip_corrupt."""
+    out = []
+    for i in indices:
+      r = self[int(i)]
+      if r is not None:
+        out.append(r)
+    return out
+
+
+def _check_framed(raw: bytes, size: int) -> Optional[str]:
+  """Why a framed record is bad, or None."""
+  if len(raw) != size:
+    return "file shorter than its index says"
+  (length,) = struct.unpack_from("<Q", raw)
+  if tfrecord.masked_crc(raw[:8]) != struct.unpack_from("<I", raw, 8)[0]:
+    return "length checksum mismatch"
+  if length != size - 16:
+    return "length differs from the index: stale index"
+  if tfrecord.masked_crc(raw[12:-4]) != struct.unpack_from("<I", raw, size - 4)[0]:
+    return "data checksum mismatch"
+  return None
+
+
+# ----------------------------------------------------------------- opening files
+
+def _offsets_for(rec: dataset_files.RecordFile, verify: str, index_mode: str,
+                 log) -> np.ndarray:
+  """The checked offsets of one record file: from its index, or rebuilt."""
+  meta, lay = rec.found.meta, rec.found.layout
+  idx_name = L.index_name(rec.name)
+  idx_path = index_lib.index_path(rec.path)
+  infos = metadata.file_infos(meta) if meta is not None else {}
+  info = infos.get(rec.name)
+  problem = None
+  if not L.exists(idx_path):
+    problem = f"{idx_path} is missing"
+  else:
+    try:
+      if idx_name in infos:  # listed: its own size/sha256 are checked too
+        metadata.verified_files(meta, lay, [idx_name], verify)
+      idx = index_lib.load(idx_path)
+      size = info["bytes"] if info else os.path.getsize(rec.path)
+      if idx.header["bytes"] != size:
+        problem = (f"{idx_path} is stale: made for {idx.header['bytes']} bytes, "
+                   f"{rec.name} has {size}")
+      elif info and idx.header["sha256"] != info["sha256"]:
+        problem = f"{idx_path} is stale: made for another {rec.name} (sha256)"
+      elif not info and verify == "checksum" and (
+          tfrecord.file_sha256(rec.path) != idx.header["sha256"]):
+        problem = f"{idx_path} is stale: {rec.name}'s sha256 differs"
+      elif info and len(idx) != info.get("records", len(idx)):
+        problem = f"{idx_path}: {len(idx)} records, the metadata says {info['records']}"
+      else:
+        return idx.offsets
+    except UserError as e:
+      problem = str(e)
+  if index_mode == "require":
+    raise UserError(f"{problem}; rebuild it with python -m textrecords.index {rec.path}")
+  log(f"{problem}: scanning {rec.path} for record offsets (python -m textrecords.index "
+      f"{rec.path} writes the index)")
+  return index_lib.scan(rec.path)
+
+
+def open_source(entries: Sequence[dataset_files.RecordFile], *, verify: str = "checksum",
+                skip_corrupt: bool = False, index: str = "build",
+                log=print) -> RecordSource:
+  """A RecordSource over checked record files.
+
+  Args:
+    entries: record files as `dataset_files.record_files` gives them (their
+      size/sha256 already checked against the metadata), or plain files.
+    index: "build" (a missing or stale index is rebuilt in memory, with a
+      log line) or "require" (refused).
+  Raises:
+    UserError: GZIP files (sequential only), stale indexes with
+      index="require", unreadable files.
+  """
+  if index not in INDEX_MODES:
+    raise UserError(f"index={index!r}: must be one of {', '.join(INDEX_MODES)}")
+  files = []
+  for rec in entries:
+    meta = rec.found.meta
+    if (meta is not None and meta.get("compression")) or (
+        os.path.getsize(rec.path) and index_lib.is_gzip(rec.path)):
+      raise UserError(f"{rec.path}: GZIP-compressed records can only be read sequentially "
+                      "(numpy_batches with training=False); write the dataset without "
+                      "--compression for random access")
+    files.append((rec.path, _offsets_for(rec, verify, index, log)))
+  return RecordSource(files, skip_corrupt=skip_corrupt, log=log)
+
+
+def source_from_paths(paths: Sequence[str], *, verify: str = "size",
+                      skip_corrupt: bool = False, index: str = "build",
+                      log=print) -> RecordSource:
+  """A RecordSource over plain TFRecord files (no metadata), e.g. others' files."""
+  entries = []
+  for p in paths:
+    if not L.exists(p):
+      raise UserError(f"{p}: no such file")
+    found = dataset_files.Found(p, None, None, [p])
+    entries.append(dataset_files.RecordFile(p, L.basename(p), 0, found))
+  return open_source(entries, verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
+
+
+# ----------------------------------------------------------------- batching
+
+class BatchDecoder:
+  """Base of the packages' decoders: records -> `(x, y, sample_weight)`.
+
+  Calling it drops records skipped as corrupt (None) and decodes the rest
+  with `decode` (subclasses define it). Instances are picklable.
+  """
+
+  package = "textrecords"
+
+  def __call__(self, records):
+    records = [r for r in records if r is not None]
+    if not records:
+      raise UserError("a batch with no readable record left (all skipped as corrupt)")
+    return self.checked(self.decode, records)
+
+  def checked(self, fn: Callable, records):
+    """fn(records), a DecodeError turned into a one-line UserError."""
+    try:
+      return fn(records)
+    except example_decoder.DecodeError as e:
+      raise UserError(f"not {self.package} records ({e}); read them with the package "
+                      "that wrote them") from e
+
+  def decode(self, records: List[bytes]):
+    raise NotImplementedError
+
+
+def epoch_order(n: int, *, training: bool, seed: Optional[int], epoch: int = 0,
+                shard_index: int = 0, num_shards: int = 1) -> np.ndarray:
+  """Record indices of one epoch: in order, or a seeded global permutation
+  (different per epoch), then this shard's every `num_shards`-th."""
+  if not 0 <= shard_index < num_shards:
+    raise UserError(f"shard_index={shard_index}: must be in [0, {num_shards})")
+  order = np.arange(n, dtype=np.int64)
+  if training:
+    rng = (np.random.default_rng() if seed is None
+           else np.random.default_rng(seeding.derive_seed(int(seed), "reader", epoch)))
+    order = rng.permutation(n)
+  return order[shard_index::num_shards]
+
+
+def check_batch_size(batch_size) -> int:
+  if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
+      batch_size < 1):
+    raise UserError(f"batch_size={batch_size!r}: must be an integer >= 1")
+  return int(batch_size)
+
+
+def record_batches(source, batch_size: int, *, training: bool, seed: Optional[int],
+                   drop_remainder: bool, shard_index: int = 0, num_shards: int = 1,
+                   epochs: Optional[int] = 1) -> Iterator[List[bytes]]:
+  """Lists of serialized records, `batch_size` at a time (corrupt ones skipped
+  when the source skips them), for `epochs` epochs (None: forever)."""
+  epoch = 0
+  while epochs is None or epoch < epochs:
+    order = epoch_order(len(source), training=training, seed=seed, epoch=epoch,
+                        shard_index=shard_index, num_shards=num_shards)
+    stop = len(order) - len(order) % batch_size if drop_remainder else len(order)
+    for start in range(0, stop, batch_size):
+      recs = source.read(order[start:start + batch_size])
+      if recs:
+        yield recs
+    epoch += 1
+
+
+def numpy_batches(entries, compression: str, decode: Callable, batch_size: int, *,
+                  training: bool, seed: Optional[int], drop_remainder: bool,
+                  shard_index: int = 0, num_shards: int = 1, verify: str = "checksum",
+                  skip_corrupt: bool = False, index: str = "build", log=print):
+  """An iterator of decoded batches of one epoch over checked files (see
+  `open_source`); bad arguments and files raise here, before iterating.
+
+  GZIP files are read sequentially: eval order only, no sharding.
+  """
+  batch_size = check_batch_size(batch_size)
+  if compression:
+    if training or num_shards > 1:
+      raise UserError(f"{entries[0].path}: {compression}-compressed records can only be read "
+                      "sequentially: training=False and no sharding (write the dataset "
+                      "without --compression for shuffled or sharded reading)")
+    batches = sequential_batches([e.path for e in entries], compression, batch_size,
+                                 drop_remainder=drop_remainder)
+  else:
+    source = open_source(entries, verify=verify, skip_corrupt=skip_corrupt, index=index,
+                         log=log)
+    batches = record_batches(source, batch_size, training=training, seed=seed,
+                             drop_remainder=drop_remainder, shard_index=shard_index,
+                             num_shards=num_shards)
+  return (decode(recs) for recs in batches)
+
+
+def sequential_batches(paths: Sequence[str], compression: str, batch_size: int, *,
+                       drop_remainder: bool) -> Iterator[List[bytes]]:
+  """Lists of records read file after file (GZIP or not), CRCs checked."""
+  batch = []
+  for path in paths:
+    for rec in tfrecord.read_records(path, compression):
+      batch.append(rec)
+      if len(batch) == batch_size:
+        yield batch
+        batch = []
+  if batch and not drop_remainder:
+    yield batch
+
+
+# ----------------------------------------------------------------- a package's dataset
+
+class Opened:
+  """A package's checked dataset, ready to read: its record files, compression
+  and batch decoder, and how to open them (verify, skip_corrupt, index, log)."""
+
+  def __init__(self, entries, compression: str, decoder: "BatchDecoder", *,
+               verify: str = "checksum", skip_corrupt: bool = False, index: str = "build",
+               log=print):
+    self.entries, self.compression, self.decoder = entries, compression, decoder
+    self.verify, self.skip_corrupt, self.index, self.log = verify, skip_corrupt, index, log
+
+  def source(self) -> RecordSource:
+    return open_source(self.entries, verify=self.verify, skip_corrupt=self.skip_corrupt,
+                       index=self.index, log=self.log)
+
+  def numpy_batches(self, batch_size: int, *, training: bool = False,
+                    seed: Optional[int] = None, drop_remainder: bool = False,
+                    shard_index: int = 0, num_shards: int = 1):
+    return numpy_batches(self.entries, self.compression, self.decoder, batch_size,
+                         training=training, seed=seed, drop_remainder=drop_remainder,
+                         shard_index=shard_index, num_shards=num_shards, verify=self.verify,
+                         skip_corrupt=self.skip_corrupt, index=self.index, log=self.log)
+
+  def grain(self, batch_size: int, *, loader: bool = False, worker_count: int = 0, **kw):
+    """A grain MapDataset (or DataLoader with `loader=True`) of decoded batches."""
+    src = GrainSource(self.source())
+    if loader:
+      return grain_loader(src, self.decoder, batch_size, worker_count=worker_count, **kw)
+    return grain_dataset(src, self.decoder, batch_size, **kw)
+
+  def torch(self, batch_size: Optional[int] = None, **kw):
+    """A map-style torch Dataset of records (batch_size None) or an
+    IterableDataset of decoded batches."""
+    if batch_size is None:
+      return torch_map_dataset(self.source(), self.decoder)
+    return torch_iterable_dataset(self.source(), self.decoder, batch_size, **kw)
+
+
+def package_readers(open_dataset: Callable[..., Opened]):
+  """(grain_source, grain_dataset, torch_dataset) of a package, from its
+  `open_dataset(location, **options)`."""
+
+  def grain_source(location: str, **options) -> GrainSource:
+    """A grain RandomAccessDataSource of the serialized records at `location`
+    (`options`: those of the package's `open_dataset`)."""
+    return GrainSource(open_dataset(location, **options).source())
+
+  def grain_dataset(location: str, batch_size: int, *, training: bool = False,
+                    seed: Optional[int] = None, loader: bool = False, worker_count: int = 0,
+                    shard_index: int = 0, num_shards: int = 1, num_epochs: Optional[int] = 1,
+                    drop_remainder: Optional[bool] = None, **options):
+    """Decoded batches through grain: a `MapDataset`, or a `DataLoader` with
+    `loader=True` (`worker_count` processes). Training: a seeded global shuffle,
+    the last partial batch dropped unless `drop_remainder=False`; sharding
+    takes every `num_shards`-th record."""
+    return open_dataset(location, **options).grain(
+        batch_size, loader=loader, worker_count=worker_count, training=training, seed=seed,
+        drop_remainder=drop_remainder, shard_index=shard_index, num_shards=num_shards,
+        num_epochs=num_epochs)
+
+  def torch_dataset(location: str, batch_size: Optional[int] = None, *,
+                    training: bool = False, seed: Optional[int] = None, shard_index: int = 0,
+                    num_shards: int = 1, drop_remainder: Optional[bool] = None, **options):
+    """PyTorch: without `batch_size`, a map-style Dataset of records (give its
+    `collate_fn` to the DataLoader); with it, an IterableDataset of decoded
+    batches sharded over DataLoader workers (use `batch_size=None` there)."""
+    opened = open_dataset(location, **options)
+    if batch_size is None:
+      return opened.torch()
+    return opened.torch(batch_size, training=training, seed=seed,
+                        drop_remainder=drop_remainder, shard_index=shard_index,
+                        num_shards=num_shards)
+
+  return grain_source, grain_dataset, torch_dataset
+
+
+# ----------------------------------------------------------------- grain
+
+def _require_grain():
+  try:
+    import grain  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    raise ImportError("grain is not installed: pip install 'textrecords[grain]'") from e
+  return grain
+
+
+class GrainSource:
+  """A grain `RandomAccessDataSource` of serialized records (picklable).
+
+  `source[i]` is record i's bytes (CRC-checked); grain's samplers and
+  `MapDataset.source` take it as is.
+  """
+
+  def __init__(self, records: RecordSource):
+    self.records = records
+
+  def __len__(self) -> int:
+    return len(self.records)
+
+  def __getitem__(self, i):
+    return self.records[i]
+
+  def __repr__(self) -> str:
+    return f"GrainSource({self.records!r})"
+
+
+def grain_dataset(source: GrainSource, decode: Callable, batch_size: int, *,
+                  training: bool = False, seed: Optional[int] = None,
+                  drop_remainder: Optional[bool] = None, shard_index: int = 0,
+                  num_shards: int = 1, num_epochs: Optional[int] = 1):
+  """A `grain.MapDataset` of decoded `(x, y, sample_weight)` batches.
+
+  Training: a seeded global shuffle (`MapDataset.shuffle`, a new order each
+  epoch), the last partial batch dropped by default. Sharding takes every
+  `num_shards`-th record (after the shuffle).
+  """
+  grain = _require_grain()
+  batch_size = check_batch_size(batch_size)
+  if training and seed is None:
+    raise UserError("grain needs a seed for its global shuffle: pass seed=...")
+  drop = training if drop_remainder is None else drop_remainder
+  ds = grain.MapDataset.source(source)
+  if num_epochs != 1:
+    ds = ds.repeat(num_epochs)
+  if training:
+    ds = ds.shuffle(seed=seed)
+  if num_shards > 1:
+    ds = ds[shard_index::num_shards]
+  return ds.batch(batch_size, drop_remainder=drop, batch_fn=decode)
+
+
+def grain_loader(source: GrainSource, decode: Callable, batch_size: int, *,
+                 training: bool = False, seed: Optional[int] = None,
+                 drop_remainder: Optional[bool] = None, shard_index: int = 0,
+                 num_shards: int = 1, num_epochs: Optional[int] = 1, worker_count: int = 0):
+  """A `grain.DataLoader` (checkpointable, multi-process) of decoded batches."""
+  grain = _require_grain()
+  batch_size = check_batch_size(batch_size)
+  if training and seed is None:
+    raise UserError("grain needs a seed for its global shuffle: pass seed=...")
+  drop = training if drop_remainder is None else drop_remainder
+  shard = grain.sharding.ShardOptions(shard_index=shard_index, shard_count=num_shards,
+                                      drop_remainder=False)
+  sampler = grain.samplers.IndexSampler(len(source), shard_options=shard, shuffle=training,
+                                        num_epochs=num_epochs, seed=seed)
+  ops = [grain.transforms.Batch(batch_size, drop_remainder=drop, batch_fn=decode)]
+  return grain.DataLoader(data_source=source, sampler=sampler, operations=ops,
+                          worker_count=worker_count)
+
+
+# ----------------------------------------------------------------- PyTorch
+
+def _require_torch():
+  try:
+    import torch  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    raise ImportError("PyTorch is not installed: pip install 'textrecords[torch]'") from e
+  return torch
+
+
+def to_torch(batch):
+  """numpy arrays (in nested dicts/tuples) -> torch tensors."""
+  torch = _require_torch()
+  if isinstance(batch, dict):
+    return {k: to_torch(v) for k, v in batch.items()}
+  if isinstance(batch, (tuple, list)):
+    return type(batch)(to_torch(v) for v in batch)
+  return torch.from_numpy(np.ascontiguousarray(batch))
+
+
+class TorchCollate:
+  """collate_fn: records -> decoded batch as torch tensors (picklable)."""
+
+  def __init__(self, decode: Callable):
+    self.decode = decode
+
+  def __call__(self, records):
+    return to_torch(self.decode(records))
+
+
+def torch_map_dataset(source: RecordSource, decode: Callable):
+  """A map-style `torch.utils.data.Dataset` of serialized records.
+
+  Use its `collate_fn` with a DataLoader: `DataLoader(ds, batch_size=32,
+  shuffle=True, num_workers=2, collate_fn=ds.collate_fn)`.
+  """
+  torch = _require_torch()
+
+  class RecordDataset(torch.utils.data.Dataset):
+    """Records by index; `collate_fn` decodes a list of them into a batch."""
+
+    def __init__(self):
+      self.source = source
+      self.collate_fn = TorchCollate(decode)
+
+    def __len__(self):
+      return len(self.source)
+
+    def __getitem__(self, i):
+      return self.source[i]
+
+    def __repr__(self):
+      return f"RecordDataset({self.source!r})"
+
+  return RecordDataset()
+
+
+def torch_iterable_dataset(source: RecordSource, decode: Callable, batch_size: int, *,
+                           training: bool = False, seed: Optional[int] = None,
+                           drop_remainder: Optional[bool] = None, shard_index: int = 0,
+                           num_shards: int = 1):
+  """An `IterableDataset` of decoded batches (torch tensors), sharded over
+  DataLoader workers and over `num_shards` hosts; use `batch_size=None` in
+  the DataLoader. Each iteration is one epoch; training reshuffles each epoch
+  (seeded: epoch e's order depends on (seed, e) only)."""
+  torch = _require_torch()
+  batch_size = check_batch_size(batch_size)
+  drop = training if drop_remainder is None else drop_remainder
+
+  class BatchDataset(torch.utils.data.IterableDataset):
+    """Decoded batches; worker w of W takes every W-th batch of this shard."""
+
+    def __init__(self):
+      super().__init__()
+      self.source = source
+      self.epoch = 0
+
+    def set_epoch(self, epoch: int):
+      """The epoch whose order the next iteration gives (call it before each
+      epoch when the DataLoader has workers: they get a copy of the dataset)."""
+      self.epoch = epoch
+
+    def __iter__(self):
+      info = torch.utils.data.get_worker_info()
+      worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+      order = epoch_order(len(self.source), training=training, seed=seed, epoch=self.epoch,
+                          shard_index=shard_index, num_shards=num_shards)
+      self.epoch += 1
+      stop = len(order) - len(order) % batch_size if drop else len(order)
+      starts = range(0, stop, batch_size)
+      for start in starts[worker::workers]:
+        recs = self.source.read(order[start:start + batch_size])
+        if recs:
+          yield to_torch(decode(recs))
+
+    def __len__(self):
+      n = len(range(shard_index, len(self.source), num_shards))
+      return n // batch_size if drop else -(-n // batch_size)
+
+    def __repr__(self):
+      return f"BatchDataset({self.source!r}, batch_size={batch_size}, training={training})"
+
+  return BatchDataset()

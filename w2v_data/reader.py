@@ -1,0 +1,166 @@
+"""w2v_data records without TensorFlow: numpy batches, grain and PyTorch.
+
+`numpy_batches(..., training=False)` equals `w2v_data.make_dataset(...,
+training=False)` batch for batch: centers in file order, `batch_size` at a
+time; x = {"center": int32 (B, 1), "contexts_negatives": int32 (B, L)}, y =
+float32 labels (B, L), sample_weight = float32 mask (B, L); L the batch's
+longest row or `pad_to`. Skip-gram records and stored noise words only
+(`--model=cbow|pv_*` records and `negatives="fresh"` are tf.data's).
+Reading options as in `bert_data.reader`.
+
+grain and PyTorch batch records: with the sentence layout a batch of
+`batch_size` sentence records holds all their centers (a varying count);
+with the center layout, exactly `batch_size` centers.
+
+Example:
+  >>> for x, y, w in numpy_batches("out/ptb_w2v", 512, pad_to=60):  # doctest: +SKIP
+  ...   x["contexts_negatives"].shape                               # (512, 60)
+"""
+
+from typing import Optional
+
+import numpy as np
+
+from textrecords import dataset_files
+from textrecords import example_decoder
+from textrecords import reader
+from textrecords import seeding
+from textrecords.errors import UserError
+from w2v_data import dataset
+from w2v_data import schema
+
+CHUNK_RECORDS = 1024  # records decoded at a time by numpy_batches
+
+
+class W2vDecoder(reader.BatchDecoder):
+  """Serialized w2v_data records -> one row per center, then batches.
+
+  Args:
+    layout: "sentence" or "center".
+    k: noise words per context.
+    longest: the data's longest row ((1 + k) * max contexts).
+    pad_to: a fixed row width (>= longest), or None for each batch's longest.
+  """
+
+  package = "w2v_data"
+
+  def __init__(self, layout: str, k: int, longest: int, pad_to: Optional[int] = None):
+    self.layout, self.k, self.longest, self.pad_to = layout, k, longest, pad_to
+    self._decoder = example_decoder.ExampleDecoder(schema.schema_for("skipgram", layout))
+
+  def rows(self, records):
+    """(center int32 (C,), row int32 (C, width), n int64 (C,)) of all centers."""
+    cols = self._decoder.decode(records)
+    contexts, negatives = cols[schema.CONTEXTS], cols[schema.NEGATIVES]
+    if self.layout == "center":
+      center = cols[schema.CENTER].values[:, 0]
+      n = contexts.lengths
+    else:
+      center = cols[schema.CENTERS].values
+      n = cols[schema.NUM_CONTEXTS].values
+    if n.sum() != contexts.values.size or self.k * n.sum() != negatives.values.size:
+      raise example_decoder.DecodeError("context or noise-word counts do not add up")
+    width = self.longest if self.pad_to is None else self.pad_to
+    col = np.arange(width)[None, :]
+    ctx_start = np.concatenate(([0], np.cumsum(n)[:-1]))[:, None]
+    neg_start = self.k * ctx_start
+    row = np.zeros((len(n), width), np.int32)
+    take = col < n[:, None]
+    row[take] = contexts.values[(ctx_start + col)[take]]
+    take = (col >= n[:, None]) & (col < (1 + self.k) * n[:, None])
+    row[take] = negatives.values[(neg_start + col - n[:, None])[take]]
+    return center.astype(np.int32), row, n
+
+  def finish(self, center, row, n):
+    """`(x, y, sample_weight)` of a batch of centers' rows."""
+    if self.pad_to is None:
+      width = (1 + self.k) * int(n.max(initial=0))
+      row = row[:, :width]
+    col = np.arange(row.shape[1])[None, :]
+    labels = (col < n[:, None]).astype(np.float32)
+    mask = (col < (1 + self.k) * n[:, None]).astype(np.float32)
+    x = {schema.X_CENTER: center[:, None], schema.X_CONTEXTS_NEGATIVES: row}
+    return x, labels, mask
+
+  def decode(self, records):
+    return self.finish(*self.rows(records))
+
+
+def open_dataset(location: str, *, pad_to: Optional[int] = None, negatives: str = "stored",
+                 verify: str = "checksum", skip_corrupt: bool = False, index: str = "build",
+                 log=print) -> reader.Opened:
+  """The checked w2v_data output folder `location`, ready for any reader."""
+  if negatives != "stored":
+    raise UserError(f"negatives={negatives!r}: the TF-free readers give the stored noise "
+                    "words only (negatives='fresh' is make_dataset's)")
+  if pad_to is not None and (isinstance(pad_to, bool) or not isinstance(pad_to, int)
+                             or pad_to < 1):
+    raise UserError(f"pad_to={pad_to!r}: must be a positive integer or None")
+  found = dataset.open_dataset(location)
+  meta, meta_path = found.meta, found.layout.meta_path
+  model = meta.get("model", schema.DEFAULT_MODEL)
+  if model != "skipgram":
+    raise UserError(f"{meta_path}: --model={model} records: the TF-free readers give "
+                    "skip-gram batches only; read these with w2v_data.make_dataset")
+  longest = max(int(meta["counts"]["max_row_length"]), 1)
+  if pad_to is not None and pad_to < longest:
+    raise UserError(f"pad_to={pad_to!r} is shorter than the longest row ({longest}, from "
+                    f"{meta_path}); use pad_to >= {longest} or None")
+  entries = dataset_files.record_files([found], schema.SPLIT, verify=verify,
+                                       skip_corrupt=skip_corrupt, log=log)
+  decoder = W2vDecoder(meta["layout"], int(meta["noise"]["num_noise_words"]), longest, pad_to)
+  return reader.Opened(entries, meta.get("compression", ""),
+                       decoder, verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
+
+
+def numpy_batches(location: str, batch_size: int, *, training: bool = False,
+                  seed: Optional[int] = None, drop_remainder: bool = False,
+                  shard_index: int = 0, num_shards: int = 1, **options):
+  """An iterator of one epoch of `(x, y, sample_weight)` batches of centers.
+
+  Training: records in a seeded global shuffle, and the centers of each
+  chunk of records shuffled again. `options`: `pad_to`, `negatives` and the
+  reading options.
+  """
+  batch_size = reader.check_batch_size(batch_size)
+  opened = open_dataset(location, **options)
+  dec = opened.decoder
+  if opened.compression:
+    if training or num_shards > 1:
+      raise UserError(f"{opened.entries[0].path}: GZIP-compressed records can only be read "
+                      "sequentially: training=False and no sharding")
+    chunks = reader.sequential_batches([e.path for e in opened.entries], opened.compression,
+                                       CHUNK_RECORDS, drop_remainder=False)
+  else:
+    chunks = reader.record_batches(opened.source(), CHUNK_RECORDS, training=training,
+                                   seed=seed, drop_remainder=False, shard_index=shard_index,
+                                   num_shards=num_shards)
+  return _center_batches(chunks, dec, batch_size, drop_remainder, training, seed)
+
+
+def _center_batches(chunks, dec: W2vDecoder, batch_size: int, drop_remainder: bool,
+                    training: bool, seed: Optional[int]):
+  pending = []  # (center, row, n) pieces not yet batched
+  have = 0
+  for c, recs in enumerate(chunks):
+    parts = dec.checked(dec.rows, recs)
+    if training:
+      rng = (np.random.default_rng() if seed is None else
+             np.random.default_rng(seeding.derive_seed(int(seed), "w2v-centers", c)))
+      order = rng.permutation(len(parts[0]))
+      parts = tuple(p[order] for p in parts)
+    pending.append(parts)
+    have += len(parts[0])
+    if have < batch_size:
+      continue
+    center, row, n = (np.concatenate(p) for p in zip(*pending))
+    full = have - have % batch_size
+    for s in range(0, full, batch_size):
+      yield dec.finish(center[s:s + batch_size], row[s:s + batch_size], n[s:s + batch_size])
+    pending = [(center[full:], row[full:], n[full:])]
+    have -= full
+  if have and not drop_remainder:
+    yield dec.finish(*(np.concatenate(p) for p in zip(*pending)))
+
+
+grain_source, grain_dataset, torch_dataset = reader.package_readers(open_dataset)
