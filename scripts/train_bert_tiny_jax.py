@@ -15,7 +15,6 @@ masked-LM head at masked_lm_positions and a next-sentence head on [CLS].
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -110,9 +109,7 @@ def main(argv=None) -> int:
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  meta_path = opened.entries[0][1]
-  with open(meta_path, encoding="utf-8") as f:
-    meta = json.load(f)
+  meta = opened.entries[0].found.meta
   keras.utils.set_random_seed(args.seed)
   model = build_model(meta["vocab_size"], meta["max_seq_length"],
                       meta["max_predictions_per_seq"])

@@ -306,6 +306,11 @@ def test_bert_v2_named_records(tmp_path):
   for names in ("bert", "keras_hub"):
     assert_same_batches(bert_data.make_dataset(v2, 4, training=False, feature_names=names),
                         bert_data.numpy_batches(v2, 4, feature_names=names))
+  packed = str(tmp_path / "packed" / "train.tfrecord")  # no next-sentence label feature
+  bert_pipeline.create(BertConfig(output_files=(packed,), next_sentence=False,
+                                  packing="full_sentences", **cfg))
+  assert_same_batches(bert_data.make_dataset(packed, 4, training=False),
+                      bert_data.numpy_batches(packed, 4))
 
 
 def test_w2v_other_models_refused(tmp_path):

@@ -27,6 +27,7 @@ import struct
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
+from absl import flags
 
 from textrecords import dataset_files
 from textrecords import example_decoder
@@ -483,6 +484,10 @@ def grain_loader(source: GrainSource, decode: Callable, batch_size: int, *,
   sampler = grain.samplers.IndexSampler(len(source), shard_options=shard, shuffle=training,
                                         num_epochs=num_epochs, seed=seed)
   ops = [grain.transforms.Batch(batch_size, drop_remainder=drop, batch_fn=decode)]
+  if worker_count and not flags.FLAGS.is_parsed():
+    # grain's worker processes read absl flags (defaults are fine): a program
+    # not started by absl.app.run has not parsed them.
+    flags.FLAGS.mark_as_parsed()
   return grain.DataLoader(data_source=source, sampler=sampler, operations=ops,
                           worker_count=worker_count)
 
