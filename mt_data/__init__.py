@@ -19,19 +19,9 @@ def load_codecs(output_dir: str):
   return _load(output_dir)
 
 
-def numpy_batches(*args, **kwargs):
-  """See `mt_data.reader.numpy_batches` (no TensorFlow)."""
-  from mt_data.reader import numpy_batches as _f  # pylint: disable=import-outside-toplevel
-  return _f(*args, **kwargs)
-
-
-def grain_source(*args, **kwargs):
-  """See `mt_data.reader.grain_source` (no TensorFlow; needs textrecords[grain] to use)."""
-  from mt_data.reader import grain_source as _f  # pylint: disable=import-outside-toplevel
-  return _f(*args, **kwargs)
-
-
-def torch_dataset(*args, **kwargs):
-  """See `mt_data.reader.torch_dataset` (no TensorFlow; needs textrecords[torch])."""
-  from mt_data.reader import torch_dataset as _f  # pylint: disable=import-outside-toplevel
-  return _f(*args, **kwargs)
+def __getattr__(name):
+  """numpy_batches, grain_source, torch_dataset: `mt_data.reader`'s, TF-free, imported on use."""
+  if name in ("numpy_batches", "grain_source", "torch_dataset"):
+    from mt_data import reader  # pylint: disable=import-outside-toplevel
+    return getattr(reader, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

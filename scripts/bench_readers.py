@@ -101,7 +101,7 @@ def main():
   counts = {}
   for _ in range(args.rounds):
     for r in readers:
-      py = args.torch_python if r.startswith("torch") else sys.executable
+      py = os.path.abspath(args.torch_python) if r.startswith("torch") else sys.executable
       proc = subprocess.run([py, os.path.abspath(__file__), "--_run", r, "--records", records],
                             capture_output=True, text=True, env=env, cwd=ROOT, check=False)
       if proc.returncode != 0:
@@ -109,6 +109,7 @@ def main():
         continue
       res = json.loads(proc.stdout.strip().splitlines()[-1])
       times[r].append(res["records"] / res["seconds"])
+      print(f"  ({r}: {times[r][-1]:,.0f} records/s)", file=sys.stderr, flush=True)
       counts[r] = res["records"]
   base = statistics.median(times["tf"]) if times.get("tf") else None
   print(f"records: {records} ({max(counts.values())} per epoch), batch {BATCH}, "

@@ -69,3 +69,27 @@ def write_three_datasets(d) -> dict:
                                       output_dir=mt, num_train=30, num_val=12, num_shards=2,
                                       num_workers=1), log=lambda m: None)
   return {"bert_data": bert, "w2v_data": w2v, "mt_data": mt}
+
+
+@pytest.fixture(scope="session")
+def bert_out(tmp_path_factory):
+  """Small bert_data records in 2 shards (max_seq_length 64), shared by the reader tests."""
+  from bert_data import pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
+  out = str(tmp_path_factory.mktemp("bert_records") / "train.tfrecord")
+  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
+                             max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3,
+                             num_shards=2))
+  return out
+
+
+@pytest.fixture(scope="session")
+def mt_out(tmp_path_factory):
+  """Small mt_data records (30 train / 12 valid pairs in 2 shards each)."""
+  from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
+  from mt_data import create as mt_create  # pylint: disable=import-outside-toplevel
+  d = str(tmp_path_factory.mktemp("mt_records") / "out")
+  mt_create.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
+                                      output_dir=d, num_train=30, num_val=12, num_shards=2),
+                   log=lambda m: None)
+  return d

@@ -73,7 +73,10 @@ def test_one_metadata_convention_for_three_packages(datasets):
       assert {f["role"] for f in listed} == {"records"}
       assert info["num_records"] == sum(f["records"] for f in listed) > 0
     others = {f["role"] for f in meta["files"] if "split" not in f}
-    assert others <= {"vocab", "tokenizer"}
+    assert others <= {"vocab", "tokenizer", "index"}
+    indexes = {f["name"] for f in meta["files"] if f["role"] == "index"}
+    assert indexes == {layout.index_name(f["name"]) for f in meta["files"]
+                       if f.get("split") and f["records"]}
     assert ("vocab" in others) == (package != "bert_data")
     for f in meta["files"]:
       assert set(f) >= {"name", "bytes", "sha256", "records", "role"}

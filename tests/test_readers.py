@@ -27,15 +27,6 @@ tf = pytest.importorskip("tensorflow")
 
 
 @pytest.fixture(scope="module")
-def bert_out(tmp_path_factory):
-  out = str(tmp_path_factory.mktemp("bert") / "train.tfrecord")
-  bert_pipeline.create(BertConfig(
-      input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB, max_seq_length=64,
-      max_predictions_per_seq=10, dupe_factor=3, num_shards=2))
-  return out
-
-
-@pytest.fixture(scope="module")
 def w2v_outs(tmp_path_factory):
   base = tmp_path_factory.mktemp("w2v")
   dirs = {}
@@ -46,15 +37,6 @@ def w2v_outs(tmp_path_factory):
         min_freq=2, subsample_t=3e-2, max_window_size=3, num_noise_words=3, random_seed=3,
         num_workers=1, num_shards=2, layout=layout))
   return dirs
-
-
-@pytest.fixture(scope="module")
-def mt_out(tmp_path_factory):
-  d = str(tmp_path_factory.mktemp("mt") / "out")
-  mt_create.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
-                                      output_dir=d, num_train=30, num_val=12, num_shards=2),
-                   log=lambda m: None)
-  return d
 
 
 def _np(tree):

@@ -4,7 +4,6 @@ torch tests skip where torch is not importable (scripts/check_torch.sh makes
 a venv with the CPU wheel and runs them).
 """
 
-import os
 import pickle
 
 import numpy as np
@@ -12,32 +11,9 @@ import pytest
 
 import bert_data
 import mt_data
-from bert_data import pipeline as bert_pipeline
 from bert_data import reader as bert_reader
-from bert_data.config import BertConfig
-from conftest import SAMPLE_TEXT, TESTDATA, VOCAB
-from mt_data import config as mt_config
-from mt_data import create as mt_create
 from mt_data import reader as mt_reader
 from textrecords.errors import UserError
-
-
-@pytest.fixture(scope="module")
-def bert_out(tmp_path_factory):
-  out = str(tmp_path_factory.mktemp("bert") / "train.tfrecord")
-  bert_pipeline.create(BertConfig(
-      input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB, max_seq_length=32,
-      max_predictions_per_seq=5, dupe_factor=2, num_shards=2))
-  return out
-
-
-@pytest.fixture(scope="module")
-def mt_out(tmp_path_factory):
-  d = str(tmp_path_factory.mktemp("mt") / "out")
-  mt_create.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
-                                      output_dir=d, num_train=30, num_val=12, num_shards=2),
-                   log=lambda m: None)
-  return d
 
 
 def _ids(batches, key="input_ids"):

@@ -166,8 +166,10 @@ def _from_format_1(meta: dict) -> dict:
   elif "record_files" in meta:
     split_files = {layout_lib.DEFAULT_SPLIT: list(meta.pop("record_files"))}
   else:
-    split_files = {layout_lib.DEFAULT_SPLIT: names}
-  roles = {n: (ROLE_TOKENIZER if n.endswith(".json") else ROLE_VOCAB) for n in names}
+    split_files = {layout_lib.DEFAULT_SPLIT: [n for n in names
+                                              if not layout_lib.is_index_name(n)]}
+  roles = {n: (ROLE_INDEX if layout_lib.is_index_name(n) else
+               ROLE_TOKENIZER if n.endswith(".json") else ROLE_VOCAB) for n in names}
   try:
     set_files(meta, meta.get("files", []), split_files, roles)
   except (KeyError, TypeError, ValueError):

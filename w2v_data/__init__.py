@@ -12,19 +12,9 @@ def make_dataset(*args, **kwargs):
   return _make(*args, **kwargs)
 
 
-def numpy_batches(*args, **kwargs):
-  """See `w2v_data.reader.numpy_batches` (no TensorFlow)."""
-  from w2v_data.reader import numpy_batches as _f  # pylint: disable=import-outside-toplevel
-  return _f(*args, **kwargs)
-
-
-def grain_source(*args, **kwargs):
-  """See `w2v_data.reader.grain_source` (no TensorFlow; needs textrecords[grain] to use)."""
-  from w2v_data.reader import grain_source as _f  # pylint: disable=import-outside-toplevel
-  return _f(*args, **kwargs)
-
-
-def torch_dataset(*args, **kwargs):
-  """See `w2v_data.reader.torch_dataset` (no TensorFlow; needs textrecords[torch])."""
-  from w2v_data.reader import torch_dataset as _f  # pylint: disable=import-outside-toplevel
-  return _f(*args, **kwargs)
+def __getattr__(name):
+  """numpy_batches, grain_source, torch_dataset: `w2v_data.reader`'s, TF-free, imported on use."""
+  if name in ("numpy_batches", "grain_source", "torch_dataset"):
+    from w2v_data import reader  # pylint: disable=import-outside-toplevel
+    return getattr(reader, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
