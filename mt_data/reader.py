@@ -62,7 +62,7 @@ def open_dataset(location: str, *, split: str = "train", num_steps: int = 9,
                  verify: str = "checksum", skip_corrupt: bool = False, index: str = "build",
                  log=print) -> reader.Opened:
   """The checked split of the mt_data output folder `location`."""
-  dataset._check_args(1, num_steps, None)  # pylint: disable=protected-access
+  dataset._check_args(num_steps, None)  # pylint: disable=protected-access
   meta, entries = dataset.record_files(location, split, verify=verify,
                                        skip_corrupt=skip_corrupt, log=log)
   return reader.Opened(entries, meta.get("compression", ""), MtDecoder(num_steps), verify=verify, skip_corrupt=skip_corrupt,
