@@ -43,8 +43,9 @@ setup(
         # TF-free readers (textrecords.reader): grain and PyTorch sources.
         "grain": ["grain>=0.2,<0.3"],
         "torch": ["torch>=2.1"],
+        "beam": ["apache-beam[tfrecord]>=2.77,<2.78"],
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
                  "sentencepiece>=0.2", "fsspec>=2023.1", "s3fs>=2023.1", "moto[server]>=5",
-                 "grain>=0.2,<0.3"],
+                 "grain>=0.2,<0.3", "apache-beam[tfrecord]>=2.77,<2.78"],
     },
 )

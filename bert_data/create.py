@@ -9,6 +9,7 @@ Example:
       --output_file=out/train.tfrecord --vocab_file=vocab.txt --num_shards=8
 """
 
+import functools
 import os
 
 from absl import flags
@@ -94,8 +95,10 @@ def _summary(config: BertConfig, summary: dict):
 def main(argv):
   from bert_data import pipeline  # pylint: disable=import-outside-toplevel
   cli.generator_main(argv, FLAGS.summary_json, config_from_flags,
-                     lambda config: storage.run_staged(config, "output_files", pipeline.create,
-                                                       folder=False, flag="--output_file"),
+                     lambda config: storage.run_staged(
+                         config, "output_files",
+                         functools.partial(pipeline.create, engine=cli.engine_from_flags(FLAGS)),
+                         folder=False, flag="--output_file"),
                      _summary)
 
 

@@ -147,8 +147,12 @@ class CorpusBuilder:
 
   def add(self, flat: np.ndarray, lengths: np.ndarray):
     """Adds one batch from `encode_lines`."""
-    self.lines += len(lengths)
     self._tokens.append(flat)
+    self.add_lengths(lengths)
+
+  def add_lengths(self, lengths: np.ndarray):
+    """Adds one batch's structure only (its tokens are kept elsewhere)."""
+    self.lines += len(lengths)
     self._seg_lens.append(lengths[lengths > 0])
     breaks = np.flatnonzero(lengths < 0)
     segs = lengths > 0
@@ -164,12 +168,75 @@ class CorpusBuilder:
       self._doc_nsegs.append(self._cur)
     self._cur = 0
 
-  def build(self) -> Corpus:
+  def build(self, tokens=None) -> Corpus:
+    """The Corpus; `tokens` replaces the added token arrays (an array-like
+    indexed by global token offset, e.g. a `TokenStore`)."""
     self._end_document()
-    tokens = np.concatenate(self._tokens) if self._tokens else np.zeros(0, np.int32)
+    if tokens is None:
+      tokens = np.concatenate(self._tokens) if self._tokens else np.zeros(0, np.int32)
     seg_lens = (np.concatenate(self._seg_lens).astype(np.int64) if self._seg_lens
                 else np.zeros(0, np.int64))
     return Corpus(tokens, _starts(seg_lens), _starts(np.asarray(self._doc_nsegs, np.int64)))
+
+
+class TokenStore:
+  """The corpus token array kept as one .npy file per line batch, read lazily.
+
+  Supports what the instance builders and maskers do with `Corpus.tokens`:
+  slices, integer-array indexing and `.size`. Batch files are memory-mapped
+  (a few at a time), so a worker holds only the pages it reads.
+
+  Example:
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> np.save(os.path.join(d, "a.npy"), np.array([5, 6], np.int32))
+    >>> np.save(os.path.join(d, "b.npy"), np.array([7, 8, 9], np.int32))
+    >>> t = TokenStore([os.path.join(d, "a.npy"), os.path.join(d, "b.npy")], [0, 2, 5])
+    >>> t[1:4].tolist(), t[np.array([4, 0])].tolist(), t.size
+    ([6, 7, 8], [9, 5], 5)
+  """
+
+  _OPEN = 64  # memory maps kept open
+
+  def __init__(self, paths: Sequence[str], offsets: Sequence[int]):
+    self.paths = list(paths)
+    self.offsets = np.asarray(offsets, np.int64)
+    self.size = int(self.offsets[-1]) if len(self.offsets) else 0
+    self._maps = {}
+
+  def __getstate__(self):
+    return {"paths": self.paths, "offsets": self.offsets, "size": self.size, "_maps": {}}
+
+  def _batch(self, b: int) -> np.ndarray:
+    m = self._maps.pop(b, None)
+    if m is None:
+      if len(self._maps) >= self._OPEN:
+        self._maps.pop(next(iter(self._maps)))
+      m = np.load(self.paths[b], mmap_mode="r") if self.offsets[b + 1] > self.offsets[b] \
+          else np.zeros(0, np.int32)
+    self._maps[b] = m
+    return m
+
+  def __getitem__(self, index):
+    if isinstance(index, slice):
+      start, stop, _ = index.indices(self.size)
+      if stop <= start:
+        return np.zeros(0, np.int32)
+      b0 = int(np.searchsorted(self.offsets, start, "right")) - 1
+      b1 = int(np.searchsorted(self.offsets, stop - 1, "right")) - 1
+      parts = []
+      for b in range(b0, b1 + 1):
+        lo, hi = max(start, self.offsets[b]), min(stop, self.offsets[b + 1])
+        if hi > lo:
+          parts.append(np.asarray(self._batch(b)[lo - self.offsets[b]:hi - self.offsets[b]]))
+      return np.concatenate(parts) if parts else np.zeros(0, np.int32)
+    index = np.asarray(index)
+    out = np.empty(index.shape, np.int32)
+    batches = np.searchsorted(self.offsets, index, "right") - 1
+    for b in np.unique(batches).tolist():
+      sel = batches == b
+      out[sel] = self._batch(b)[index[sel] - self.offsets[b]]
+    return out
 
 
 def read_corpus(tokenized_batches: Iterable[Tuple[np.ndarray, np.ndarray]],
@@ -188,8 +255,18 @@ def read_corpus(tokenized_batches: Iterable[Tuple[np.ndarray, np.ndarray]],
     builder.add(flat, lengths)
     if progress:
       progress(builder)
-  corpus = builder.build()
+  return check_corpus(builder.build(), files)
+
+
+def check_corpus(corpus: Corpus, files: Sequence[str]) -> Corpus:
+  """The corpus, or a UserError if it holds no document."""
   if corpus.num_docs == 0:
     raise UserError(f"--input_file: {', '.join(files)} hold no text "
                     "(no line yields a token)")
   return corpus
+
+
+def iter_file_line_batches(path: str, on_decode_error: str,
+                           batch: int = _BATCH_LINES) -> Iterator[List[str]]:
+  """As `iter_line_batches`, for one file (batches never span files)."""
+  yield from iter_line_batches([path], on_decode_error, batch)

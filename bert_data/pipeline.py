@@ -8,6 +8,7 @@ tokens), so the output is the same for any number of workers.
 
 import array
 import dataclasses
+import functools
 import math
 import mmap
 import os
@@ -28,6 +29,7 @@ from bert_data.sentence_order import sop_spans_from_document
 from textrecords import __version__
 from textrecords import cli
 from textrecords import dataset_writer
+from textrecords import engine as engine_lib
 from textrecords import storage
 from textrecords import features
 from textrecords import metadata
@@ -139,6 +141,38 @@ class _Context:
   dynamic: Optional[records.DynamicRecordEncoder] = None  # --masking=dynamic
 
 
+def make_encoder(config: BertConfig, tok) -> records.BertRecordEncoder:
+  """The record encoder of a run (both engines)."""
+  return records.BertRecordEncoder(config.max_seq_length, config.max_predictions_per_seq,
+                                   tok.vocab_size, v2_names=config.use_v2_feature_names,
+                                   next_sentence=config.next_sentence)
+
+
+def make_dynamic_encoder(config: BertConfig) -> Optional[records.DynamicRecordEncoder]:
+  """--masking=dynamic: the unmasked-record encoder (None for static masking)."""
+  if config.masking != "dynamic":
+    return None
+  return records.DynamicRecordEncoder(config.max_seq_length, config.do_whole_word_mask,
+                                      v2_names=config.use_v2_feature_names,
+                                      next_sentence=config.next_sentence)
+
+
+def make_context(config: BertConfig, corpus: Corpus, mask: masking.MaskingParams,
+                 encoder: records.BertRecordEncoder, clean: bool,
+                 packed: Optional[packing.Packing] = None,
+                 dynamic: Optional[records.DynamicRecordEncoder] = None) -> _Context:
+  """The context a default-mode task runs in (both engines)."""
+  return _Context(config, corpus, mask, encoder, clean=clean, packed=packed, dynamic=dynamic)
+
+
+def pack(config: BertConfig, corpus: Corpus) -> Optional[packing.Packing]:
+  """--packing: the packed instances of the corpus (None without packing)."""
+  if not config.packing:
+    return None
+  return packing.pack(corpus.seg_starts, corpus.doc_starts, config.max_seq_length,
+                      config.packing)
+
+
 def _doc_instances(ctx: _Context, d: int, rng):
   c = ctx.config
   return instances_from_document(
@@ -154,23 +188,19 @@ def document_digest(corpus: Corpus, d: int) -> int:
       corpus.tokens[int(corpus.seg_starts[s0]):int(corpus.seg_starts[s1])])
 
 
-def _default_task(task):
-  """Worker: instances of documents [d0, d1) in round `dupe`, spilled by order key.
+def default_task_records(ctx: _Context, dupe: int, d0: int, d1: int):
+  """The (order keys, encoded records) of documents [d0, d1) in round `dupe`.
 
-  Returns the number of records spilled to each bucket.
-
-  Each document's instances are built with a `random.Random` keyed by
-  (seed, dupe, document index, digest of the document's token ids); the
-  k-th instance's order key is derived from the same key and k, and also keys its masking draws, so the
+  The unit of work of both engines. Each document's instances are built with
+  a `random.Random` keyed by (seed, dupe, document index, digest of the
+  document's token ids); the k-th instance's order key is derived from the
+  same key and k, and also keys its masking draws, so the
   task's instances are gathered, masked and encoded together as arrays
   without any draw depending on the task's extent.
   """
-  dupe, d0, d1 = task
-  ctx: _Context = _STATE["ctx"]
   c = ctx.config
   seed = c.random_seed
   corpus = ctx.corpus
-  writer = spill.SpillWriter(ctx.spill_dir, f"w{os.getpid()}", ctx.num_buckets)
   python_masking = c.do_whole_word_mask or not ctx.clean
   mask_params = None if ctx.dynamic else ctx.mask
   insts, spans, keys = [], [], []
@@ -213,23 +243,28 @@ def _default_task(task):
                                          [s[4] for s in spans], positions, labels, counts)
   else:
     records_ = []
+  return keys, records_
+
+
+def _spill_task(task_records, task):
+  """Worker: a task's records spilled to hash buckets by order key."""
+  ctx: _Context = _STATE["ctx"]
+  keys, records_ = task_records(ctx, *task)
+  writer = spill.SpillWriter(ctx.spill_dir, f"w{os.getpid()}", ctx.num_buckets)
   for key, rec in zip(keys.tolist(), records_):
     writer.add(key, rec)
   writer.close()
   return writer.bucket_counts
 
 
-def _packed_task(task):
-  """Worker: packed instances [k0, k1) in round `dupe`, spilled by order key.
+def packed_task_records(ctx: _Context, dupe: int, k0: int, k1: int):
+  """The (order keys, records) of packed instances [k0, k1) in round `dupe`.
 
   Packing has no randomness (`packing.pack`); instance k's masks and order
   key come from (seed, dupe, k, a digest of its token ids).
   """
-  dupe, k0, k1 = task
-  ctx: _Context = _STATE["ctx"]
   c = ctx.config
   corpus = ctx.corpus
-  writer = spill.SpillWriter(ctx.spill_dir, f"w{os.getpid()}", ctx.num_buckets)
   ids, lengths, special = packing.instance_ids(corpus.tokens, ctx.packed, range(k0, k1),
                                                ctx.mask.cls_id, ctx.mask.sep_id,
                                                c.max_seq_length)
@@ -252,10 +287,7 @@ def _packed_task(task):
         ids, lengths, lengths.copy(), keys, ctx.mask, special=special)
     records_ = ctx.encoder.encode_arrays(ids, lengths, lengths.tolist(),
                                          [False] * len(keys), positions, labels, counts)
-  for key, rec in zip(keys.tolist(), records_):
-    writer.add(key, rec)
-  writer.close()
-  return writer.bucket_counts
+  return keys, records_
 
 
 def _dynamic_records(ctx: _Context, insts, spans, keys) -> list:
@@ -295,14 +327,26 @@ def masking_meta(config: BertConfig, mask: masking.MaskingParams) -> dict:
   return out
 
 
-def _tasks(config: BertConfig, num_units: int, per_task: int = _DOCS_PER_TASK):
+def task_records_fn(ctx: _Context):
+  """The unit of work of a run: packed instances or (dupe, documents) tasks."""
+  return packed_task_records if ctx.packed is not None else default_task_records
+
+
+def run_tasks(ctx: _Context):
+  """The (dupe, first, end) tasks of a run (both engines)."""
+  if ctx.packed is not None:
+    return tasks(ctx.config, ctx.packed.num_instances, _PACKED_PER_TASK)
+  return tasks(ctx.config, ctx.corpus.num_docs)
+
+
+def tasks(config: BertConfig, num_units: int, per_task: int = _DOCS_PER_TASK):
   """(dupe, first, end) ranges of documents (or packed instances)."""
   for dupe in range(config.dupe_factor):
     for d0 in range(0, num_units, per_task):
       yield dupe, d0, min(num_units, d0 + per_task)
 
 
-def _estimate_buckets(config: BertConfig, corpus: Corpus, num_shards: int) -> int:
+def estimate_buckets(config: BertConfig, corpus: Corpus, num_shards: int) -> int:
   est_records = corpus.num_tokens * config.dupe_factor / max(1, config.max_num_tokens * 0.8)
   est_bytes = est_records * (config.max_seq_length * 3 + config.max_predictions_per_seq * 8 + 200)
   per_shard = max(1, math.ceil(est_bytes / _BUCKET_BYTES / num_shards))
@@ -314,16 +358,22 @@ def spill_default_mode(ctx: _Context, progress: cli.Progress) -> np.ndarray:
   number of records in each bucket."""
   _STATE["ctx"] = ctx
   per_bucket = np.zeros(ctx.num_buckets, np.int64)
-  if ctx.packed is not None:
-    task_fn, tasks = _packed_task, list(_tasks(ctx.config, ctx.packed.num_instances,
-                                               _PACKED_PER_TASK))
-  else:
-    task_fn, tasks = _default_task, list(_tasks(ctx.config, ctx.corpus.num_docs))
-  for n, counts in enumerate(parallel.ordered_map(task_fn, tasks,
+  task_list = list(run_tasks(ctx))
+  task_fn = functools.partial(_spill_task, task_records_fn(ctx))
+  for n, counts in enumerate(parallel.ordered_map(task_fn, task_list,
                                                   ctx.config.num_workers)):
     per_bucket += counts
-    progress.update(lambda: f"instances: {int(per_bucket.sum()):,} ({n + 1}/{len(tasks)} tasks)")
+    progress.update(
+        lambda: f"instances: {int(per_bucket.sum()):,} ({n + 1}/{len(task_list)} tasks)")
   return per_bucket
+
+
+def check_instance_count(total: int, num_files: int):
+  """Every output file must get an instance (UserError otherwise)."""
+  if total < num_files:
+    raise UserError(f"--num_shards={num_files} (or that many --output_file paths) "
+                    f"but the input makes only {total} instances: every file would not "
+                    "get one; use fewer shards or more input")
 
 
 def _frame_bucket(task):
@@ -609,21 +659,25 @@ def _fingerprint(config: BertConfig, vocab_sha: str) -> dict:
   return {"inputs": inputs, "flags": flags, "vocab_sha256": vocab_sha, "version": __version__}
 
 
-def create(config: BertConfig) -> dict:
+def create(config: BertConfig, engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> dict:
   """Runs the whole job; returns a summary dict (also stored in the metadata).
 
   Holds the outputs' locks while it runs (a second run on them fails at
   once) and leaves no corpus or tokenizer behind in module state.
   """
   config.validate()
+  engine.validate()
+  if engine.is_beam and config.reference_compatible:
+    raise UserError("--reference_compatible with --engine=beam: the reference's order comes "
+                    "from one sequential RNG; use --engine=local")
   try:
     with output_lock.hold([DatasetLayout.for_file(p).meta_path for p in config.output_files]):
-      return _create(config)
+      return _create(config, engine)
   finally:
     _STATE.clear()
 
 
-def _create(config: BertConfig) -> dict:
+def _create(config: BertConfig, engine: engine_lib.EngineOptions) -> dict:
   progress = cli.Progress(config.quiet)
   tok = load_tokenizer(config)
   vocab_sha = storage.sha256(config.tokenizer_file)
@@ -645,18 +699,15 @@ def _create(config: BertConfig) -> dict:
                     force=True)
     return {k: meta["counts"][k] for k in ("documents", "tokens", "instances")}
 
+  if engine.is_beam:
+    from bert_data import beam_pipeline  # pylint: disable=import-outside-toplevel
+    return beam_pipeline.create(config, tok, vocab_sha, groups, writers, engine)
   corpus = build_corpus(config, tok, progress)
   progress.update(lambda: f"read {corpus.num_docs:,} documents, "
                   f"{corpus.num_tokens:,} tokens", force=True)
   mask = masking_params(config, tok)
-  encoder = records.BertRecordEncoder(config.max_seq_length,
-                                      config.max_predictions_per_seq, tok.vocab_size,
-                                      v2_names=config.use_v2_feature_names,
-                                      next_sentence=config.next_sentence)
-  dynamic = (records.DynamicRecordEncoder(config.max_seq_length, config.do_whole_word_mask,
-                                          v2_names=config.use_v2_feature_names,
-                                          next_sentence=config.next_sentence)
-             if config.masking == "dynamic" else None)
+  encoder = make_encoder(config, tok)
+  dynamic = make_dynamic_encoder(config)
   clean = not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
   tmp = writers[0].scratch_dir()
   try:
@@ -669,18 +720,13 @@ def _create(config: BertConfig) -> dict:
       ctx = _Context(config, corpus.reordered(order), mask, encoder, spill_dir=tmp, clean=clean)
       count = write_reference_mode_files(ctx, rng, targets, compression, progress)
     else:
-      nb = _estimate_buckets(config, corpus, config.num_shards)
+      nb = estimate_buckets(config, corpus, config.num_shards)
       ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb, clean=clean,
                      dynamic=dynamic)
-      if config.packing:
-        ctx.packed = packing.pack(corpus.seg_starts, corpus.doc_starts,
-                                   config.max_seq_length, config.packing)
+      ctx.packed = pack(config, corpus)
       per_bucket = spill_default_mode(ctx, progress)
       total = int(per_bucket.sum())
-      if total < len(all_paths):
-        raise UserError(f"--num_shards={len(all_paths)} (or that many --output_file paths) "
-                        f"but the input makes only {total} instances: every file would not "
-                        "get one; use fewer shards or more input")
+      check_instance_count(total, len(all_paths))
       count = write_default_mode_files(ctx, targets, per_bucket, compression,
                                        len(config.output_files) > 1, progress)
   finally:
@@ -688,31 +734,44 @@ def _create(config: BertConfig) -> dict:
 
   summary = {"documents": corpus.num_docs, "tokens": corpus.num_tokens,
              "instances": count}
-  schema = features.schema_to_json((dynamic or encoder).schema)
-  masking_block = masking_meta(config, mask)
-  flags = dataclasses.asdict(config)
-  for w, (m, ps) in zip(writers, groups):
-    def build(infos, ps=ps):
-      meta = metadata.base_meta("bert_data")
-      meta.update({
-          "schema": schema, "max_seq_length": config.max_seq_length,
-          "max_predictions_per_seq": config.max_predictions_per_seq,
-          "compression": compression, "vocab_sha256": vocab_sha,
-          "vocab_size": tok.vocab_size, "random_seed": config.random_seed,
-          "mode": "reference" if config.reference_compatible else "default",
-          "masking": masking_block,
-          "flags": flags, "counts": dict(summary, records=sum(i["records"] for i in infos)),
-          "datasets": [os.path.basename(p) for p in config.output_files],
-          "sentence_task": config.sentence_task,
-          "packing": config.packing or None,
-          "tokenizer": "sentencepiece" if config.spm_model_file else "wordpiece",
-      })
-      if config.spm_model_file:
-        meta["spm_model_sha256"] = vocab_sha
-      return metadata.set_files(meta, infos, {DEFAULT_SPLIT: [os.path.basename(p) for p in ps]})
-    w.finalize(ps, build)
+  for w, (_, ps) in zip(writers, groups):
+    w.finalize(ps, MetaBuilder(config, vocab_sha, tok.vocab_size,
+                               features.schema_to_json((dynamic or encoder).schema),
+                               masking_meta(config, mask), summary))
   progress.update(lambda: f"wrote {count:,} instances to {len(all_paths)} file(s)",
                   force=True)
   return summary
+
+
+class MetaBuilder:
+  """build_meta(file infos) -> one dataset's metadata (both engines; picklable)."""
+
+  def __init__(self, config: BertConfig, vocab_sha: str, vocab_size: int, schema: list,
+               masking_block: dict, summary: dict):
+    self.config, self.vocab_sha, self.vocab_size = config, vocab_sha, vocab_size
+    self.schema, self.masking_block, self.summary = schema, masking_block, summary
+
+  def __call__(self, infos) -> dict:
+    config = self.config
+    meta = metadata.base_meta("bert_data")
+    meta.update({
+        "schema": self.schema,
+        "max_seq_length": config.max_seq_length,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "compression": tfrecord.check_compression(config.compression),
+        "vocab_sha256": self.vocab_sha,
+        "vocab_size": self.vocab_size, "random_seed": config.random_seed,
+        "mode": "reference" if config.reference_compatible else "default",
+        "masking": self.masking_block,
+        "flags": dataclasses.asdict(config),
+        "counts": dict(self.summary, records=sum(i["records"] for i in infos)),
+        "datasets": [os.path.basename(p) for p in config.output_files],
+        "sentence_task": config.sentence_task,
+        "packing": config.packing or None,
+        "tokenizer": "sentencepiece" if config.spm_model_file else "wordpiece",
+    })
+    if config.spm_model_file:
+      meta["spm_model_sha256"] = self.vocab_sha
+    return metadata.set_files(meta, infos, {DEFAULT_SPLIT: [i["name"] for i in infos]})
 
 

@@ -10,6 +10,7 @@ Read it with `mt_data.make_dataset`.
 """
 
 import collections
+import functools
 import gc
 import itertools
 import json
@@ -24,11 +25,9 @@ import numpy as np
 from textrecords import cli
 from textrecords import storage
 from textrecords import dataset_writer
-from textrecords import features
 from textrecords import metadata
 from textrecords import output_lock
 from textrecords import text_input
-from textrecords import tfrecord
 from textrecords.errors import UserError
 from textrecords.layout import DatasetLayout
 from textrecords import parallel
@@ -37,7 +36,9 @@ from mt_data import config as config_lib
 from mt_data import preprocess
 from mt_data import records
 from mt_data import schema
+from mt_data import units
 from mt_data import vocab as vocab_lib
+from textrecords import engine as engine_lib
 
 FLAGS = flags.FLAGS
 BLOCK = 8192  # records per worker task
@@ -132,7 +133,16 @@ def _inputs_info(files: List[str]) -> List[dict]:
           for f in files]
 
 
-def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None) -> dict:
+def fingerprint_of(cfg: config_lib.MTConfig, inputs: List[dict]) -> dict:
+  return {"package": schema.PACKAGE, "version": metadata.base_meta("")["version"],
+          "flags": cfg.output_flags(),
+          "inputs": [{"path": (i["path"] if storage.is_url(i["path"])
+                               else os.path.abspath(i["path"])), "bytes": i["bytes"],
+                      "sha256": i["sha256"]} for i in inputs]}
+
+
+def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None,
+           engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> dict:
   """Runs the whole pipeline for one config; returns a summary dict.
 
   Raises:
@@ -148,20 +158,27 @@ def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None
   gc.disable()
   try:
     with output_lock.hold([DatasetLayout.for_dir(os.path.abspath(cfg.output_dir)).meta_path]):
-      return _create(cfg, log)
+      return _create(cfg, log, engine)
   finally:
     _W.clear()
     if gc_was_enabled:
       gc.enable()
 
 
-def _create(cfg, log):
+def _create(cfg, log, engine):
   t0 = time.monotonic()
   if log is None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # pylint: disable=unnecessary-lambda-assignment
   cfg.validate()
+  engine.validate()
+  if engine.is_beam and cfg.tokenizer != "word":
+    raise UserError(f"--tokenizer={cfg.tokenizer} with --engine=beam: BPE training needs "
+                    "every train pair in one process; use --engine=local")
   files = text_input.expand_patterns(cfg.input_file, flag="--input_file")
   _check_output_dir(cfg)
+  if engine.is_beam:
+    from mt_data import beam_pipeline  # pylint: disable=import-outside-toplevel
+    return beam_pipeline.create(cfg, files, log, engine)
   progress = cli.Progress(cfg.quiet)
 
   # 1. Read, clean, tokenize and count the pairs (in workers).
@@ -172,22 +189,15 @@ def _create(cfg, log):
     skipped_counts.update(b.skipped)
   skipped = {r: skipped_counts.get(r, 0) for r in preprocess.SKIP_REASONS}
   num_pairs = sum(b.num_pairs for b in blocks)
-  if not num_pairs:
-    raise UserError(f"no valid pairs in {', '.join(files)}: {lines_read} lines read, "
-                    f"skipped {json.dumps(skipped)}; expected 'source<TAB>target' lines")
-  n_train, n_val = preprocess.split_sizes(num_pairs, cfg.num_train, cfg.num_val)
-  if n_train == 0:
-    raise UserError(f"no train pairs: the input has {num_pairs} valid pairs and "
-                    f"--num_val={cfg.num_val} reserves them all; lower --num_val")
-  if cfg.num_train > 0 and n_train < cfg.num_train:
-    log(f"warning: only {n_train} valid pairs for --num_train={cfg.num_train}")
-  if cfg.num_val > 0 and n_val < cfg.num_val:
-    log(f"warning: {n_val} validation pairs, fewer than --num_val={cfg.num_val}")
+  n_train, n_val = units.split_sizes_or_error(num_pairs, lines_read, json.dumps(skipped),
+                                              cfg.num_train, cfg.num_val, files)
+  for warning in units.split_warnings(n_train, n_val, cfg.num_train, cfg.num_val):
+    log(warning)
   assert n_train + n_val == num_pairs  # every pair read is written
   t_read = time.monotonic()
 
   # 2. Vocabularies and ids.
-  vocab_files: Dict[str, bytes] = {}
+  tokenizer_json: Dict[str, bytes] = {}
   if cfg.tokenizer == "word":
     src_tokens = vocab_lib.word_vocab_from_counts(
         preprocess.merge_counts(b.source for b in blocks), cfg.min_freq)
@@ -208,12 +218,11 @@ def _create(cfg, log):
     src_tokens, tgt_tokens = vocab_lib.bpe_tokens(src_tok), vocab_lib.bpe_tokens(tgt_tok)
     src_ids = _id_sequences(vocab_lib.bpe_encode_all(src_tok, sources))
     tgt_ids = _id_sequences(vocab_lib.bpe_encode_all(tgt_tok, targets))
-    vocab_files[schema.TOKENIZER_FILE["source"]] = vocab_lib.tokenizer_json(src_tok)
-    vocab_files[schema.TOKENIZER_FILE["target"]] = vocab_lib.tokenizer_json(tgt_tok)
+    tokenizer_json[schema.TOKENIZER_FILE["source"]] = vocab_lib.tokenizer_json(src_tok)
+    tokenizer_json[schema.TOKENIZER_FILE["target"]] = vocab_lib.tokenizer_json(tgt_tok)
     del sources, targets
   del blocks
-  vocab_files[schema.VOCAB_FILE["source"]] = vocab_lib.core_vocab.tokens_file_bytes(src_tokens)
-  vocab_files[schema.VOCAB_FILE["target"]] = vocab_lib.core_vocab.tokens_file_bytes(tgt_tokens)
+  vocab_files = units.vocab_files(cfg.tokenizer, src_tokens, tgt_tokens, tokenizer_json)
   src_lens, tgt_lens = src_ids.lengths, tgt_ids.lengths
   split_stats = {
       "train": _length_stats(src_lens[:n_train], tgt_lens[:n_train]),
@@ -226,12 +235,7 @@ def _create(cfg, log):
   # 3. Write everything through one DatasetWriter (atomic, resumable).
   out = os.path.abspath(cfg.output_dir)
   inputs = _inputs_info(files)
-  flags_used = cfg.output_flags()
-  fingerprint = {"package": schema.PACKAGE, "version": metadata.base_meta("")["version"],
-                 "flags": flags_used,
-                 "inputs": [{"path": (i["path"] if storage.is_url(i["path"])
-                                      else os.path.abspath(i["path"])), "bytes": i["bytes"],
-                             "sha256": i["sha256"]} for i in inputs]}
+  fingerprint = fingerprint_of(cfg, inputs)
   lay = DatasetLayout.for_dir(out)
   dw = dataset_writer.DatasetWriter(lay.meta_path, fingerprint,
                                     overwrite=cfg.overwrite, resume=cfg.resume)
@@ -249,9 +253,8 @@ def _create(cfg, log):
   split_names: Dict[str, List[str]] = {}
   tasks, plan = [], []  # plan: (path, task indices) per unfinished shard
   offsets = {"train": (0, n_train), "valid": (n_train, n_train + n_val)}
-  for split in schema.SPLITS:
+  for split, paths in units.record_paths(lay, cfg.num_shards).items():
     lo, hi = offsets[split]
-    paths = lay.record_paths(split, cfg.num_shards)
     split_names[split] = [os.path.basename(p) for p in paths]
     all_paths.extend(paths)
     for path, (s, e) in zip(paths, records.shard_ranges(hi - lo, cfg.num_shards)):
@@ -280,31 +283,9 @@ def _create(cfg, log):
   t_write = time.monotonic()
 
   def build_meta(infos):
-    meta = metadata.base_meta(schema.PACKAGE)
-    meta.update({
-        "schema": features.schema_to_json(schema.SCHEMA),
-        "tokenizer": cfg.tokenizer,
-        "reserved_tokens": list(preprocess.RESERVED),
-        "flags": flags_used,
-        "inputs": inputs,
-        "lines_read": lines_read,
-        "skipped_lines": skipped,
-        "compression": compression,
-        "splits": {
-            split: {"pairs": n, "files": split_names[split], **split_stats[split]}
-            for split, n in (("train", n_train), ("valid", n_val))},
-        "vocab": {
-            side: {"file": schema.VOCAB_FILE[side], "size": len(toks),
-                   "sha256": vocab_lib.core_vocab.sha256_bytes(vocab_files[schema.VOCAB_FILE[side]])}
-            for side, toks in (("source", src_tokens), ("target", tgt_tokens))},
-        "unk_tokens": unk,
-    })
-    if cfg.tokenizer == "bpe":
-      for side in ("source", "target"):
-        meta["vocab"][side]["tokenizer_file"] = schema.TOKENIZER_FILE[side]
-    roles = {n: metadata.ROLE_VOCAB for n in schema.VOCAB_FILE.values()}
-    roles.update({n: metadata.ROLE_TOKENIZER for n in schema.TOKENIZER_FILE.values()})
-    return metadata.set_files(meta, infos, split_names, roles)
+    return units.build_meta(cfg, inputs, lines_read, skipped, n_train, n_val, split_names,
+                            split_stats, len(src_tokens), len(tgt_tokens), vocab_files, unk,
+                            infos)
 
   meta = dw.finalize(all_paths, build_meta)
   t_end = time.monotonic()
@@ -329,9 +310,7 @@ def _id_sequences(seqs: List[List[int]]) -> records.IdSequences:
 def _length_stats(src_lens: np.ndarray, tgt_lens: np.ndarray) -> dict:
   """Token counts (with <eos>) of one split, from per-pair lengths."""
   def stats(lens):
-    if not len(lens):
-      return {"max_len": 0, "mean_len": 0.0}
-    return {"max_len": int(lens.max()), "mean_len": round(int(lens.sum()) / len(lens), 4)}
+    return units.length_stats(len(lens), int(lens.sum()), int(lens.max()) if len(lens) else 0)
   return {"source": stats(src_lens), "target": stats(tgt_lens)}
 
 
@@ -349,8 +328,10 @@ def _summary(cfg: config_lib.MTConfig, summary: dict):
 def main(argv):
   cli.generator_main(argv, FLAGS.summary_json,
                      lambda: config_lib.from_flags(FLAGS, cli.num_workers(FLAGS.num_workers)),
-                     lambda cfg: storage.run_staged(cfg, "output_dir", create, folder=True,
-                                                    flag="--output_dir"),
+                     lambda cfg: storage.run_staged(
+                         cfg, "output_dir",
+                         functools.partial(create, engine=cli.engine_from_flags(FLAGS)),
+                         folder=True, flag="--output_dir"),
                      _summary)
 
 

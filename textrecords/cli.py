@@ -59,6 +59,20 @@ def define_common_flags():
                     "shards whose checksums match, redo the rest.")
   flags.DEFINE_string("summary_json", None, "Also write the run's full summary as JSON "
                       "to this file (atomically), for scripts.")
+  flags.DEFINE_enum("engine", "local", ["local", "beam"],
+                    "local: worker processes on this machine; beam: an Apache Beam "
+                    "pipeline (same bytes; needs textrecords[beam]).")
+  flags.DEFINE_string("beam_pipeline_options", "",
+                      "With --engine=beam: Beam pipeline options as comma-separated "
+                      "key=value, e.g. runner=DirectRunner,direct_num_workers=2,"
+                      "direct_running_mode=multi_processing.")
+
+
+def engine_from_flags(flag_values):
+  """The EngineOptions of --engine/--beam_pipeline_options, validated."""
+  from textrecords import engine  # pylint: disable=import-outside-toplevel
+  return engine.EngineOptions(flag_values.engine,
+                              flag_values.beam_pipeline_options).validate()
 
 
 def num_workers(value: Optional[int]) -> int:

@@ -24,7 +24,8 @@ from textrecords import tfrecord
 from textrecords.errors import UserError
 
 
-def _done_path(path: str) -> str:
+def done_path(path: str) -> str:
+  """The hidden name a finished file waits under until `finalize`."""
   d, base = os.path.split(path)
   return os.path.join(d, f".{base}.done")
 
@@ -161,12 +162,27 @@ class DatasetWriter:
       # The offset index is finished before its record file, so a resumed run
       # that keeps the record file also keeps its index.
       self.write_bytes(index.index_path(path), data)
-    os.replace(info.pop("_tmp"), _done_path(path))
+    os.replace(info.pop("_tmp"), done_path(path))
     self._finished[info["name"]] = info
     with open(self.progress_path, "ab") as f:
       f.write((json.dumps(info, sort_keys=True) + "\n").encode())
       f.flush()
       os.fsync(f.fileno())
+
+  def adopt(self, infos: List[dict]):
+    """Records files finished elsewhere (Beam workers, `write_finished_file`)."""
+    for info in infos:
+      info = dict(info)
+      index_info = info.pop("_index_info", None)
+      if index_info is not None:
+        self.adopt([index_info])
+      if info["name"] in self._finished:
+        continue
+      if not self._header_written:
+        self._write_progress_header()
+      self._finished[info["name"]] = dict(info)
+      with open(self.progress_path, "ab") as f:
+        f.write((json.dumps(info, sort_keys=True) + "\n").encode())
 
   def file_info(self, path: str) -> dict:
     return dict(self._finished[os.path.basename(path)])
@@ -196,7 +212,7 @@ class DatasetWriter:
     if os.path.exists(self.meta_path):
       os.remove(self.meta_path)
     for p in paths:
-      os.replace(_done_path(p), p)
+      os.replace(done_path(p), p)
     for stale in old_files - {os.path.basename(p) for p in paths}:
       try:
         os.remove(os.path.join(self.dir, stale))
@@ -218,15 +234,33 @@ class DatasetWriter:
       return set()
 
 
+def open_finished_file(path: str, compression: str = "") -> "FileHandle":
+  """A writer for one dataset file outside its DatasetWriter (a Beam worker).
+
+  Same bytes as `DatasetWriter.open` (temp name, the same gzip framing);
+  `commit()` renames it to the hidden finished name and returns its info,
+  which the run's last step hands to `DatasetWriter.adopt`.
+  """
+  return FileHandle(None, path, compression)
+
+
 class FileHandle(tfrecord.AtomicWriter):
   """An AtomicWriter whose commit renames to the hidden finished name."""
 
-  def __init__(self, owner: DatasetWriter, path: str, compression: str):
+  def __init__(self, owner: "DatasetWriter | None", path: str, compression: str):
     super().__init__(path, compression)
     self._owner = owner
 
   def commit(self) -> dict:
     info = self.finish()
+    if self._owner is None:  # open_finished_file: the run's last step records it
+      data = info.pop("_index", None)
+      if data is not None:  # the offset index, finished before its record file
+        h = FileHandle(None, index.index_path(self.path), "")
+        h.write(data)
+        info["_index_info"] = h.commit()
+      os.replace(info.pop("_tmp"), done_path(self.path))
+      return info
     self._owner.record_finished(self.path, info)
     self.committed = True
     return dict(self._owner.file_info(self.path))

@@ -6,6 +6,7 @@ A TFRecord file is a sequence of records, each framed as:
 The mask is ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2**32).
 """
 
+import bisect
 import errno
 import gzip
 import hashlib
@@ -290,4 +291,15 @@ def read_records(path: str, compression: str = "") -> Iterator[bytes]:
         raise UserError(f"{path}: corrupt record {index} (data checksum mismatch)")
       yield data
       index += 1
+
+
+def range_shard_of(index: int, n: int, num_shards: int) -> int:
+  """The shard of item `index` when n items are cut into contiguous ranges,
+  shard i holding [i*n//num_shards, (i+1)*n//num_shards) (some may be empty).
+
+  >>> [range_shard_of(i, 5, 3) for i in range(5)]
+  [0, 1, 1, 2, 2]
+  """
+  starts = [i * n // num_shards for i in range(num_shards)]
+  return bisect.bisect_right(starts, index) - 1
 

@@ -248,19 +248,25 @@ class _ReadUnit:
 
 def _read_unit(unit: _ReadUnit) -> ChunkCounts:
   """Reads and counts one chunk; runs in a worker."""
+  return read_chunk(unit.path, unit.start, unit.end, unit.last, unit.mode)
+
+
+def read_chunk(path: str, start: int, end: int, last: bool,
+               mode: ReadMode = SENTENCES) -> ChunkCounts:
+  """`count_chunk` of bytes [start, end) of `path` (the read unit of both engines)."""
   try:
-    with storage.open_read(unit.path) as f:
-      f.seek(unit.start)
-      data = f.read(unit.end - unit.start)
+    with storage.open_read(path) as f:
+      f.seek(start)
+      data = f.read(end - start)
   except OSError as e:
     return _bad(0, f"cannot read: {e.strerror}")
-  if unit.start == 0:
+  if start == 0:
     data = text_input.drop_bom(data)
-  return count_chunk(data, unit.last, unit.mode)
+  return count_chunk(data, last, mode)
 
 
-def _slow_file(path: str, on_decode_error: str, mode: ReadMode,
-               counts: Optional[text_input.DecodeErrorCounts] = None):
+def slow_file(path: str, on_decode_error: str, mode: ReadMode,
+              counts: Optional[text_input.DecodeErrorCounts] = None):
   """A file that is not clean UTF-8, line by line: (ChunkCounts, line numbers).
 
   `counts`, if given, counts the lines replaced or skipped as invalid UTF-8.
@@ -297,6 +303,43 @@ def build_vocab(counter: "collections.Counter", min_freq: int) -> List[str]:
   return vocab_lib.frequency_vocab_from_counts(counter, min_freq, [schema.UNK])
 
 
+def vocab_and_counts(counter: "collections.Counter", raw_tokens: int, min_freq: int,
+                     files: Sequence[str]):
+  """The vocab and its counts array from first-occurrence-ordered counts.
+
+  Raises:
+    UserError: no tokens at all, or a min_freq that leaves only <unk>.
+  """
+  if not raw_tokens:
+    raise UserError(f"--input_file: no tokens in {', '.join(files)} (only blank lines)")
+  tokens = build_vocab(counter, min_freq)
+  if len(tokens) < 2:
+    top, top_count = max(((t, c) for t, c in counter.items() if t != schema.UNK),
+                         key=lambda tc: tc[1], default=(schema.UNK, 0))
+    raise UserError(f"--min_freq={min_freq} leaves an empty vocabulary (the most "
+                    f"frequent token, {top!r}, occurs {top_count} times); lower --min_freq")
+  counts = np.zeros(len(tokens), dtype=np.int64)
+  counts[1:] = [counter[t] for t in tokens[1:]]
+  counts[0] = raw_tokens - int(counts[1:].sum())
+  return tokens, counts
+
+
+def global_ids(local_tokens: Sequence[str], local_ids: np.ndarray, index: Dict[str, int]):
+  """A chunk's local ids -> (global ids without <unk>, tokens kept per line).
+
+  >>> ids, lengths = global_ids(["a", "x"], np.array([0, 1, -1, -1], np.int32), {"a": 3})
+  >>> ids.tolist(), lengths.tolist()
+  ([3], [1, 0])
+  """
+  # Local id -> global id (0 = <unk>); slot -1 (line end) -> -1.
+  remap = np.array([index.get(t, 0) for t in local_tokens] + [-1], dtype=np.int32)
+  g = remap[local_ids]
+  end = g < 0
+  owner = np.cumsum(end) - end  # line of each token
+  keep = g > 0
+  return g[keep], np.bincount(owner[keep], minlength=int(end.sum())).astype(np.int64)
+
+
 def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "strict",
                 num_workers: int = 1, mode: ReadMode = SENTENCES,
                 chunk_bytes: Optional[int] = None,
@@ -330,7 +373,7 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
       continue
     first = line_of.count
     if any(r.unclean for r in in_file):  # invalid UTF-8 or NUL bytes somewhere
-      slow, linenos = _slow_file(unit.path, on_decode_error, mode, counts)
+      slow, linenos = slow_file(unit.path, on_decode_error, mode, counts)
       in_file = [slow]
       line_of.add(unit.path, first, len(linenos), linenos)
     else:
@@ -348,30 +391,14 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
           doc_index[name] = len(doc_names)
           doc_names.append(name)
     in_file = []
-  num_sentences = line_of.count
   raw_tokens = sum(counter.values())
-  if not raw_tokens:
-    raise UserError(f"--input_file: no tokens in {', '.join(files)} (only blank lines)")
-  tokens = build_vocab(counter, min_freq)
-  if len(tokens) < 2:
-    top, top_count = max(((t, c) for t, c in counter.items() if t != schema.UNK),
-                         key=lambda tc: tc[1], default=(schema.UNK, 0))
-    raise UserError(f"--min_freq={min_freq} leaves an empty vocabulary (the most "
-                    f"frequent token, {top!r}, occurs {top_count} times); lower --min_freq")
+  tokens, counts = vocab_and_counts(counter, raw_tokens, min_freq, files)
   index = {t: i for i, t in enumerate(tokens)}
-  counts = np.zeros(len(tokens), dtype=np.int64)
-  counts[1:] = [counter[t] for t in tokens[1:]]
-  counts[0] = raw_tokens - int(counts[1:].sum())
   ids, lengths = [], []
   for local_tokens, local_ids in pieces:
-    # Local id -> global id (0 = <unk>); slot -1 (line end) -> -1.
-    remap = np.array([index.get(t, 0) for t in local_tokens] + [-1], dtype=np.int32)
-    g = remap[local_ids]
-    end = g < 0
-    owner = np.cumsum(end) - end  # line of each token
-    keep = g > 0
-    ids.append(g[keep])
-    lengths.append(np.bincount(owner[keep], minlength=int(end.sum())).astype(np.int64))
+    chunk_ids, chunk_lengths = global_ids(local_tokens, local_ids, index)
+    ids.append(chunk_ids)
+    lengths.append(chunk_lengths)
   return Corpus(tokens=tokens, counts=counts, ids=np.concatenate(ids),
                 lengths=np.concatenate(lengths), raw_tokens=raw_tokens, line_of=line_of,
                 doc_names=doc_names)

@@ -7,6 +7,7 @@ Example:
       --output_dir=out/pv
 """
 
+import functools
 import os
 
 from absl import flags
@@ -69,8 +70,10 @@ def _summary(config: W2vConfig, meta: dict):
 def main(argv):
   from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
   cli.generator_main(argv, FLAGS.summary_json, config_from_flags,
-                     lambda config: storage.run_staged(config, "output_dir", pipeline.create,
-                                                       folder=True, flag="--output_dir"),
+                     lambda config: storage.run_staged(
+                         config, "output_dir",
+                         functools.partial(pipeline.create, engine=cli.engine_from_flags(FLAGS)),
+                         folder=True, flag="--output_dir"),
                      _summary)
 
 

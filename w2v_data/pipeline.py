@@ -11,7 +11,7 @@ import numpy as np
 from textrecords import __version__
 from textrecords import cli
 from textrecords import dataset_writer
-from textrecords import features
+from textrecords import engine as engine_lib
 from textrecords import metadata
 from textrecords import output_lock
 from textrecords import parallel
@@ -21,9 +21,9 @@ from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
 from textrecords.layout import DatasetLayout
 from w2v_data import corpus as corpus_lib
-from w2v_data import records
 from w2v_data import sampling
 from w2v_data import schema
+from w2v_data import units
 from w2v_data.config import W2vConfig
 
 CHUNK_SENTENCES = 2048  # sentences per work item (output bytes do not depend on it)
@@ -45,56 +45,13 @@ def _init_worker(ids, starts, lengths, sampler, layout):
   _STATE.update(ids=ids, starts=starts, lengths=lengths, sampler=sampler, layout=layout)
 
 
-def encode_batch(batch: sampling.SkipGramBatch, num_noise_words: int,
-                 layout: str = schema.DEFAULT_LAYOUT, model: str = schema.DEFAULT_MODEL) -> bytes:
-  """The framed records of a batch: one per center or one per sentence, in order.
-
-  A pure function of the batch (the per-unit encoder both engines call).
-  """
-  n = len(batch.centers)
-  k = num_noise_words
-  if n == 0:
-    return b""
-  if layout == "center":
-    return records.encode_int64_records([
-        (schema.CENTER, batch.centers, np.ones(n, dtype=np.int64)),
-        (schema.CONTEXTS, batch.contexts, batch.num_contexts),
-        (schema.NEGATIVES, batch.negatives, k * batch.num_contexts),
-    ])
-  # Centers come sentence by sentence: one record per run of equal `sentence`.
-  first = np.flatnonzero(np.r_[True, batch.sentence[1:] != batch.sentence[:-1]])
-  per_sentence = np.diff(np.r_[first, n])
-  contexts = np.add.reduceat(batch.num_contexts, first)
-  if model == "skipgram":
-    return records.encode_int64_records([
-        (schema.CENTERS, batch.centers, per_sentence),
-        (schema.NUM_CONTEXTS, batch.num_contexts, per_sentence),
-        (schema.CONTEXTS, batch.contexts, contexts),
-        (schema.NEGATIVES, batch.negatives, k * contexts),
-    ])
-  feats = [(schema.CENTERS, batch.centers, per_sentence),
-           (schema.NEGATIVES, batch.negatives, k * per_sentence)]
-  if model != "pv_dbow":
-    feats += [(schema.NUM_CONTEXTS, batch.num_contexts, per_sentence),
-              (schema.CONTEXTS, batch.contexts, contexts)]
-  if model in schema.PV_MODELS:
-    feats.append((schema.DOC_ID, batch.sentence[first], np.ones(len(first), dtype=np.int64)))
-  return records.encode_int64_records(feats)
-
-
 def _work(item: _Item):
   """Samples (and encodes) one range of sentences; runs in a worker."""
   st = _STATE
   sampler: sampling.SkipGramSampler = st["sampler"]
   a, b = st["starts"][item.lo], st["starts"][item.hi]
-  batch = sampler.sample(st["ids"][a:b], st["lengths"][item.lo:item.hi],
-                         np.arange(item.lo, item.hi), with_negatives=item.write)
-  data = (encode_batch(batch, sampler.num_noise_words, st["layout"], sampler.model)
-          if item.write else None)
-  counts = {"centers": len(batch.centers), "pairs": batch.num_pairs,
-            "subsampled_tokens": batch.subsampled_tokens,
-            "records": len(np.unique(batch.sentence)),
-            "max_contexts": int(batch.num_contexts.max()) if len(batch.centers) else 0}
+  data, counts = units.sample_chunk(sampler, st["ids"][a:b], st["lengths"][item.lo:item.hi],
+                                    item.lo, st["layout"], item.write)
   return item, data, counts
 
 
@@ -125,7 +82,8 @@ def _log(config: W2vConfig, msg: str):
     print(msg, file=sys.stderr, flush=True)
 
 
-def create(config: W2vConfig) -> dict:
+def create(config: W2vConfig,
+           engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> dict:
   """Runs the whole generation; returns the metadata written.
 
   Raises:
@@ -133,14 +91,18 @@ def create(config: W2vConfig) -> dict:
       another run writing the same output.
   """
   config.validate()
+  engine.validate()
+  if engine.is_beam and config.model in schema.PV_MODELS:
+    raise UserError(f"--model={config.model} with --engine=beam: document ids must be checked "
+                    "for uniqueness in one pass; use --engine=local")
   try:
     with output_lock.hold([DatasetLayout.for_dir(config.output_dir).meta_path]):
-      return _create(config)
+      return _create(config, engine)
   finally:
     _STATE.clear()
 
 
-def _create(config: W2vConfig) -> dict:
+def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   files = config.input_files()
   out = DatasetLayout.for_dir(config.output_dir)
   meta_path = out.meta_path
@@ -154,6 +116,9 @@ def _create(config: W2vConfig) -> dict:
                     "pass --overwrite to replace it")
   writer = dataset_writer.DatasetWriter(meta_path, fingerprint, overwrite=config.overwrite,
                                         resume=config.resume)
+  if engine.is_beam:
+    from w2v_data import beam_pipeline  # pylint: disable=import-outside-toplevel
+    return beam_pipeline.create(config, files, writer, fingerprint, engine)
   progress = cli.Progress(config.quiet)
   mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
           if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
@@ -194,9 +159,7 @@ def _create(config: W2vConfig) -> dict:
         _work, _items(corpus.num_sentences, config.num_shards, finished), config.num_workers,
         initializer=_init_worker, initargs=(corpus.ids, starts, corpus.lengths, sampler,
                                              config.layout)):
-      for k in ("centers", "pairs", "subsampled_tokens", "records"):
-        totals[k] += counts[k]
-      totals["max_contexts"] = max(totals["max_contexts"], counts["max_contexts"])
+      units.add_counts(totals, counts)
       file_centers[item.shard] += counts["centers"]
       done += item.hi - item.lo
       if item.write:
@@ -210,56 +173,20 @@ def _create(config: W2vConfig) -> dict:
       progress.update(lambda: f"w2v_data: {done:,}/{corpus.num_sentences:,} sentences, "
                       f"{totals['centers']:,} centers")
   except sampling.NoNoiseWordError as e:
-    path, line = corpus.line_of[e.sentence_index]
-    raise UserError(
-        f"{path}:{line}: a center's contexts cover every one of the {len(corpus.tokens) - 1} "
-        "noise words, so no negative can be drawn; lower --min_freq or --max_window_size, or "
-        "set --num_noise_words=0") from None
+    raise units.no_noise_error(*corpus.line_of[e.sentence_index], len(corpus.tokens)) from None
   finally:
     if handle is not None:
       handle.abort()
 
-  k = config.num_noise_words
-  counts = {
-      "sentences": corpus.num_sentences,
-      "raw_tokens": corpus.raw_tokens,
-      "tokens": corpus.num_tokens,
-      "subsampled_tokens": totals["subsampled_tokens"],
-      "centers": totals["centers"],
-      "records": totals["centers"] if config.layout == "center" else totals["records"],
-      "pairs": totals["pairs"],
-      "negatives": k * totals["pairs" if config.model == "skipgram" else "centers"],
-      "max_contexts": totals["max_contexts"],
-      "max_row_length": ((1 + k) * totals["max_contexts"] if config.model == "skipgram"
-                         else 1 + k),
-      **decode_errors.as_dict(),
-  }
+  counts = {**units.summary_counts(config, corpus.num_sentences, corpus.raw_tokens,
+                                   corpus.num_tokens, totals),
+            **decode_errors.as_dict()}
 
   def build_meta(infos):
-    meta = metadata.base_meta(schema.PACKAGE)
-    meta.update({
-        "schema": features.schema_to_json(schema.schema_for(config.model, config.layout)),
-        "layout": config.layout,
-        "model": config.model,
-        "flags": config.output_flags(),
-        "seed": config.random_seed,
-        "fingerprint": fingerprint,
-        "compression": config.compression,
-        "file_centers": {os.path.basename(p): n for p, n in zip(record_paths, file_centers)},
-        "vocab": {"file": schema.VOCAB_NAME, "size": len(corpus.tokens), "unk_id": 0,
-                  "sha256": vocab_lib.sha256_bytes(vocab_bytes),
-                  "counts": corpus.counts.tolist()},
-        "noise": {"power": sampling.NOISE_POWER, "num_noise_words": k,
-                  "per": "context" if config.model == "skipgram" else "center"},
-        "counts": counts,
-    })
-    if docs_path is not None:
-      meta["docs"] = {"file": schema.DOCS_NAME, "size": len(corpus.doc_names),
-                      "sha256": vocab_lib.sha256_bytes(docs_bytes)}
-    return metadata.set_files(meta, infos,
-                              {schema.SPLIT: [os.path.basename(p) for p in record_paths]},
-                              {schema.VOCAB_NAME: metadata.ROLE_VOCAB,
-                               schema.DOCS_NAME: metadata.ROLE_VOCAB})
+    return units.build_meta(config, fingerprint, record_paths, file_centers, corpus.tokens,
+                            corpus.counts, vocab_bytes, counts, infos, corpus.doc_names,
+                            docs_bytes)
+
 
   meta = writer.finalize([vocab_path] + ([docs_path] if docs_path else []) + record_paths,
                          build_meta)

@@ -1,0 +1,257 @@
+"""mt_data as an Apache Beam pipeline (`--engine=beam`): the local run's bytes.
+
+Steps (each parallel over its elements; nothing holds the corpus):
+  1. Each input file is read line by line (`preprocess.parse_line`), giving
+     (file, line, pair number in the file, pair or skip reason).
+  2. Per-file line and pair counts (a combiner) give every line and pair its
+     global number (side input), the split sizes and where reading would
+     stop (`--num_train` + `--num_val` pairs), so `lines_read` and the skip
+     counts equal a local run's.
+  3. Vocabularies: a first-occurrence-ordered count combiner per side, then
+     the shared frequency rule; ids, unk counts and length statistics per pair.
+  4. Records: blocks of consecutive pairs of one shard are grouped, sorted
+     and encoded (`records.framed_block`), then written per shard in block
+     order; the metadata is written by the last step.
+Only `--tokenizer=word` (BPE training needs all train pairs in one process).
+"""
+
+import json
+import os
+import time
+
+import apache_beam as beam
+
+from textrecords import dataset_writer
+from textrecords import text_input
+from textrecords import tfrecord
+from textrecords import vocab as core_vocab
+from textrecords.engine import beam as beam_engine
+from textrecords.layout import DatasetLayout
+
+from mt_data import preprocess
+from mt_data import records
+from mt_data import schema
+from mt_data import units
+from mt_data import vocab as vocab_lib
+
+BLOCK = 8192  # pairs per encoded part (bytes do not depend on it)
+
+
+def _read_file(item, on_decode_error):
+  file_index, path = item
+  k = 0
+  for j, (_, text) in enumerate(text_input.read_lines(path, on_decode_error)):
+    pair, reason = preprocess.parse_line(text)
+    if pair is None:
+      yield file_index, j, -1, None, reason
+    else:
+      yield file_index, j, k, pair, None
+      k += 1
+
+
+def _file_counts(event):
+  file_index, _, _, pair, reason = event
+  skip = [int(reason == r) for r in preprocess.SKIP_REASONS]
+  return file_index, (1, int(pair is not None), *skip)
+
+
+def _plan(per_file, num_files, cfg, files):
+  """Offsets of each file's lines and pairs, totals and split sizes."""
+  counts = dict(per_file)
+  zero = (0,) * (2 + len(preprocess.SKIP_REASONS))
+  line_off, pair_off = [], []
+  lines = pairs = 0
+  skipped = [0] * len(preprocess.SKIP_REASONS)
+  for f in range(num_files):
+    c = counts.get(f, zero)
+    line_off.append(lines)
+    pair_off.append(pairs)
+    lines += c[0]
+    pairs += c[1]
+    skipped = [a + b for a, b in zip(skipped, c[2:])]
+  limit = preprocess.pairs_needed(cfg.num_train, cfg.num_val)
+  kept = pairs if limit is None else min(pairs, limit)
+  skipped_all = dict(zip(preprocess.SKIP_REASONS, skipped))
+  n_train, n_val = units.split_sizes_or_error(kept, lines, json.dumps(skipped_all),
+                                              cfg.num_train, cfg.num_val, files)
+  return {"line_off": line_off, "pair_off": pair_off, "lines": lines, "limit": limit,
+          "n_train": n_train, "n_val": n_val}
+
+
+def _globalize(event, plan):
+  file_index, j, k, pair, reason = event
+  gline = plan["line_off"][file_index] + j
+  gpair = plan["pair_off"][file_index] + k if pair is not None else -1
+  return gline, gpair, pair, reason
+
+
+def _cut_line(event, plan):
+  """The line count a local reader stops after (from the last needed pair)."""
+  gline, gpair, _, _ = event
+  if plan["limit"] is not None and gpair == plan["limit"] - 1:
+    yield gline + 1
+
+
+def _skips(event, lines_read):
+  gline, _, _, reason = event
+  if reason is not None and gline < lines_read:
+    yield tuple(int(reason == r) for r in preprocess.SKIP_REASONS)
+
+
+def _kept_pairs(event, plan):
+  _, gpair, pair, _ = event
+  if pair is not None and gpair < plan["n_train"] + plan["n_val"]:
+    yield gpair, pair
+
+
+def _to_ids(item, codecs):
+  gpair, (src, tgt) = item
+  return gpair, codecs[0].ids(src), codecs[1].ids(tgt)
+
+
+def _stats(item, plan):
+  gpair, src, tgt = item
+  split = "train" if gpair < plan["n_train"] else "valid"
+  return split, (1, len(src), len(src), len(tgt), len(tgt),
+                 src.count(preprocess.UNK_ID), tgt.count(preprocess.UNK_ID))
+
+
+def _block_key(item, plan, num_shards):
+  gpair = item[0]
+  n_train, n_val = plan["n_train"], plan["n_val"]
+  if gpair < n_train:
+    base, lo, n = 0, 0, n_train
+  else:
+    base, lo, n = num_shards, n_train, n_val
+  rel = gpair - lo
+  shard = tfrecord.range_shard_of(rel, n, num_shards)
+  start = shard * n // num_shards
+  return (base + shard, (rel - start) // BLOCK), item
+
+
+def _encode_block(kv):
+  (file_index, block), items = kv
+  items = sorted(items)
+  data = records.framed_block([s for _, s, _ in items], [t for _, _, t in items],
+                              0, len(items))
+  return file_index, (block,), data, len(items)
+
+
+def create(cfg, files, log, engine) -> dict:
+  """Runs the Beam pipeline; returns the same summary as the local run."""
+  t0 = time.monotonic()
+  out = os.path.abspath(cfg.output_dir)
+  from mt_data import create as create_lib  # pylint: disable=import-outside-toplevel
+  inputs = create_lib._inputs_info(files)  # pylint: disable=protected-access
+  fingerprint = create_lib.fingerprint_of(cfg, inputs)
+  lay = DatasetLayout.for_dir(out)
+  dw = dataset_writer.DatasetWriter(lay.meta_path, fingerprint,
+                                    overwrite=cfg.overwrite, resume=cfg.resume)
+  shard_paths = units.record_paths(lay, cfg.num_shards)
+  record_files = shard_paths["train"] + shard_paths["valid"]
+  vocab_names = sorted(units.vocab_files("word", [], []))
+  all_paths = [lay.path(n) for n in vocab_names] + record_files
+  split_names = {s: [os.path.basename(p) for p in ps] for s, ps in shard_paths.items()}
+  finished = [p for p in all_paths if dw.is_finished(p)]
+  scratch = dw.scratch_dir()
+
+  def build(p):
+    single = beam.pvalue.AsSingleton
+    raw = (p | "files" >> beam.Create(list(enumerate(files)))
+           | "read" >> beam.FlatMap(_read_file, cfg.on_decode_error)
+           | "spread" >> beam.Reshuffle())
+    plan = (raw | "file counts" >> beam.Map(_file_counts)
+            | "sum per file" >> beam.CombinePerKey(
+                beam_engine.SumTuples(["sum"] * (2 + len(preprocess.SKIP_REASONS))))
+            | "all files" >> beam.combiners.ToList()
+            | "plan" >> beam.Map(_plan, len(files), cfg, files))
+    events = raw | "number" >> beam.Map(_globalize, single(plan))
+    cut = (events | "cut" >> beam.FlatMap(_cut_line, single(plan))
+           | "cut line" >> beam.CombineGlobally(lambda xs: max(xs, default=-1)))
+    lines_read = (p | "one" >> beam.Create([None])
+                  | "lines read" >> beam.Map(
+                      lambda _, c, pl: c if c >= 0 else pl["lines"], single(cut), single(plan)))
+    skipped = (events | "skips" >> beam.FlatMap(_skips, single(lines_read))
+               | "count skips" >> beam.CombineGlobally(
+                   beam_engine.SumTuples(["sum"] * len(preprocess.SKIP_REASONS)))
+               | "skip dict" >> beam.Map(lambda t: dict(zip(preprocess.SKIP_REASONS, t))))
+    pairs = events | "kept" >> beam.FlatMap(_kept_pairs, single(plan))
+    vocabs = []
+    for side in (0, 1):
+      vocabs.append(
+          pairs | f"tokens {side}" >> beam.Map(lambda kv, s=side: (kv[0], kv[1][s]))
+          | f"count {side}" >> beam.CombineGlobally(beam_engine.FirstSeenCounts())
+          | f"vocab {side}" >> beam.Map(core_vocab.frequency_vocab_from_counts,
+                                        cfg.min_freq, preprocess.RESERVED))
+    codecs = (p | "one codec" >> beam.Create([None])
+              | "codecs" >> beam.Map(lambda _, s, t: (vocab_lib.WordCodec(s),
+                                                      vocab_lib.WordCodec(t)),
+                                     single(vocabs[0]), single(vocabs[1])))
+    ids = pairs | "ids" >> beam.Map(_to_ids, single(codecs))
+    stats = (ids | "lengths" >> beam.Map(_stats, single(plan))
+             | "sum lengths" >> beam.CombinePerKey(beam_engine.SumTuples(
+                 ["sum", "sum", "max", "sum", "max", "sum", "sum"]))
+             | "stats" >> beam.combiners.ToDict())
+    parts = (ids | "block keys" >> beam.Map(_block_key, single(plan), cfg.num_shards)
+             | "group blocks" >> beam.GroupByKey()
+             | "encode" >> beam.Map(_encode_block))
+    infos = beam_engine.write_files(parts, record_files, cfg.compression_name, scratch,
+                                    finished)
+
+    def summary(_, pl, lines, skips, st, src, tgt):
+      zero = (0,) * 7
+      tr, va = st.get("train", zero), st.get("valid", zero)
+      return {"plan": pl, "lines_read": lines, "skipped": skips,
+              "stats": {s: {"source": units.length_stats(v[0], v[1], v[2]),
+                            "target": units.length_stats(v[0], v[3], v[4])}
+                        for s, v in (("train", tr), ("valid", va))},
+              "unk": {"source": tr[5] + va[5], "target": tr[6] + va[6]},
+              "vocab": (src, tgt)}
+
+    info = (p | "one summary" >> beam.Create([None])
+            | "summary" >> beam.Map(summary, single(plan), single(lines_read),
+                                    single(skipped), single(stats), single(vocabs[0]),
+                                    single(vocabs[1])))
+    beam_engine.finalize(infos, dw, all_paths, _build_meta(cfg, inputs, split_names),
+                         [info], small_files=_small_files(out), scratch=scratch)
+
+  try:
+    beam_engine.run(engine.beam_pipeline_options, build)
+  finally:
+    import shutil  # pylint: disable=import-outside-toplevel
+    shutil.rmtree(scratch, ignore_errors=True)
+  from textrecords import metadata  # pylint: disable=import-outside-toplevel
+  meta = metadata.read(lay.meta_path, schema.PACKAGE)
+  for warning in units.split_warnings(meta["splits"]["train"]["pairs"],
+                                      meta["splits"]["valid"]["pairs"],
+                                      cfg.num_train, cfg.num_val):
+    log(warning)
+  summary = {k: meta[k] for k in ("lines_read", "skipped_lines", "splits", "vocab", "tokenizer")}
+  summary["output_dir"] = out
+  summary["files_kept_from_earlier_run"] = len(finished)
+  summary["seconds"] = {"total": round(time.monotonic() - t0, 3)}
+  return summary
+
+
+class _build_meta:  # pylint: disable=invalid-name
+  """build_meta(file infos, summary) for the finalize step (picklable)."""
+
+  def __init__(self, cfg, inputs, split_names):
+    self.cfg, self.inputs, self.split_names = cfg, inputs, split_names
+
+  def __call__(self, infos, s):
+    src, tgt = s["vocab"]
+    return units.build_meta(self.cfg, self.inputs, s["lines_read"], s["skipped"],
+                            s["plan"]["n_train"], s["plan"]["n_val"], self.split_names,
+                            s["stats"], len(src), len(tgt),
+                            units.vocab_files("word", src, tgt), s["unk"], infos)
+
+
+class _small_files:  # pylint: disable=invalid-name
+  def __init__(self, out):
+    self.out = out
+
+  def __call__(self, s):
+    src, tgt = s["vocab"]
+    return {DatasetLayout.for_dir(self.out).path(n): data
+            for n, data in units.vocab_files("word", src, tgt).items()}

@@ -1,0 +1,193 @@
+"""--engine=beam: the same bytes as --engine=local, on Beam's local runners.
+
+Each generator runs twice on a tiny input, once per engine, into the same
+path (bert's metadata records its output paths), and every file, metadata
+included, must be byte-identical. One case per generator runs Beam's
+in-memory runner, one its multi-processing runner with 2 workers (a real
+second process; slower, so only one configuration each). No case may reach
+the network: Beam's DirectRunner would try to download Prism first.
+"""
+
+import hashlib
+import os
+import shutil
+
+import pytest
+
+from conftest import REPO, SAMPLE_TEXT, TESTDATA, VOCAB, error_lines, run_cli, \
+    write_varied_corpus
+
+pytest.importorskip("apache_beam")
+
+# pylint: disable=wrong-import-position
+from bert_data import pipeline as bert_pipeline
+from bert_data.config import BertConfig
+from mt_data import config as mt_config
+from mt_data import create as mt_create
+from textrecords.engine import EngineOptions, parse_pipeline_options
+from textrecords.errors import UserError
+from w2v_data import pipeline as w2v_pipeline
+from w2v_data.config import W2vConfig
+
+IN_MEMORY = "runner=DirectRunner"
+MULTI = "runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"
+LOCAL = EngineOptions()
+
+
+@pytest.fixture(autouse=True)
+def no_prism_no_network(monkeypatch):
+  """Fails the test if Beam tries Prism or opens a URL."""
+  from apache_beam.runners.portability import prism_runner  # pylint: disable=import-outside-toplevel
+  import urllib.request  # pylint: disable=import-outside-toplevel
+  calls = []
+
+  def refuse(*args, **kwargs):
+    calls.append(args)
+    raise AssertionError("network or Prism use")
+
+  monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", refuse)
+  monkeypatch.setattr(urllib.request, "urlopen", refuse)
+  yield
+  assert not calls
+
+
+def _digests(folder):
+  return {n: hashlib.sha256(open(os.path.join(folder, n), "rb").read()).hexdigest()
+          for n in sorted(os.listdir(folder))}
+
+
+def _both(tmp_path, run, options):
+  """Runs local then beam into the same folder; returns both digests."""
+  out = tmp_path / "out"
+  run(str(out), LOCAL)
+  local = _digests(out)
+  shutil.rmtree(out)
+  run(str(out), EngineOptions("beam", options))
+  return local, _digests(out)
+
+
+@pytest.mark.parametrize("options,shards,extra", [
+    (IN_MEMORY, 4, dict(compression="GZIP")),
+    (MULTI, 1, dict(do_whole_word_mask=True)),
+    (IN_MEMORY, 2, dict(packing="full_sentences", next_sentence=False)),
+    (IN_MEMORY, 3, dict(masking="dynamic", do_whole_word_mask=True)),
+])
+def test_bert_beam_equals_local(tmp_path, options, shards, extra):
+  corpus = write_varied_corpus(tmp_path / "corpus.txt", 4)
+
+  def run(out, engine):
+    os.makedirs(out)
+    cfg = BertConfig(input_files=(corpus, SAMPLE_TEXT), output_files=(f"{out}/t.tfrecord",),
+                     vocab_file=VOCAB, dupe_factor=2, num_shards=shards, **extra)
+    bert_pipeline.create(cfg, engine)
+
+  local, beam = _both(tmp_path, run, options)
+  assert len(local) == shards + 1 and local == beam
+
+
+def test_bert_beam_round_robin_files_and_errors(tmp_path):
+  """Several --output_file datasets (round-robin), and the one-line errors."""
+  def run(out, engine):
+    os.makedirs(out)
+    cfg = BertConfig(input_files=(SAMPLE_TEXT,), output_files=(f"{out}/a.tfrecord",
+                                                               f"{out}/b.tfrecord"),
+                     vocab_file=VOCAB, dupe_factor=1)
+    bert_pipeline.create(cfg, engine)
+
+  local, beam = _both(tmp_path, run, IN_MEMORY)
+  assert len(local) == 4 and local == beam
+
+  beam_engine = EngineOptions("beam", IN_MEMORY)
+  out = tmp_path / "few"
+  with pytest.raises(UserError, match="--num_shards=500 .* makes only"):
+    bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
+                                    output_files=(f"{out}/t.tfrecord",), vocab_file=VOCAB,
+                                    dupe_factor=1, num_shards=500), beam_engine)
+  assert os.listdir(out) == []  # nothing left, not even hidden finished files
+  with pytest.raises(UserError, match="--reference_compatible with --engine=beam"):
+    bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
+                                    output_files=(f"{out}/r.tfrecord",), vocab_file=VOCAB,
+                                    reference_compatible=True), beam_engine)
+
+
+@pytest.mark.parametrize("options,extra", [
+    (IN_MEMORY, dict(num_shards=3, compression="GZIP", min_freq=1, on_decode_error="replace")),
+    (MULTI, dict(num_shards=2, model="cbow", min_freq=2, on_decode_error="skip_line")),
+])
+def test_w2v_beam_equals_local(tmp_path, options, extra):
+  messy = tmp_path / "messy.txt"  # invalid UTF-8: this file is read line by line
+  messy.write_bytes(b"the cat sat\nthe dog \xff sat on the mat\n\nthe cat\n")
+  inputs = os.path.join(TESTDATA, "w2v_tiny.txt") + "," + str(messy)
+
+  def run(out, engine):
+    w2v_pipeline.create(W2vConfig(input_file=inputs, output_dir=out, **extra), engine)
+
+  local, beam = _both(tmp_path, run, options)
+  assert len(local) == extra["num_shards"] + 2 and local == beam
+
+
+def test_w2v_beam_user_error_is_the_local_one(tmp_path):
+  out = tmp_path / "w"
+  cfg = W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"), output_dir=str(out),
+                  min_freq=100000)
+  with pytest.raises(UserError) as local_error:
+    w2v_pipeline.create(cfg)
+  with pytest.raises(UserError) as beam_error:
+    w2v_pipeline.create(cfg, EngineOptions("beam", IN_MEMORY))
+  assert str(beam_error.value) == str(local_error.value)
+  assert "leaves an empty vocabulary" in str(beam_error.value)
+  assert not [n for n in os.listdir(out) if not n.startswith(".")]
+  with pytest.raises(UserError, match="--model=pv_dbow with --engine=beam"):
+    w2v_pipeline.create(W2vConfig(input_file=cfg.input_file, output_dir=str(out),
+                                  model="pv_dbow"), EngineOptions("beam", IN_MEMORY))
+
+
+@pytest.mark.parametrize("options,extra", [
+    (IN_MEMORY, dict(num_train=20, num_val=5, min_freq=1, num_shards=3, compression="GZIP")),
+    (MULTI, dict(num_train=0, num_val=7, num_shards=2)),
+])
+def test_mt_beam_equals_local(tmp_path, options, extra):
+  def run(out, engine):
+    mt_create.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_messy.txt") + ","
+                                        + os.path.join(TESTDATA, "mt_pairs.txt"),
+                                        output_dir=out, **extra), log=lambda _: None,
+                     engine=engine)
+
+  local, beam = _both(tmp_path, run, options)
+  assert len(local) == 2 * extra["num_shards"] + 3 and local == beam
+
+
+def test_pipeline_options_form():
+  assert parse_pipeline_options(MULTI) == [
+      "--runner=DirectRunner", "--direct_num_workers=2",
+      "--direct_running_mode=multi_processing"]
+  with pytest.raises(UserError, match="not key=value"):
+    parse_pipeline_options("runner")
+  with pytest.raises(UserError, match="needs --engine=beam"):
+    EngineOptions("local", IN_MEMORY).validate()
+
+
+def test_cli_engine_flag_and_missing_extra(tmp_path):
+  """The CLI flags reach the engine; without apache_beam: one line, exit 2, nothing written."""
+  args = ["--input_file=" + os.path.join(TESTDATA, "mt_pairs.txt"), "--num_train=20",
+          "--num_val=5", "--min_freq=1", "--quiet", "--engine=beam",
+          "--beam_pipeline_options=" + IN_MEMORY]
+  r = run_cli("mt_data.create", *args, f"--output_dir={tmp_path}/m")
+  assert r.returncode == 0, r.stderr
+  assert os.path.exists(tmp_path / "m" / "meta.json")
+
+  shadow = tmp_path / "shadow" / "apache_beam"
+  shadow.mkdir(parents=True)
+  (shadow / "__init__.py").write_text("raise ImportError('No module named apache_beam')\n")
+  env = {"PYTHONPATH": os.pathsep.join([str(shadow.parent), REPO])}
+  for module, more in (("mt_data.create", args + [f"--output_dir={tmp_path}/x"]),
+                       ("w2v_data.create", [f"--input_file={SAMPLE_TEXT}", "--engine=beam",
+                                            f"--output_dir={tmp_path}/x"]),
+                       ("bert_data.create", [f"--input_file={SAMPLE_TEXT}", "--engine=beam",
+                                             f"--output_file={tmp_path}/x/t.tfrecord",
+                                             f"--vocab_file={VOCAB}"])):
+    r = run_cli(module, *more, env_extra=env)
+    assert r.returncode == 2, (module, r.stderr)
+    lines = error_lines(r.stderr)
+    assert len(lines) == 1 and "pip install 'textrecords[beam]'" in lines[0], lines
+    assert not os.path.exists(tmp_path / "x"), module

@@ -1,0 +1,277 @@
+"""The Beam engine: a generator's per-unit functions as an Apache Beam pipeline.
+
+Each package builds its pipeline from the same pure functions its local run
+calls (its `units.py`), keyed the same way, so the record files and metadata
+are byte-identical to `--engine=local`. This module holds what every package
+needs around them:
+
+  * `run`: pipeline options from `--beam_pipeline_options`, the run, and
+    errors raised in workers turned back into the one-line `UserError`.
+  * `write_files`: records arrive as parts `(file, order, framed bytes,
+    count)`; each part is staged as a scratch file, then one worker per
+    output file appends its parts in `order` through the dataset's own file
+    writer (same temp name, gzip framing and sha256 as a local run) and
+    renames it to the hidden finished name. No step holds more than one
+    part in memory, and an output file with no part is still written (empty).
+  * `finalize`: the last step of the pipeline: records the finished files
+    with the run's `DatasetWriter`, moves them into place and writes the
+    metadata strictly last (`DatasetWriter.finalize`).
+
+This module imports apache_beam: import it only after
+`textrecords.engine.require_beam()` (EngineOptions.validate does that).
+
+Files are reached only through `dataset_writer.open_finished_file`,
+`DatasetWriter.adopt/finalize/scratch_dir` and `stage`/`unstage` below, so
+routing storage elsewhere (URLs) changes those functions, not the pipelines.
+
+`runner=DirectRunner` (or no runner) runs on Beam's FnApiRunner, the
+DirectRunner's batch engine, directly: Beam 2.77's DirectRunner first tries
+to download and start the Prism runner, which needs the network.
+`direct_num_workers` and `direct_running_mode` apply as usual.
+"""
+
+import collections
+import os
+import re
+import shutil
+import traceback
+from typing import Callable, Dict, List, Sequence
+
+import apache_beam as beam
+
+from textrecords import dataset_writer
+from textrecords.engine import parse_pipeline_options, require_beam
+from textrecords.errors import UserError
+
+_LOCAL_RUNNERS = ("DirectRunner", "SwitchingDirectRunner")
+_USER_ERROR = re.compile(r"UserError: ([^\n]+)")
+
+
+def pipeline_options(text: str):
+  """Beam PipelineOptions from the comma-separated key=value form."""
+  require_beam()
+  from apache_beam.options import pipeline_options as po  # pylint: disable=import-outside-toplevel
+  argv = parse_pipeline_options(text)
+  if not any(a.startswith("--default_sdk_harness_log_level=") for a in argv):
+    argv.append("--default_sdk_harness_log_level=WARNING")  # workers' INFO lines are noise
+  opts = po.PipelineOptions(argv)
+  std = opts.view_as(po.StandardOptions)
+  if std.runner is None or std.runner in _LOCAL_RUNNERS:
+    std.runner = "FnApiRunner"
+  return opts
+
+
+def run(options_text: str, build: Callable) -> None:
+  """Builds a pipeline with `build(pipeline)`, runs it to the end.
+
+  Raises:
+    UserError: one raised inside a worker (bad input found while reading),
+      with its original one-line message.
+  """
+  opts = pipeline_options(options_text)
+  p = beam.Pipeline(options=opts)
+  build(p)
+  try:
+    p.run().wait_until_finish()
+  except Exception as e:  # pylint: disable=broad-except
+    text = "".join(traceback.format_exception(e))
+    m = _USER_ERROR.search(str(e)) or _USER_ERROR.search(text)
+    if m:
+      raise UserError(m.group(1).strip()) from None
+    raise
+
+
+# ---------------------------------------------------------------- storage
+
+def stage(scratch: str, name: str, data: bytes) -> str:
+  """Writes one staged part; returns its path."""
+  path = os.path.join(scratch, name)
+  tmp = f"{path}.tmp-{os.getpid()}"
+  with open(tmp, "wb") as f:
+    f.write(data)
+  os.replace(tmp, path)
+  return path
+
+
+def unstage(path: str):
+  try:
+    os.remove(path)
+  except OSError:
+    pass
+
+
+def discard_unfinished(paths: Sequence[str], keep: Sequence[str] = ()):
+  """After a failed run: removes finished-but-unpublished files it made.
+
+  (A local run's error comes before any file; a pipeline's may come after
+  some files were written under their hidden finished names.)
+  """
+  keep = set(keep)
+  for path in paths:
+    if path not in keep:
+      unstage(dataset_writer.done_path(path))
+
+
+# ---------------------------------------------------------------- writing
+
+def _write_part(part, scratch: str):
+  file_index, order, data, count = part
+  name = "part-%06d-%s" % (file_index, "-".join(str(int(o)) for o in order))
+  return file_index, (tuple(order), stage(scratch, name, data), count)
+
+
+def _write_file(item, paths: Sequence[str], compression: str, skip: frozenset):
+  file_index, grouped = item
+  parts = sorted(grouped["parts"])
+  path = paths[file_index]
+  if path in skip:  # finished by the run being resumed
+    for _, staged, _ in parts:
+      unstage(staged)
+    return
+  h = dataset_writer.open_finished_file(path, compression)
+  try:
+    for _, staged, count in parts:
+      h.append_framed_file(staged, count)
+    info = h.commit()
+  except BaseException:
+    h.abort()
+    raise
+  for _, staged, _ in parts:
+    unstage(staged)
+  yield info
+
+
+def write_files(parts, paths: Sequence[str], compression: str, scratch: str,
+                skip: Sequence[str] = (), label: str = "records"):
+  """Writes record files from parts; returns a PCollection of file infos.
+
+  Args:
+    parts: PCollection of (file index, order tuple, framed bytes, records).
+    paths: the output files (index -> path); every one is written, even
+      with no part.
+    compression: "" or "GZIP".
+    scratch: a folder every worker can write (staged parts).
+    skip: paths already finished (resume): their parts are dropped.
+  """
+  p = parts.pipeline
+  keyed = parts | f"{label}: stage parts" >> beam.Map(_write_part, scratch)
+  files = (p | f"{label}: files" >> beam.Create(list(range(len(paths))))
+           | f"{label}: key files" >> beam.Map(lambda i: (i, None)))
+  return ({"parts": keyed, "file": files}
+          | f"{label}: group parts" >> beam.CoGroupByKey()
+          | f"{label}: write files" >> beam.FlatMap(_write_file, list(paths), compression,
+                                                     frozenset(skip)))
+
+
+def _finalize(infos: List[dict], writer, paths, small_files, build_meta, scratch, *sides):
+  for path, data in small_files(*sides).items():
+    if not writer.is_finished(path):
+      h = dataset_writer.open_finished_file(path)
+      h.write(data)
+      infos.append(h.commit())
+  writer.adopt(infos)
+  writer.finalize(list(paths), lambda file_infos: build_meta(file_infos, *sides))
+  shutil.rmtree(scratch, ignore_errors=True)
+  return True
+
+
+def finalize(infos, writer: dataset_writer.DatasetWriter, paths: Sequence[str],
+             build_meta: Callable, side_values: Sequence = (),
+             small_files: Callable[..., Dict[str, bytes]] = lambda *_: {},
+             scratch: str = "", label: str = "finalize"):
+  """The pipeline's last step: small files, then every file in place, metadata last.
+
+  Args:
+    infos: PCollection of file infos from `write_files` (one or several,
+      flattened by the caller).
+    writer: the run's DatasetWriter (destination checks done at launch).
+    paths: every file of the dataset, in metadata order.
+    build_meta: (file infos, *side values) -> metadata dict.
+    side_values: singleton PCollections (counts, vocab, ...) passed to
+      `build_meta` and `small_files`.
+    small_files: (*side values) -> {path: bytes} (vocab files, ...).
+    scratch: removed once the metadata is written.
+  """
+  sides = [beam.pvalue.AsSingleton(s) for s in side_values]
+  return (infos
+          | f"{label}: all infos" >> beam.combiners.ToList()
+          | f"{label}: write metadata" >> beam.Map(_finalize, writer, list(paths), small_files,
+                                                   build_meta, scratch, *sides))
+
+
+# ---------------------------------------------------------------- combiners
+
+class FirstSeenCounts(beam.CombineFn):
+  """Token counts whose iteration order is first occurrence, as a local Counter's.
+
+  Inputs are (order key, tokens) or (order key, distinct tokens, their
+  counts): one unit (sentence, pair side, file chunk) whose position in the
+  corpus is the sortable order key, tokens in their order in the unit. The
+  output Counter is filled in order of each token's first (key, position),
+  so a frequency vocabulary built from it breaks ties exactly as one built
+  from a Counter updated unit by unit in corpus order.
+  """
+
+  def create_accumulator(self):
+    return {}
+
+  def add_input(self, acc, element):
+    key, tokens = element[0], element[1]
+    counts = element[2] if len(element) > 2 else None
+    for pos, t in enumerate(tokens):
+      n = 1 if counts is None else int(counts[pos])
+      entry = acc.get(t)
+      if entry is None:
+        acc[t] = [n, (key, pos)]
+      else:
+        entry[0] += n
+        if (key, pos) < entry[1]:
+          entry[1] = (key, pos)
+    return acc
+
+  def merge_accumulators(self, accumulators):
+    out = {}
+    for acc in accumulators:
+      for t, (count, first) in acc.items():
+        entry = out.get(t)
+        if entry is None:
+          out[t] = [count, first]
+        else:
+          entry[0] += count
+          if first < entry[1]:
+            entry[1] = first
+    return out
+
+  def extract_output(self, acc):
+    counter = collections.Counter()
+    for t, (count, _) in sorted(acc.items(), key=lambda kv: kv[1][1]):
+      counter[t] = count
+    return counter
+
+
+class SumTuples(beam.CombineFn):
+  """Element-wise sums (and maxima) of fixed-length tuples.
+
+  `ops` names each position's combination: "sum" or "max".
+  """
+
+  def __init__(self, ops: Sequence[str]):
+    super().__init__()
+    self.ops = tuple(ops)
+
+  def create_accumulator(self):
+    return [0] * len(self.ops)
+
+  def add_input(self, acc, element):
+    for i, (op, v) in enumerate(zip(self.ops, element)):
+      acc[i] = acc[i] + v if op == "sum" else max(acc[i], v)
+    return acc
+
+  def merge_accumulators(self, accumulators):
+    out = self.create_accumulator()
+    for acc in accumulators:
+      out = self.add_input(out, acc)
+    return out
+
+  def extract_output(self, acc):
+    return tuple(acc)

@@ -1,0 +1,225 @@
+"""w2v_data (skip-gram, CBOW) as an Apache Beam pipeline (`--engine=beam`).
+
+The same bytes as the local run, for any runner parallelism:
+  1. Each input file is cut into byte chunks at line ends (`corpus.file_chunks`)
+     and each chunk is read and counted by the local run's read unit
+     (`corpus.read_chunk`); a file with a chunk that is not clean UTF-8 is
+     read line by line instead (`corpus.slow_file`), as locally.
+  2. Per-chunk line counts (side input) number the sentences globally; the
+     vocabulary is a first-occurrence-ordered count combiner over the chunks'
+     counts, then the shared rule (`corpus.vocab_and_counts`).
+  3. Each chunk's ids (`corpus.global_ids`) are sampled and encoded by
+     `units.sample_chunk` (every draw keyed by the global sentence index),
+     cut at shard boundaries; each shard is written from its chunks in order;
+     counts are combined and the metadata is written by the last step.
+Paragraph-vector models (`--model=pv_*`) stay local: document ids must be
+unique over the whole input.
+"""
+
+import apache_beam as beam
+import numpy as np
+
+from textrecords import text_input
+from textrecords import tfrecord
+from textrecords import vocab as vocab_lib
+from textrecords.engine import beam as beam_engine
+from textrecords.layout import DatasetLayout
+from w2v_data import corpus as corpus_lib
+from w2v_data import sampling
+from w2v_data import schema
+from w2v_data import units
+
+_TOTAL_KEYS = ("centers", "pairs", "subsampled_tokens", "records", "max_contexts", "tokens")
+_TOTAL_OPS = ("sum", "sum", "sum", "sum", "max", "sum")
+
+
+def _units(item):
+  file_index, path = item
+  chunks = corpus_lib.file_chunks(path, corpus_lib.CHUNK_BYTES)
+  for i, (start, end) in enumerate(chunks):
+    yield file_index, i, path, start, end, i == len(chunks) - 1
+
+
+def _read(unit):
+  file_index, i, path, start, end, last = unit
+  return (file_index, i), corpus_lib.read_chunk(path, start, end, last), path, None, (0, 0)
+
+
+def _fast(chunk, slow_files):
+  if not slow_files.get(chunk[0][0], False):
+    yield chunk
+
+
+def _slow(item, slow_files, on_decode_error):
+  file_index, path = item
+  if slow_files.get(file_index, False):
+    decode_errors = text_input.DecodeErrorCounts()
+    counts, linenos = corpus_lib.slow_file(path, on_decode_error, corpus_lib.SENTENCES,
+                                           decode_errors)
+    yield (file_index, 0), counts, path, linenos, (decode_errors.replaced, decode_errors.skipped)
+
+
+def _sum_pairs(pairs):
+  """(replaced, skipped) lines summed (the combiner of the decode-error counts)."""
+  total = [0, 0]
+  for a, b in pairs:
+    total[0] += a
+    total[1] += b
+  return tuple(total)
+
+
+def _offsets(per_chunk):
+  """Chunk key -> (first sentence, first sentence of its file); and the total."""
+  out, total, file_first, current = {}, 0, 0, None
+  for key, lines in sorted(per_chunk):
+    if key[0] != current:
+      current, file_first = key[0], total
+    out[key] = (total, file_first)
+    total += lines
+  return out, total
+
+
+class _Vocab:
+  """(tokens, counts, index, raw tokens); raises the local run's UserErrors."""
+
+  def __init__(self, min_freq, files):
+    self.min_freq, self.files = min_freq, files
+
+  def __call__(self, counter):
+    raw_tokens = sum(counter.values())
+    tokens, counts = corpus_lib.vocab_and_counts(counter, raw_tokens, self.min_freq, self.files)
+    return tokens, counts, {t: i for i, t in enumerate(tokens)}, raw_tokens
+
+
+class _SampleChunk(beam.DoFn):
+  """A read chunk -> parts per shard it overlaps, and counts (tagged)."""
+
+  def __init__(self, config, finished_shards):
+    super().__init__()
+    self.config = config
+    self.finished = frozenset(finished_shards)
+
+  def process(self, chunk, offsets, vocab, sampler):
+    key, counts_in, path, linenos, _ = chunk
+    starts, total = offsets
+    first, file_first = starts[key]
+    tokens, _, index, _ = vocab
+    ids, lengths = corpus_lib.global_ids(counts_in.tokens, counts_in.local_ids, index)
+    bounds = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    num_shards = self.config.num_shards
+    g, end = first, first + len(lengths)
+    while g < end:
+      shard = tfrecord.range_shard_of(g, total, num_shards)
+      stop = min(end, (shard + 1) * total // num_shards)
+      i0, i1 = g - first, stop - first
+      write = shard not in self.finished
+      try:
+        data, counts = units.sample_chunk(sampler, ids[bounds[i0]:bounds[i1]],
+                                          lengths[i0:i1], g, self.config.layout, write)
+      except sampling.NoNoiseWordError as e:
+        offset = e.sentence_index - file_first
+        line = linenos[offset] if linenos is not None else offset + 1
+        raise units.no_noise_error(path, line, len(tokens)) from None
+      counts["tokens"] = int(lengths[i0:i1].sum())
+      if write:
+        yield shard, (g,), data, counts["centers" if self.config.layout == "center"
+                                        else "records"]
+      yield beam.pvalue.TaggedOutput("counts", (shard, tuple(counts[k] for k in _TOTAL_KEYS)))
+      g = stop
+
+
+class _BuildMeta:
+  def __init__(self, config, fingerprint, record_paths):
+    self.config, self.fingerprint, self.record_paths = config, fingerprint, record_paths
+
+  def __call__(self, infos, s):
+    tokens, counts_arr, _, raw_tokens = s["vocab"]
+    per_shard = s["totals"]
+    totals = {k: 0 for k in _TOTAL_KEYS}
+    for shard in range(len(self.record_paths)):
+      t = per_shard.get(shard)
+      if t is not None:
+        units.add_counts(totals, dict(zip(_TOTAL_KEYS, t)))
+        totals["tokens"] += t[_TOTAL_KEYS.index("tokens")]
+    file_centers = [per_shard.get(i, (0,))[0] for i in range(len(self.record_paths))]
+    counts = {**units.summary_counts(self.config, s["sentences"], raw_tokens,
+                                     totals["tokens"], totals),
+              **text_input.DecodeErrorCounts(*s["decode_errors"]).as_dict()}
+    return units.build_meta(self.config, self.fingerprint, self.record_paths, file_centers,
+                            tokens, counts_arr, vocab_lib.tokens_file_bytes(tokens), counts,
+                            infos)
+
+
+class _SmallFiles:
+  def __init__(self, vocab_path):
+    self.vocab_path = vocab_path
+
+  def __call__(self, s):
+    return {self.vocab_path: vocab_lib.tokens_file_bytes(s["vocab"][0])}
+
+
+def create(config, files, writer, fingerprint, engine) -> dict:
+  """Runs the Beam pipeline; returns the metadata written (as the local run)."""
+  lay = DatasetLayout.for_dir(config.output_dir)
+  vocab_path = lay.path(schema.VOCAB_NAME)
+  record_paths = lay.record_paths(schema.SPLIT, config.num_shards)
+  finished = [i for i, p in enumerate(record_paths) if writer.is_finished(p)]
+  scratch = writer.scratch_dir()
+
+  def build(p):
+    single = beam.pvalue.AsSingleton
+    file_list = p | "files" >> beam.Create(list(enumerate(files)))
+    read = (file_list | "chunks" >> beam.FlatMap(_units)
+            | "spread" >> beam.Reshuffle()
+            | "read" >> beam.Map(_read))
+    slow_files = (read | "clean?" >> beam.Map(lambda c: (c[0][0], c[1].unclean))
+                  | "unclean per file" >> beam.CombinePerKey(any)
+                  | "slow files" >> beam.combiners.ToDict())
+    chunks = ((read | "fast" >> beam.FlatMap(_fast, single(slow_files)),
+               file_list | "slow" >> beam.FlatMap(_slow, single(slow_files),
+                                                  config.on_decode_error))
+              | "all chunks" >> beam.Flatten())
+    offsets = (chunks | "lines" >> beam.Map(lambda c: (c[0], c[1].num_lines))
+               | "all line counts" >> beam.combiners.ToList()
+               | "offsets" >> beam.Map(_offsets))
+    vocab = (chunks | "chunk counts" >> beam.Map(lambda c: (c[0], c[1].tokens, c[1].counts))
+             | "count tokens" >> beam.CombineGlobally(beam_engine.FirstSeenCounts())
+             | "vocab" >> beam.Map(_Vocab(config.min_freq, files)))
+    sampler = (vocab | "sampler" >> beam.Map(
+        lambda v: sampling.SkipGramSampler.build(
+            v[1], subsample_t=config.subsample_t, max_window_size=config.max_window_size,
+            num_noise_words=config.num_noise_words, seed=config.random_seed,
+            subsample_formula=config.subsample_formula, model=config.model)))
+    sampled = (chunks
+               | "sample" >> beam.ParDo(_SampleChunk(config, finished), single(offsets),
+                                        single(vocab), single(sampler)).with_outputs(
+                                            "counts", main="parts"))
+    totals = (sampled.counts
+              | "sum per shard" >> beam.CombinePerKey(beam_engine.SumTuples(_TOTAL_OPS))
+              | "shard totals" >> beam.combiners.ToDict())
+    infos = beam_engine.write_files(sampled.parts, record_paths, config.compression, scratch,
+                                    [record_paths[i] for i in finished])
+    decode_errors = (chunks | "decode errors" >> beam.Map(lambda c: c[4])
+                     | "sum decode errors" >> beam.CombineGlobally(_sum_pairs))
+    summary = (p | "one" >> beam.Create([None])
+               | "summary" >> beam.Map(
+                   lambda _, v, t, o, d: {"vocab": v, "totals": t, "sentences": o[1],
+                                          "decode_errors": d},
+                   single(vocab), single(totals), single(offsets), single(decode_errors)))
+    beam_engine.finalize(infos, writer, [vocab_path] + record_paths,
+                         _BuildMeta(config, fingerprint, record_paths), [summary],
+                         small_files=_SmallFiles(vocab_path), scratch=scratch)
+
+  try:
+    beam_engine.run(engine.beam_pipeline_options, build)
+  except BaseException:
+    beam_engine.discard_unfinished([vocab_path] + record_paths,
+                                   [vocab_path] * writer.is_finished(vocab_path)
+                                   + [record_paths[i] for i in finished])
+    raise
+  finally:
+    import shutil  # pylint: disable=import-outside-toplevel
+    shutil.rmtree(scratch, ignore_errors=True)
+  from textrecords import metadata  # pylint: disable=import-outside-toplevel
+  return metadata.read(lay.meta_path, schema.PACKAGE)
