@@ -103,7 +103,8 @@ def test_bert_beam_round_robin_files_and_errors(tmp_path):
     bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
                                     output_files=(f"{out}/t.tfrecord",), vocab_file=VOCAB,
                                     dupe_factor=1, num_shards=500), beam_engine)
-  assert os.listdir(out) == []  # nothing left, not even hidden finished files
+  # nothing left, not even hidden finished files: the folder the run made is removed
+  assert not out.exists()
   with pytest.raises(UserError, match="--reference_compatible with --engine=beam"):
     bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
                                     output_files=(f"{out}/r.tfrecord",), vocab_file=VOCAB,
@@ -136,7 +137,7 @@ def test_w2v_beam_user_error_is_the_local_one(tmp_path):
     w2v_pipeline.create(cfg, EngineOptions("beam", IN_MEMORY))
   assert str(beam_error.value) == str(local_error.value)
   assert "leaves an empty vocabulary" in str(beam_error.value)
-  assert not [n for n in os.listdir(out) if not n.startswith(".")]
+  assert not out.exists()  # nothing left: the folder the run made is removed
   with pytest.raises(UserError, match="--model=pv_dbow with --engine=beam"):
     w2v_pipeline.create(W2vConfig(input_file=cfg.input_file, output_dir=str(out),
                                   model="pv_dbow"), EngineOptions("beam", IN_MEMORY))
