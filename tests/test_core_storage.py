@@ -181,27 +181,74 @@ def test_w2v_memory_exists_needs_overwrite(tmp_path, staging, mem):
   assert json.loads(_mem_bytes(f"{out}/meta.json")) != json.loads(before)
 
 
-def test_failed_upload_leaves_no_metadata(tmp_path, staging, mem):
-  """A publish that dies after some data files never leaves metadata behind."""
+def _listed(out):
+  return [f["name"] for f in json.loads(_mem_bytes(f"{out}/meta.json"))["files"]]
+
+
+def _dataset_bytes(out):
+  return {n: _mem_bytes(f"{out}/{n}") for n in _listed(out) + ["meta.json"]}
+
+
+def test_overwrite_with_fewer_shards_removes_only_the_old_datasets_files(tmp_path, staging,
+                                                                          mem):
   out = f"{mem}/out"
-  _w2v(_w2v_config(TINY, out))
+  _w2v(_w2v_config(TINY, out, num_shards=4))
+  old = _listed(out)
+  assert "train.tfrecord-00003-of-00004" in old
   fs = fsspec.filesystem("memory")
-  real_put = type(fs).put_file
+  fs.pipe_file(f"{out}/notes.txt", b"mine")          # the user's own files stay
+  fs.pipe_file(f"{out}/train.tfrecord-extra", b"x")
+  fs.pipe_file(f"{out}/.hidden", b"y")
+  _w2v(_w2v_config(TINY, out, num_shards=2, overwrite=True))
+  new = _listed(out)
+  assert "train.tfrecord-00001-of-00002" in new and not set(new) & (set(old) - set(new))
+  assert storage.list_dir(out) == sorted(new + ["meta.json", "notes.txt",
+                                                "train.tfrecord-extra", ".hidden"])
+  local = str(tmp_path / "local")
+  _w2v(_w2v_config(TINY, local, num_shards=2))
+  for n in new:
+    with open(os.path.join(local, n), "rb") as h:
+      assert _mem_bytes(f"{out}/{n}") == h.read(), n
+
+
+def _failing(fs, method, after):
+  """Patches fs's class so the `after`-th call of `method` on a data file raises."""
+  real = getattr(type(fs), method)
   calls = []
 
-  def dying_put(self, lpath, rpath, *a, **kw):
-    calls.append(rpath)
-    if len(calls) == 2:
+  def dying(self, *a, **kw):
+    calls.append(a)
+    if len(calls) == after:
       raise OSError("connection reset")
-    return real_put(self, lpath, rpath, *a, **kw)
+    return real(self, *a, **kw)
 
-  type(fs).put_file = dying_put
+  return real, dying
+
+
+@pytest.mark.parametrize("method", ["put_file", "mv"])
+def test_failed_upload_never_leaves_new_metadata(tmp_path, staging, mem, method):
+  """A publish that dies while uploading keeps the earlier dataset whole; one
+  that dies while moving uploads into place leaves no metadata. A rerun with
+  fewer shards leaves none of either run's files behind."""
+  out = f"{mem}/out"
+  _w2v(_w2v_config(TINY, out, num_shards=4))
+  before = _dataset_bytes(out)
+  fs = fsspec.filesystem("memory")
+  real, dying = _failing(fs, method, 2)
+  setattr(type(fs), method, dying)
   try:
     with pytest.raises(UserError, match="cannot upload"):
-      _w2v(_w2v_config(TINY, out, overwrite=True, max_window_size=3))
+      _w2v(_w2v_config(TINY, out, num_shards=3, overwrite=True, max_window_size=3))
   finally:
-    type(fs).put_file = real_put
-  assert not fs.exists(f"{out}/meta.json")
+    setattr(type(fs), method, real)
+  if method == "put_file":  # nothing of the earlier dataset was touched
+    assert _dataset_bytes(out) == before
+  else:
+    assert not fs.exists(f"{out}/meta.json")
+    assert storage.list_dir(out).count(".meta.json.publishing") == 1
+  _w2v(_w2v_config(TINY, out, num_shards=2, overwrite=True, max_window_size=3))
+  assert storage.list_dir(out) == sorted(_listed(out) + ["meta.json"])
+  assert "train.tfrecord-00001-of-00002" in _listed(out)
 
 
 def test_bert_memory_inputs_and_unreadable_scheme_for_tf(tmp_path, staging, mem):

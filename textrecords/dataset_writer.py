@@ -234,6 +234,33 @@ class DatasetWriter:
       return set()
 
 
+def reopen(meta_path: str):
+  """Turns a complete dataset back into finished files awaiting `finalize`.
+
+  Used on a staged copy of a URL output whose upload was killed: with
+  --resume, the generator's DatasetWriter then keeps every file (same
+  fingerprint, sha256 checked) and finalizes again, instead of redoing the
+  work; with other inputs or flags nothing matches and all is redone. Safe
+  to repeat if killed: the progress file lists every file before any is
+  renamed, and the metadata goes last.
+  """
+  with open(meta_path, "rb") as f:
+    meta = json.loads(f.read().decode("utf-8"))
+  d = os.path.dirname(os.path.abspath(meta_path))
+  files = [f for f in meta.get("files", [])
+           if isinstance(f, dict) and "/" not in f.get("name", "/")]
+  lines = [{"fingerprint": meta.get("fingerprint")}]
+  lines += [{k: f[k] for k in ("name", "bytes", "sha256", "records") if k in f} for f in files]
+  w = tfrecord.AtomicWriter(os.path.join(d, f".{os.path.basename(meta_path)}.progress"))
+  w.write("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines).encode())
+  w.commit()
+  for f in files:
+    path = os.path.join(d, f["name"])
+    if os.path.exists(path):
+      os.replace(path, done_path(path))
+  os.remove(meta_path)
+
+
 def open_finished_file(path: str, compression: str = "") -> "FileHandle":
   """A writer for one dataset file outside its DatasetWriter (a Beam worker).
 

@@ -217,17 +217,28 @@ def staging_root() -> str:
       os.path.expanduser("~"), ".cache", "textrecords", "staging")
 
 
-def staged_output(url: str, meta_url: str, *, overwrite: bool, resume: bool,
-                  flag: str) -> str:
+def _staging_folder(url: str) -> str:
+  key = hashlib.sha256(strip_sep(url).encode("utf-8")).hexdigest()[:16]
+  return os.path.join(staging_root(), key)
+
+
+def staged_output(url: str, lay, *, overwrite: bool, resume: bool, flag: str) -> str:
   """The local location a generator writes instead of output URL `url`.
 
   Checks the URL's storage and its existing metadata first (nothing is
   written when that fails). The local folder depends only on the URL, so a
   killed run resumes from its staged files with --resume.
 
+  With --resume, a staged dataset whose upload was killed is reopened
+  (`dataset_writer.reopen`: its files are kept if the inputs and flags are
+  the same, then uploaded again), and a complete output at the URL (without
+  --overwrite) has its metadata copied into the staging folder, so the
+  generator decides as for a local output: same inputs and flags -> already
+  complete (nothing is uploaded), others -> refused.
+
   Args:
     url: the output location given (folder or file URL).
-    meta_url: the URL where this output's metadata goes.
+    lay: `DatasetLayout.for_dir` or `.for_file` (where the metadata goes).
     overwrite, resume: the run's flags (an existing complete URL output
       needs one of them, as for a local one).
     flag: the flag name for messages.
@@ -235,6 +246,7 @@ def staged_output(url: str, meta_url: str, *, overwrite: bool, resume: bool,
     The local path to give the generator (same base name as the URL).
   """
   check(url, flag)
+  meta_url = lay(url).meta_path
   try:
     present = exists(meta_url)
   except UserError:
@@ -244,22 +256,65 @@ def staged_output(url: str, meta_url: str, *, overwrite: bool, resume: bool,
   if present and not (overwrite or resume):
     raise UserError(f"{meta_url} exists (a complete earlier output); "
                     "pass --overwrite to replace it")
-  key = hashlib.sha256(strip_sep(url).encode("utf-8")).hexdigest()[:16]
-  folder = os.path.join(staging_root(), key)
+  folder = _staging_folder(url)
   if not resume:  # staged files of an earlier run are only kept for --resume
     shutil.rmtree(folder, ignore_errors=True)
   os.makedirs(folder, exist_ok=True)
-  return os.path.join(folder, basename(url))
+  local = os.path.join(folder, basename(url))
+  local_meta = lay(local).meta_path
+  if resume and os.path.exists(local_meta):
+    from textrecords import dataset_writer  # pylint: disable=import-outside-toplevel
+    dataset_writer.reopen(local_meta)  # a staged dataset whose upload was killed
+  if present and resume and not overwrite:
+    os.makedirs(os.path.dirname(local_meta), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(local_meta),
+                       f".{os.path.basename(local_meta)}.download-{os.getpid()}")
+    with open(tmp, "wb") as f:
+      f.write(read_bytes(meta_url))
+    os.replace(tmp, local_meta)
+  return local
 
 
-def publish(local_meta: str, meta_url: str) -> List[str]:
+def pending_name(meta_name: str) -> str:
+  """The hidden record of names a publish may leave behind if it is killed."""
+  return f".{meta_name}.publishing"
+
+
+def _is_temp_of(name: str, names) -> bool:
+  """True for `.NAME.tmp-...` of one of `names` (an upload's temporary name)."""
+  if not name.startswith(".") or ".tmp-" not in name:
+    return False
+  return name[1:name.rindex(".tmp-")] in names
+
+
+def _listed_names(data: bytes) -> set:
+  """Top-level file names a metadata (or publishing record) lists."""
+  try:
+    doc = json.loads(data.decode("utf-8"))
+    names = {f["name"] if isinstance(f, dict) else f for f in doc.get("files", [])}
+  except (ValueError, AttributeError, KeyError, TypeError):
+    return set()
+  return {n for n in names if isinstance(n, str) and n and "/" not in n
+          and not n.startswith(".")}
+
+
+def publish(local_meta: str, meta_url: str, *, overwrite: bool = True) -> List[str]:
   """Uploads a finished local dataset next to `meta_url`, metadata last.
 
-  Every non-hidden file beside `local_meta` (other than metadata) is
-  uploaded under a temporary name, moved to its name and its size checked
-  against the local file; then the metadata is uploaded the same way. An
-  earlier metadata at the URL is removed first, so an interrupted publish
-  never leaves metadata that lists files of another run.
+  Order (each step survives a kill at any point; a rerun finishes it):
+    1. temporary names left by a killed upload of this dataset are removed;
+    2. a hidden record `.META.publishing` lists the names of the earlier
+       dataset, of an earlier killed publish and of this one;
+    3. every data file is uploaded under a temporary name and its size
+       checked: an earlier complete dataset at the URL is untouched so far;
+    4. the earlier metadata is removed (from here on, no metadata);
+    5. the uploads are moved to their names (sizes checked again);
+    6. files the earlier metadata or the record list that this dataset does
+       not have are deleted (nothing else in the folder is touched);
+    7. the metadata is uploaded (temporary name, then moved), strictly last;
+    8. the record is deleted.
+  Without `overwrite`, a URL whose metadata already has the staged
+  metadata's bytes is complete: nothing is uploaded (steps 1 and 8 only).
 
   Returns:
     The URLs written, metadata last.
@@ -270,8 +325,10 @@ def publish(local_meta: str, meta_url: str) -> List[str]:
   fs = filesystem(meta_url)
   local_dir = os.path.dirname(local_meta)
   url_dir = parent(meta_url)
+  meta_name = basename(meta_url)
   with open(local_meta, "rb") as f:
-    meta = json.loads(f.read().decode("utf-8"))
+    meta_bytes = f.read()
+  meta = json.loads(meta_bytes.decode("utf-8"))
   listed = {f["name"]: f.get("bytes") for f in meta.get("files", []) if isinstance(f, dict)}
   names = []
   for root, dirs, files in os.walk(local_dir):
@@ -280,31 +337,66 @@ def publish(local_meta: str, meta_url: str) -> List[str]:
       rel = os.path.relpath(os.path.join(root, n), local_dir).replace(os.sep, "/")
       if not n.startswith(".") and not layout.is_metadata_name(n):
         names.append(rel)
-  missing = sorted(set(listed) - set(names))
-  if missing:
-    raise UserError(f"{local_meta}: staged dataset lacks {missing[0]}; rerun with --overwrite")
+  record_url = join(url_dir, pending_name(meta_name))
   written = []
   try:
-    if fs.exists(meta_url):
-      fs.rm(meta_url)
-    for rel in names + [os.path.basename(local_meta)]:
+    present = set(list_dir(url_dir))
+    old_meta = fs.cat_file(meta_url) if meta_name in present else None
+    pending = (_listed_names(fs.cat_file(record_url)) if pending_name(meta_name) in present
+               else set())
+    earlier = pending | (_listed_names(old_meta) if old_meta is not None else set())
+    ours = set(names) | earlier | {meta_name}
+    for n in sorted(present):  # 1
+      if _is_temp_of(n, ours):
+        fs.rm(join(url_dir, n))
+    if old_meta == meta_bytes and not overwrite:
+      if pending_name(meta_name) in present:
+        fs.rm(record_url)  # 8
+      return written
+    missing = sorted(set(listed) - set(names))
+    if missing:
+      raise UserError(f"{local_meta}: staged dataset lacks {missing[0]}; "
+                      "rerun with --overwrite")
+    record = {"files": sorted(earlier | set(names))}  # 2
+    fs.pipe_file(record_url, json.dumps(record, sort_keys=True).encode("utf-8"))
+    tag = f"{os.getpid()}"
+    uploads = []
+    for rel in names:  # 3
       src = os.path.join(local_dir, *rel.split("/"))
-      dst = join(url_dir, rel)
-      tmp = join(parent(dst), f".{basename(dst)}.tmp-{os.getpid()}")
-      fs.put_file(src, tmp)
-      fs.mv(tmp, dst)
       want = os.path.getsize(src)
       if rel in listed and listed[rel] is not None and listed[rel] != want:
         raise UserError(f"{src}: {want} bytes, its metadata says {listed[rel]}")
-      got = int(fs.size(dst))
-      if got != want:
-        raise UserError(f"{dst}: uploaded {got} bytes of {want}; rerun to retry")
+      dst = join(url_dir, rel)
+      tmp = join(parent(dst), f".{basename(dst)}.tmp-{tag}")
+      fs.put_file(src, tmp)
+      _check_size(fs, tmp, want)
+      uploads.append((tmp, dst, want))
+    if old_meta is not None:  # 4
+      fs.rm(meta_url)
+    for tmp, dst, want in uploads:  # 5
+      fs.mv(tmp, dst)
+      _check_size(fs, dst, want)
       written.append(dst)
+    for n in sorted(earlier - set(names) - {meta_name}):  # 6
+      if fs.exists(join(url_dir, n)):
+        fs.rm(join(url_dir, n))
+    tmp = join(url_dir, f".{meta_name}.tmp-{tag}")  # 7
+    fs.put_file(local_meta, tmp)
+    fs.mv(tmp, meta_url)
+    _check_size(fs, meta_url, len(meta_bytes))
+    written.append(meta_url)
+    fs.rm(record_url)  # 8
   except UserError:
     raise
   except Exception as e:  # pylint: disable=broad-except
     raise UserError(f"cannot upload to {url_dir}: {e}") from e
   return written
+
+
+def _check_size(fs, url: str, want: int):
+  got = int(fs.size(url))
+  if got != want:
+    raise UserError(f"{url}: uploaded {got} bytes of {want}; rerun to retry")
 
 
 def remove_staging(local_location: str):
@@ -333,13 +425,13 @@ class StagedOutputs:
                flag: str):
     from textrecords import layout  # pylint: disable=import-outside-toplevel
     lay = layout.DatasetLayout.for_dir if folder else layout.DatasetLayout.for_file
-    self._pairs = []  # (local location, URL) of URL outputs
+    self._pairs = []  # (local location, URL, layout) of URL outputs
+    self._overwrite = overwrite
     self.local = []
     for loc in locations:
       loc = check(loc, flag)
       if is_url(loc):
-        local = staged_output(loc, lay(loc).meta_path, overwrite=overwrite,
-                              resume=resume, flag=flag)
+        local = staged_output(loc, lay, overwrite=overwrite, resume=resume, flag=flag)
         self._pairs.append((local, loc, lay))
         self.local.append(local)
       else:
@@ -349,9 +441,15 @@ class StagedOutputs:
     """Uploads every staged output (metadata last); returns the URLs written."""
     written = []
     for local, url, lay in self._pairs:
-      written += publish(lay(local).meta_path, lay(url).meta_path)
+      written += publish(lay(local).meta_path, lay(url).meta_path, overwrite=self._overwrite)
       remove_staging(local)
     return written
+
+  def url_message(self, message: str) -> str:
+    """`message` with staging paths replaced by the URLs they stand for."""
+    for local, url, lay in self._pairs:
+      message = message.replace(lay(local).root, lay(url).root)
+    return message
 
 
 def run_staged(config, field: str, run, *, folder: bool, flag: str):
@@ -359,13 +457,17 @@ def run_staged(config, field: str, run, *, folder: bool, flag: str):
 
   `config.<field>` is one location (str) or a tuple of them; the config must
   have `overwrite` and `resume`. Local outputs pass through unchanged.
+  Errors that name a staging path name the URL instead.
   """
   locs = getattr(config, field)
   single = isinstance(locs, str)
   staged = StagedOutputs([locs] if single else list(locs), folder=folder,
                          overwrite=config.overwrite, resume=config.resume, flag=flag)
   local = staged.local[0] if single else tuple(staged.local)
-  result = run(dataclasses.replace(config, **{field: local}))
+  try:
+    result = run(dataclasses.replace(config, **{field: local}))
+  except UserError as e:
+    raise UserError(staged.url_message(str(e))) from e
   staged.publish()
   return result
 
