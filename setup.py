@@ -44,8 +44,10 @@ setup(
         "grain": ["grain>=0.2,<0.3"],
         "torch": ["torch>=2.1"],
         "beam": ["apache-beam[tfrecord]>=2.77,<2.78"],
+        # Compiled kernels (numba): bert_data's reference-compatible walk.
+        "fast": ["numba>=0.60"],
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
                  "sentencepiece>=0.2", "fsspec>=2023.1", "s3fs>=2023.1", "moto[server]>=5",
-                 "grain>=0.2,<0.3", "apache-beam[tfrecord]>=2.77,<2.78"],
+                 "grain>=0.2,<0.3", "apache-beam[tfrecord]>=2.77,<2.78", "numba>=0.60"],
     },
 )

@@ -558,6 +558,20 @@ def _reference_batches(ctx: _Context, rng: random.Random, progress: cli.Progress
     yield k, batch
 
 
+def _compiled_batches(ctx: _Context, walk, rng: random.Random, progress: cli.Progress):
+  """`_reference_batches` from the compiled walk (`reference_walk.Walk`): the
+  same instances and draws; batches end anywhere (not at documents)."""
+  k = total = 0
+  while not walk.done:
+    batch = walk.batch(rng, _REF_BATCH)
+    if not len(batch[1]):
+      break
+    total += len(batch[1])
+    yield k, batch
+    k += 1
+    progress.update(lambda: f"instances: {total:,}")
+
+
 def _rows(flat, lengths: np.ndarray, width: int) -> np.ndarray:
   """A zero-padded [len(lengths), width] matrix of the concatenated rows `flat`."""
   out = np.zeros((len(lengths), width), np.int64)
@@ -616,15 +630,30 @@ def write_reference_mode_files(ctx: _Context, rng: random.Random, targets, compr
   appends the gathered parts and hashes the files.
   """
   _STATE["ctx"] = ctx
-  sizes = list(parallel.ordered_map(_encode_reference_batch, _reference_batches(ctx, rng, progress),
-                                    ctx.config.num_workers, prefetch=4))
+  c = ctx.config
+  # Imported here: numba (if installed) loads only for reference mode.
+  from bert_data import reference_rng, reference_walk  # pylint: disable=import-outside-toplevel
+  compiled = reference_walk.available()
+  if compiled:
+    walk = reference_walk.Walk(ctx.corpus, ctx.mask, c.max_seq_length, c.short_seq_prob,
+                               c.dupe_factor)
+    walk.batch(rng, 0)  # compiles (or loads the cached kernel) before the workers start
+    batches = _compiled_batches(ctx, walk, rng, progress)
+  else:
+    batches = _reference_batches(ctx, rng, progress)
+  sizes = list(parallel.ordered_map(_encode_reference_batch, batches, c.num_workers,
+                                    prefetch=4))
   total = sum(len(x) for x in sizes)
-  order = list(range(total))
-  rng.shuffle(order)
+  if compiled:
+    order = reference_rng.shuffled_range(rng, total)
+  else:
+    order = list(range(total))
+    rng.shuffle(order)
+    order = np.asarray(order, np.int64)
   size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
   offset = np.concatenate([np.cumsum(x) - x for x in sizes]) if sizes else size
   _STATE["gather"] = {
-      "order": np.asarray(order, np.int64), "size": size, "offset": offset,
+      "order": order, "size": size, "offset": offset,
       "batch": np.repeat(np.arange(len(sizes)), [len(x) for x in sizes])}
   del order
   n_files = len(targets)

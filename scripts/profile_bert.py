@@ -11,10 +11,12 @@
    `bert_data.create` runs (`resource.getrusage` RUSAGE_SELF vs
    RUSAGE_CHILDREN, measured inside a fresh process per run, with and without
    interpreter start and imports), wall time, and the peak RSS of the main
-   process and of the largest worker, for each of --workers, both modes
-   (--modes), and the CPU seconds of hashing the outputs once more (about
+   process and of the largest worker, for each of --workers and --modes
+   (default, reference, reference_python = the reference walk in Python
+   even with numba installed; modes alternate, so compared runs are
+   neighbours), the CPU seconds of hashing the outputs once more (about
    what the writer processes do, one per output file, copying being in the
-   kernel).
+   kernel), and per mode the Amdahl projection from the largest main share.
    Without --corpus it builds a 26 MB corpus itself (--size_mb)
    from --source lines grouped into documents of 20-90 lines (seeded), or,
    without --source, from Python's own pydoc help text.
@@ -22,6 +24,7 @@
 Usage:
   python scripts/profile_bert.py --corpus=corpus.txt [--num_workers=2]
   python scripts/profile_bert.py --cpu_share [--source=ptb.train.txt] [--workers=1,2,4]
+  python scripts/profile_bert.py --cpu_share --size_mb=6.5 --modes=reference,reference_python
 (build a corpus with scripts/bench_bert.py's --source/--size_mb, or pass any).
 """
 
@@ -124,6 +127,9 @@ sys.path.insert(0, {repo!r})
 from bert_data import pipeline
 from bert_data.config import BertConfig
 cfg = BertConfig(**json.loads(sys.argv[1])).validate()
+if sys.argv[2] == "python":  # the reference walk in Python even if numba is installed
+  from bert_data import reference_walk
+  reference_walk.available = lambda: False
 def usage():
   s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
   return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime
@@ -174,31 +180,50 @@ def cpu_share(args) -> None:
     print(f"corpus: {info['bytes'] / 1e6:.1f} MB, {info['documents']:,} documents, "
           f"from {args.source or 'pydoc help text'}")
   print(f"dupe_factor={args.dupe_factor}, num_shards={args.num_shards}, cores={os.cpu_count()}")
-  print("| mode | workers | instances | wall s | main CPU s | workers CPU s | main share "
-        "| main share incl. start | writer's sha256 s | main peak RSS MB "
+  print("| mode | workers | instances | wall s | instances/s | main CPU s | workers CPU s "
+        "| main share | main share incl. start | writer's sha256 s | main peak RSS MB "
         "| largest worker peak RSS MB |")
-  print("|---|---|---|---|---|---|---|---|---|---|---|")
-  for mode in args.modes.split(","):
-    for workers in [int(w) for w in args.workers.split(",")]:
-      for rep in range(args.repeats):
-        out = os.path.join(tmp, f"{mode}{workers}_{rep}", "x.tfrecord")
-        cfg = {"input_files": [corpus], "output_files": [out], "vocab_file": VOCAB,
-               "dupe_factor": args.dupe_factor, "num_workers": workers, "quiet": True,
-               "num_shards": 1 if mode == "reference" else args.num_shards,
-               "reference_compatible": mode == "reference"}
-        p = subprocess.run([sys.executable, "-c", _SHARE_RUN.format(repo=REPO), json.dumps(cfg)],
-                           capture_output=True, text=True, check=False)
-        if p.returncode != 0:
-          raise SystemExit(f"run failed: {p.stderr[-2000:]}")
-        r = json.loads(p.stdout.strip().splitlines()[-1])
-        total = r["main_cpu_s"] + r["workers_cpu_s"]
-        share = r["main_cpu_s"] / total
-        share_all = (r["main_cpu_s"] + r["startup_cpu_s"]) / (total + r["startup_cpu_s"])
-        print(f"| {mode} | {workers} | {r['instances']:,} | {r['wall_s']:.2f} | "
-              f"{r['main_cpu_s']:.2f} | {r['workers_cpu_s']:.2f} | {share:.1%} | {share_all:.1%} | "
-              f"{r['hash_s']:.2f} | "
-              f"{r['main_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |", flush=True)
-        shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+  print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+  modes = args.modes.split(",")
+  unknown = set(modes) - {"default", "reference", "reference_python"}
+  if unknown:
+    raise SystemExit(f"--modes: unknown {', '.join(sorted(unknown))}")
+  # Modes alternate within each repeat and worker count, so compared runs are neighbours.
+  runs = [(mode, int(w), rep) for rep in range(args.repeats)
+          for w in args.workers.split(",") for mode in modes]
+  shares = {}
+  for mode, workers, rep in runs:
+    reference = mode != "default"
+    out = os.path.join(tmp, f"{mode}{workers}_{rep}", "x.tfrecord")
+    cfg = {"input_files": [corpus], "output_files": [out], "vocab_file": VOCAB,
+           "dupe_factor": args.dupe_factor, "num_workers": workers, "quiet": True,
+           "num_shards": 1 if reference else args.num_shards,
+           "reference_compatible": reference}
+    p = subprocess.run([sys.executable, "-c", _SHARE_RUN.format(repo=REPO), json.dumps(cfg),
+                        "python" if mode == "reference_python" else "any"],
+                       capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+      raise SystemExit(f"run failed: {p.stderr[-2000:]}")
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    total = r["main_cpu_s"] + r["workers_cpu_s"]
+    share = r["main_cpu_s"] / total
+    share_all = (r["main_cpu_s"] + r["startup_cpu_s"]) / (total + r["startup_cpu_s"])
+    if workers >= 2:
+      shares.setdefault(mode, []).append(share_all)
+    print(f"| {mode} | {workers} | {r['instances']:,} | {r['wall_s']:.2f} | "
+          f"{r['instances'] / r['wall_s']:,.0f} | "
+          f"{r['main_cpu_s']:.2f} | {r['workers_cpu_s']:.2f} | {share:.1%} | {share_all:.1%} | "
+          f"{r['hash_s']:.2f} | "
+          f"{r['main_peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |", flush=True)
+    shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+  # Amdahl's law with the main process as the serial part (incl. interpreter
+  # start): T(W) ~ s + (1 - s) / W of the one-core time.
+  for mode, ss in shares.items():
+    s = max(ss)
+    t = lambda w, s=s: s + (1 - s) / w
+    print(f"{mode}: main share <= {s:.1%} (runs with 2+ workers); Amdahl over 2 workers: "
+          + ", ".join(f"{w} workers {t(2) / t(w):.2f}x" for w in (4, 8, 16))
+          + f"; over 1 worker at 16: {1 / t(16):.1f}x")
   shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -213,7 +238,9 @@ def main():
   ap.add_argument("--source", help="--cpu_share without --corpus: lines to build it from")
   ap.add_argument("--size_mb", type=float, default=26.0)
   ap.add_argument("--workers", default="2,4", help="--cpu_share: worker counts")
-  ap.add_argument("--modes", default="default", help="--cpu_share: default,reference")
+  ap.add_argument("--modes", default="default",
+                  help="--cpu_share: default,reference,reference_python (the last: the "
+                  "reference walk in Python even with numba installed)")
   ap.add_argument("--num_shards", type=int, default=4)
   ap.add_argument("--repeats", type=int, default=1)
   args = ap.parse_args()
