@@ -2,7 +2,8 @@
 
 Writes bert_data records (max_seq_length 128) from the bundled sample corpus,
 then times one training epoch (shuffled, batch 64, decoded to the
-`(x, y, sample_weight)` arrays) per reader, each in a fresh process, the
+`(x, y, sample_weight)` arrays; the first 4 batches, while workers start,
+not timed) per reader, each in a fresh process, the
 readers interleaved round after round so machine noise hits all of them
 alike; prints records/s (median of the rounds) and each one's ratio to
 tf.data's in the same run.
@@ -29,6 +30,7 @@ sys.path.insert(0, ROOT)
 
 READERS = ("tf", "numpy", "grain0", "grain2", "torch0", "torch2")
 BATCH = 64
+WARMUP = 4  # batches read before the clock starts, for every reader alike
 
 
 def make_records(out_dir: str, repeats: int) -> str:
@@ -73,7 +75,9 @@ def run_one(reader: str, records: str) -> dict:
     workers = int(reader[-1])
     it = iter(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers))
     rows = lambda b: int(b[1]["masked_lm"].shape[0])  # noqa: E731
-  n = rows(next(it))  # start-up (workers, first reads) not timed
+  for _ in range(WARMUP):  # start-up (workers, first reads) not timed
+    next(it)
+  n = 0
   start = time.perf_counter()
   for b in it:
     n += rows(b)

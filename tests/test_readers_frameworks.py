@@ -70,6 +70,23 @@ def test_grain_training_shuffle_is_seeded_global_and_sharded(bert_out):
     bert_reader.grain_dataset(bert_out, 4, training=True)
 
 
+def test_grain_training_batches_equal_numpy_batches(bert_out):
+  pytest.importorskip("grain")
+  want = list(bert_data.numpy_batches(bert_out, 4, training=True, seed=7))
+  _same(list(bert_reader.grain_dataset(bert_out, 4, training=True, seed=7)), want)
+  _same(list(bert_reader.grain_dataset(bert_out, 4, training=True, seed=7, loader=True)), want)
+  # Each epoch a new order of all records.
+  whole = list(bert_data.numpy_batches(bert_out, 4, training=True, seed=7,
+                                       drop_remainder=False))
+  two = bert_reader.grain_dataset(bert_out, 4, training=True, seed=7, num_epochs=2,
+                                  drop_remainder=False)
+  assert len(two) == 2 * len(whole)
+  _same([two[i] for i in range(len(whole))], whole)
+  second = _ids([two[i] for i in range(len(whole), 2 * len(whole))])
+  assert not np.array_equal(second, _ids(whole))
+  assert sorted(map(bytes, second)) == sorted(map(bytes, _ids(whole)))
+
+
 def test_grain_loader_with_workers_covers_the_epoch(bert_out):
   pytest.importorskip("grain")
   eval_ids = _ids(bert_data.numpy_batches(bert_out, 50))

@@ -1,10 +1,20 @@
 """Batched `tf.train.Example` decoding into numpy arrays, without TensorFlow.
 
-`ExampleDecoder(schema)` turns a list of serialized Examples into one array
+`ExampleDecoder(schema)` turns a batch of serialized Examples into one array
 per feature: the values of all records concatenated plus each record's
-length (fixed-length features come back as a (B, length) matrix). Python
-only finds each feature's packed payload in each record; the varints of a
-whole batch are then decoded at once in numpy.
+length (fixed-length features come back as a (B, length) matrix).
+
+Two paths give the same arrays:
+  * fast (records whose map entries all have one layout, as every record
+    our `example_codec` writes: the same keys in the same order, key before
+    value, each list packed in one run): the layout is learned from the
+    batch's first record, then every record is walked entry by entry with
+    a few numpy operations over the whole batch (offset arithmetic on the
+    length varints, each record's key bytes and tags compared), and the
+    payload varints of all int64 features are decoded in one vectorized pass;
+  * general (any valid encoding: other entry orders or field orders,
+    unpacked lists, extra features): Python finds each feature's payload in
+    each record. A batch the fast walk does not validate in full goes here.
 
 Example:
   >>> from textrecords import example_codec, features as F
@@ -17,7 +27,7 @@ Example:
 """
 
 import dataclasses
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -38,6 +48,48 @@ class Column:
   `lengths` (values per record, int64)."""
   values: np.ndarray
   lengths: np.ndarray
+
+
+class RecordBatch:
+  """A batch of serialized records in one buffer: record i is
+  `data[starts[i]:ends[i]]` (so a batch read in one piece needs no copies).
+
+  Sequence-like: `len(batch)`, `batch[i]` (bytes), iteration.
+
+  >>> b = RecordBatch.from_records([b"ab", b"", b"c"])
+  >>> len(b), list(b), b.starts.tolist()
+  (3, [b'ab', b'', b'c'], [0, 2, 2])
+  """
+
+  def __init__(self, data: bytes, starts: np.ndarray, ends: np.ndarray):
+    self.data = data
+    self.starts = np.asarray(starts, np.int64)
+    self.ends = np.asarray(ends, np.int64)
+
+  @classmethod
+  def from_records(cls, records: Sequence[bytes]) -> "RecordBatch":
+    sizes = np.fromiter(map(len, records), np.int64, len(records))
+    ends = np.cumsum(sizes)
+    return cls(b"".join(records), ends - sizes, ends)
+
+  def __len__(self) -> int:
+    return len(self.starts)
+
+  def __getitem__(self, i: int) -> bytes:
+    return bytes(self.data[int(self.starts[i]):int(self.ends[i])])
+
+  def __iter__(self):
+    data = self.data
+    for a, b in zip(self.starts.tolist(), self.ends.tolist()):
+      yield bytes(data[a:b])
+
+  def __repr__(self) -> str:
+    return f"RecordBatch({len(self)} records, {len(self.data)} bytes)"
+
+
+def as_batch(records) -> RecordBatch:
+  """`records` (a RecordBatch or a sequence of bytes) as a RecordBatch."""
+  return records if isinstance(records, RecordBatch) else RecordBatch.from_records(records)
 
 
 def _varint(buf, pos: int):
@@ -171,18 +223,104 @@ class ExampleDecoder:
       return example_codec._float_payload(values)  # pylint: disable=protected-access
     return example_codec._bytes_payload(values)  # pylint: disable=protected-access
 
-  def decode(self, records: List[bytes]) -> Dict[str, Column]:
-    """{feature name: Column} for a batch of serialized Examples.
+  def decode(self, records) -> Dict[str, Column]:
+    """{feature name: Column} for a batch of serialized Examples (a list of
+    bytes or a `RecordBatch`): the fast path when the whole batch has one
+    layout, else record by record (same arrays).
 
     Raises:
       DecodeError: a record that does not hold this schema's features, or a
         fixed-length feature of another length.
     """
+    batch = as_batch(records)
+    if len(batch):
+      out = self.decode_fast(batch)
+      if out is not None:
+        return out
+    return self.decode_general(list(batch))
+
+  def decode_general(self, records: Sequence[bytes]) -> Dict[str, Column]:
+    """`decode` record by record (any valid encoding)."""
     per = [self.payloads(r) for r in records]
     out = {}
     for spec in self.schema:
       parts = [p[spec.name] for p in per]
       out[spec.name] = self._column(spec, parts)
+    return out
+
+  # ------------------------------------------------------------- fast path
+
+  def layout(self, record: bytes):
+    """The map entries of one record, in order: [(key prefix, spec or None)],
+    the prefix being the entry body's bytes up to its Feature's length
+    (0x0A, key length, key, 0x12). None when the record is not laid out
+    simply (key not first, a long key, a feature twice, one missing)."""
+    try:
+      if not record or record[0] != 0x0A:
+        return None
+      n, pos = _varint(record, 1)
+      end = len(record)
+      if pos + n != end:
+        return None
+      entries, seen = [], set()
+      while pos < end:
+        if record[pos] != 0x0A:
+          return None
+        n, pos = _varint(record, pos + 1)
+        k = record[pos + 1]
+        if record[pos] != 0x0A or k >= 0x80 or record[pos + 2 + k] != 0x12:
+          return None
+        key = record[pos + 2:pos + 2 + k]
+        spec = self._want.get(key)
+        if spec is not None:
+          if spec.name in seen or spec.dtype == F.BYTES:
+            return None
+          seen.add(spec.name)
+        entries.append((np.frombuffer(record[pos:pos + 3 + k], np.uint8), spec))
+        pos += n
+    except IndexError:
+      return None
+    if len(seen) != len(self._want):
+      return None
+    return entries
+
+  def decode_fast(self, batch: RecordBatch) -> Optional[Dict[str, Column]]:
+    """`decode` through the vectorized walk, or None when some record of the
+    batch does not have the layout of the last batch or of its own first
+    record (then `decode_general` gives the answer or the error)."""
+    buf = np.frombuffer(batch.data, np.uint8)
+    if buf.size == 0:
+      return None
+    cached = getattr(self, "_layout", None)
+    found = _walk(buf, batch.starts, batch.ends, *cached) if cached is not None else None
+    if found is None:
+      layout = self.layout(batch[0])
+      if layout is None:
+        return None
+      cached = (layout, [[] for _ in layout])
+      found = _walk(buf, batch.starts, batch.ends, *cached)
+      if found is None:
+        return None
+      self._layout = cached
+    return self._columns(buf, found, len(batch))
+
+  def __getstate__(self):
+    state = dict(self.__dict__)
+    state.pop("_layout", None)
+    return state
+
+  def _columns(self, buf, found, b: int) -> Dict[str, Column]:
+    out = {}
+    for spec in self.schema:
+      starts, sizes = found[spec.name]
+      if spec.dtype == F.INT64:
+        values, lengths = _gather_varints(buf, starts, sizes, spec.length)
+      else:
+        if np.any(sizes % 4):
+          raise DecodeError(f"feature {spec.name!r}: float payload not a multiple of 4 bytes")
+        values = buf[_ranges(starts, sizes)].view("<f4").astype(np.float32)
+        lengths = sizes // 4
+      out[spec.name] = _shaped(spec, values, lengths, b)
     return out
 
   @staticmethod
@@ -206,10 +344,241 @@ class ExampleDecoder:
       lists = [[v for _, v in example_codec._fields(p)] for p in parts]  # pylint: disable=protected-access
       values = np.array([v for l in lists for v in l], dtype=object)
       lengths = np.fromiter(map(len, lists), np.int64, len(lists))
-    if spec.length is not None:
-      bad = np.flatnonzero(lengths != spec.length)
-      if bad.size:
-        raise DecodeError(f"feature {spec.name!r} has {lengths[bad[0]]} values in record "
-                          f"{bad[0]} of the batch, the schema says {spec.length}")
-      values = values.reshape(len(parts), spec.length)
-    return Column(values, lengths)
+    return _shaped(spec, values, lengths, len(parts))
+
+
+def _shaped(spec: F.FeatureSpec, values: np.ndarray, lengths: np.ndarray, b: int) -> Column:
+  """A Column, fixed-length features checked and reshaped to (b, length)."""
+  if spec.length is not None:
+    bad = np.flatnonzero(lengths != spec.length)
+    if bad.size:
+      raise DecodeError(f"feature {spec.name!r} has {lengths[bad[0]]} values in record "
+                        f"{bad[0]} of the batch, the schema says {spec.length}")
+    values = values.reshape(b, spec.length)
+  return Column(values, np.asarray(lengths, np.int64))
+
+
+def _varints_at(buf: np.ndarray, pos: np.ndarray):
+  """(values, positions after them, ok) of the varints at `pos` (lengths:
+  at most 4 bytes, else not ok); reads past the end are clipped."""
+  b = np.take(buf, pos, mode="clip").astype(np.int64)
+  val = b & 0x7F
+  more = b >= 0x80
+  n = np.ones_like(pos)
+  shift = 7
+  while more.any():
+    if shift > 21:
+      return val, pos + n, ~more
+    b = np.take(buf, pos + n, mode="clip").astype(np.int64)
+    val |= np.where(more, (b & 0x7F) << shift, 0)
+    n += more
+    more &= b >= 0x80
+    shift += 7
+  return val, pos + n, np.ones(pos.shape, bool)
+
+
+def _width(n: int) -> int:
+  return len(example_codec._varint(n))  # pylint: disable=protected-access
+
+
+class _Template:
+  """The header bytes of one map entry, for one set of varint widths:
+  0x0A, entry length, the key prefix, the Feature's length, then (schema
+  features) the list tag, the list's length, 0x0A and the packed length
+  (absent for an empty list). `mask`/`want` fix every constant byte and each
+  varint byte's continuation bit; one product of the header's low 7-bit
+  groups gives the payload length P and each other length minus P, which
+  must be `offsets` (so all the lengths agree). The entry ends at header + P.
+  """
+
+  def __init__(self, prefix: np.ndarray, spec: Optional[F.FeatureSpec], payload: int):
+    if spec is None:  # another feature: skipped whole; "P" is its Feature
+      parts = [prefix, None]
+      lengths = [prefix.size + _width(payload) + payload, payload]
+    elif payload == 0:
+      parts = [prefix, None, [_LIST_TAG[spec.dtype]], None]
+      lengths = [prefix.size + 3, 2, 0]
+    else:
+      lst = 1 + _width(payload) + payload
+      feat = 1 + _width(lst) + lst
+      parts = [prefix, None, [_LIST_TAG[spec.dtype]], None, [0x0A], None]
+      lengths = [prefix.size + _width(feat) + feat, feat, lst, payload]
+    mask, want, cols = [0xFF], [0x0A], []
+    fields = iter(lengths)
+    for part in [None] + parts:
+      if part is None:
+        n = next(fields)
+        w = _width(n)
+        cols.append(range(len(mask), len(mask) + w))
+        mask += [0x80] * w
+        want += [0x80] * (w - 1) + [0]
+      else:
+        mask += [0xFF] * len(part)
+        want += [int(b) for b in part]
+    self.size = len(mask)
+    self.mask = np.array(mask, np.uint8)
+    self.want = np.array(want, np.uint8)
+    weights = np.zeros((self.size, 4), np.int64)  # the varint fields, in order
+    for j, c in enumerate(cols):
+      for k, col in enumerate(c):
+        weights[col, j] = 1 << (7 * k)
+    # P: the payload's length; an empty list has none (0); another feature's
+    # entry ends with its Feature, whose length is P.
+    at = {2: 1, 3: None, 4: 3}[len(lengths)]
+    p = 0 if at is None else lengths[at]
+    p_weights = np.zeros(self.size, np.int64) if at is None else weights[:, at]
+    diffs = np.zeros((self.size, 3), np.int64)
+    self.offsets = np.zeros(3, np.int64)
+    for j in range(min(3, len(lengths))):
+      diffs[:, j] = weights[:, j] - p_weights
+      self.offsets[j] = lengths[j] - p
+    self.lengths = lengths
+    self._cols = np.arange(self.size)
+    self._fweights = np.concatenate([p_weights[:, None], diffs], axis=1).astype(np.float64)
+    self._foffsets = self.offsets.astype(np.float64)
+
+  def match(self, buf: np.ndarray, pos: np.ndarray):
+    """(ok: bool array, or True when all match; P) of the entries at `pos`."""
+    head = np.take(buf, pos[:, None] + self._cols, mode="clip")
+    bad = (head & self.mask) != self.want
+    # Column 0: P; columns 1-3: each other length minus P, must be `offsets`.
+    vals = (head & 0x7F) @ self._fweights  # exact in float64: lengths < 2**28
+    off = vals[:, 1:] != self._foffsets
+    size = vals[:, 0].astype(np.int64)
+    if not (bad.any() or off.any()):
+      return True, size
+    return ~(bad.any(axis=1) | off.any(axis=1)), size
+
+
+def _learn(buf: np.ndarray, pos: int, prefix: np.ndarray, spec) -> Optional[_Template]:
+  """The template of the entry at buf[pos], if it is laid out as `_Template`
+  describes for (prefix, spec)."""
+  raw = buf[pos:pos + 64].tobytes()  # enough for any header
+  try:
+    if raw[0] != 0x0A:
+      return None
+    _, at = _varint(raw, 1)
+    if raw[at:at + prefix.size] != prefix.tobytes():
+      return None
+    feat, at = _varint(raw, at + prefix.size)
+    if spec is None:
+      payload = feat
+    else:
+      if raw[at] != _LIST_TAG[spec.dtype]:
+        return None
+      lst, at = _varint(raw, at + 1)
+      payload = 0
+      if lst:
+        if raw[at] != 0x0A:
+          return None
+        payload, at = _varint(raw, at + 1)
+  except IndexError:
+    return None
+  t = _Template(prefix, spec, payload)
+  return t if np.all(t.match(buf, np.array([pos]))[0]) else None
+
+
+
+
+def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, layout, templates: list):
+  """{feature: (payload starts, payload sizes)} of a batch walked with one
+  layout (see `ExampleDecoder.layout`), or None unless every record of the
+  batch is exactly that layout, every length consistent.
+
+  `templates[k]` caches entry k's `_Template`s (a few: one per set of
+  varint widths seen); records no cached one fits get one learned from
+  the first of them.
+  """
+  n, p, good = _varints_at(buf, starts + 1)
+  if not ((np.take(buf, starts, mode="clip") == 0x0A) & good & (p + n == ends)).all():
+    return None
+  found = {}
+  for (prefix, spec), known in zip(layout, templates):
+    ok = False
+    if known:  # the common case: every record has the last template seen
+      t = known[0]
+      ok, size = t.match(buf, p)
+      start = p + t.size
+    if ok is not True:
+      start, size = _walk_mixed(buf, p, prefix, spec, known)
+      if start is None:
+        return None
+    if spec is not None:
+      found[spec.name] = (start, size)
+    p = start + size
+  return found if (p == ends).all() else None
+
+
+def _walk_mixed(buf: np.ndarray, p: np.ndarray, prefix: np.ndarray, spec, known: list):
+  """(payload starts, sizes) of entries at `p` of several templates (learned
+  as needed, at most 8), or (None, None)."""
+  todo = np.arange(len(p))
+  start = np.empty_like(p)
+  size = np.empty_like(p)
+  tried = 0
+  while todo.size:
+    if tried == len(known):
+      t = _learn(buf, int(p[todo[0]]), prefix, spec)
+      if t is None or len(known) >= 8:
+        return None, None
+      known.append(t)
+    t = known[tried]
+    tried += 1
+    at = p[todo]
+    ok, got = t.match(buf, at)
+    if ok is True:
+      ok = np.ones(todo.shape, bool)
+    hit = todo[ok]
+    start[hit] = at[ok] + t.size
+    size[hit] = got[ok]
+    todo = todo[~ok]
+  return start, size
+
+
+def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+  """Indices of the concatenated ranges [starts[i], starts[i] + sizes[i]).
+
+  >>> _ranges(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist()
+  [5, 6, 9, 10, 11]
+  """
+  if sizes.size and (sizes == sizes[0]).all():
+    return (starts[:, None] + np.arange(sizes[0])).ravel()
+  total = int(sizes.sum())
+  before = np.cumsum(sizes) - sizes
+  return np.repeat(starts - before, sizes) + np.arange(total)
+
+
+def _gather_varints(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+                    length: Optional[int]):
+  """(values int64, count per range) of the packed varints in each range
+  (`length`: the count every range must have, when fixed)."""
+  data = buf[_ranges(starts, sizes)]
+  term = data < 0x80
+  if term.all():
+    return data.astype(np.int64), sizes
+  ends = np.cumsum(sizes)
+  if np.any(data[ends[sizes > 0] - 1] >= 0x80):
+    raise DecodeError("truncated varint")
+  stops = np.flatnonzero(term)
+  # The byte before a varint's last byte is its own iff it has the
+  # continuation bit (the previous varint ends in a byte without it; the
+  # wrap-around at -1 reads the buffer's last byte, which ends a varint).
+  val = (data[stops] & 0x7F).astype(np.int64)
+  back = stops
+  has = np.ones(stops.shape, bool)
+  for k in range(1, 10):
+    back = back - 1
+    b = data[back]
+    has &= b >= 0x80
+    if not has.any():
+      break
+    val = np.where(has, (val << 7) | (b & 0x7F), val)  # the last byte is the top 7 bits
+  else:
+    if (has & (data[back - 1] >= 0x80)).any():
+      raise DecodeError("varint longer than 10 bytes")
+  if length is not None and stops.size == length * sizes.size:
+    last = stops[length - 1::length]
+    if (last == ends - 1).all():
+      return val, np.full(sizes.shape, length, np.int64)
+  done = np.searchsorted(stops, ends, side="left")
+  return val, np.diff(done, prepend=0)

@@ -55,9 +55,14 @@ class RecordSource:
   def __init__(self, files: Sequence[Tuple[str, np.ndarray]], *, skip_corrupt: bool = False,
                log: Callable = print):
     self.paths = [p for p, _ in files]
-    self._offsets = [np.asarray(o, np.int64) for _, o in files]
-    counts = [len(o) - 1 for o in self._offsets]
+    offsets = [np.asarray(o, np.int64) for _, o in files]
+    counts = [len(o) - 1 for o in offsets]
     self._starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    # All files' offsets in one array: file f's start at _flat[_base[f]].
+    self._flat = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
+    self._base = np.concatenate(([0], np.cumsum([len(o) for o in offsets])))[:-1].astype(
+        np.int64)
+    self._offsets = [self._flat[b:b + len(o)] for b, o in zip(self._base, offsets)]
     self.skip_corrupt = skip_corrupt
     self.log = log
     self._fds = {}
@@ -133,6 +138,58 @@ class RecordSource:
       if r is not None:
         out.append(r)
     return out
+
+  def read_batch(self, indices) -> example_decoder.RecordBatch:
+    """The records at `indices` as one `RecordBatch`: records next to each
+    other in a file are read with one `pread` (a batch in file order: one
+    read), the framing of all checked at once, both CRCs of each. Corrupt
+    records raise, or are left out with skip_corrupt (as `read`)."""
+    idx = np.asarray(indices, np.int64).reshape(-1)
+    n = len(self)
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+      bad = idx[(idx < -n) | (idx >= n)][0]
+      raise IndexError(f"record {bad} out of range ({n} records)")
+    if idx.size == 0:
+      return example_decoder.RecordBatch(b"", idx, idx)
+    idx = idx % n
+    f = np.searchsorted(self._starts, idx, side="right") - 1
+    at = self._base[f] + idx - self._starts[f]
+    begin, end = self._flat[at], self._flat[at + 1]
+    new_run = np.ones(idx.shape, bool)
+    new_run[1:] = (f[1:] != f[:-1]) | (begin[1:] != end[:-1])
+    first = np.flatnonzero(new_run)
+    last = np.append(first[1:], idx.size) - 1
+    chunks = []
+    try:
+      for a, b, fi in zip(begin[first].tolist(), end[last].tolist(), f[first].tolist()):
+        chunks.append(os.pread(self._fd(fi), b - a, a))
+    except OSError as e:
+      raise UserError(f"cannot read {self.paths[fi]}: {e.strerror}") from e
+    data = b"".join(chunks) if len(chunks) > 1 else chunks[0]
+    size = end - begin
+    run_at = np.cumsum(size) - size  # each record's frame in `data`
+    if len(data) != int(size.sum()) or not _frames_ok(data, run_at, size):
+      # A short file or a bad record: record by record, for the exact
+      # error (or the records skip_corrupt leaves).
+      return example_decoder.RecordBatch.from_records(self.read(idx))
+    return example_decoder.RecordBatch(data, run_at + 12, run_at + size - 4)
+
+
+def _frames_ok(data: bytes, at: np.ndarray, size: np.ndarray) -> bool:
+  """Whether every frame data[at[i]:at[i] + size[i]] is intact: its length
+  field says size - 16, both CRCs match."""
+  buf = np.frombuffer(data, np.uint8)
+  head = buf[at[:, None] + np.arange(12)]
+  length = head[:, :8].copy().view("<u8")[:, 0]
+  if np.any(length != (size - 16).astype(np.uint64)):
+    return False
+  want_head = head[:, 8:].copy().view("<u4")[:, 0].tolist()
+  want_data = buf[(at + size - 4)[:, None] + np.arange(4)].view("<u4")[:, 0].tolist()
+  crc = tfrecord.masked_crc
+  for a, b, h, d in zip(at.tolist(), (at + size).tolist(), want_head, want_data):
+    if crc(data[a:a + 8]) != h or crc(data[a + 12:b - 4]) != d:
+      return False
+  return True
 
 
 def _check_framed(raw: bytes, size: int) -> Optional[str]:
@@ -242,8 +299,9 @@ class BatchDecoder:
   package = "textrecords"
 
   def __call__(self, records):
-    records = [r for r in records if r is not None]
-    if not records:
+    if not isinstance(records, example_decoder.RecordBatch):
+      records = [r for r in records if r is not None]
+    if not len(records):
       raise UserError("a batch with no readable record left (all skipped as corrupt)")
     return self.checked(self.decode, records)
 
@@ -291,8 +349,8 @@ def record_batches(source, batch_size: int, *, training: bool, seed: Optional[in
                         shard_index=shard_index, num_shards=num_shards)
     stop = len(order) - len(order) % batch_size if drop_remainder else len(order)
     for start in range(0, stop, batch_size):
-      recs = source.read(order[start:start + batch_size])
-      if recs:
+      recs = source.read_batch(order[start:start + batch_size])
+      if len(recs):
         yield recs
     epoch += 1
 
@@ -444,55 +502,129 @@ class GrainSource:
     return f"GrainSource({self.records!r})"
 
 
-def grain_dataset(source: GrainSource, decode: Callable, batch_size: int, *,
-                  training: bool = False, seed: Optional[int] = None,
-                  drop_remainder: Optional[bool] = None, shard_index: int = 0,
-                  num_shards: int = 1, num_epochs: Optional[int] = 1):
-  """A `grain.MapDataset` of decoded `(x, y, sample_weight)` batches.
+class BatchPlan:
+  """The record numbers of each batch, epoch after epoch: a picklable
+  random-access list (`plan[k]`: batch k's record numbers, int64), the
+  element grain's samplers and workers hand out, so grain handles one
+  element per batch, not per record.
 
-  Training: a seeded global shuffle (`MapDataset.shuffle`, a new order each
-  epoch), the last partial batch dropped by default. Sharding takes every
-  `num_shards`-th record (after the shuffle).
+  Epoch e's order is `epoch_order(...)` (a seeded global permutation per
+  epoch when training; this shard's every `num_shards`-th record), batched
+  `batch_size` at a time: the batches of `numpy_batches` with the same
+  arguments. `num_epochs=None`: 2**31 epochs, read lazily.
   """
-  grain = _require_grain()
+
+  def __init__(self, n: int, batch_size: int, *, training: bool, seed: Optional[int],
+               drop_remainder: bool, shard_index: int = 0, num_shards: int = 1,
+               num_epochs: Optional[int] = 1):
+    if num_epochs is not None and (isinstance(num_epochs, bool) or num_epochs < 1):
+      raise UserError(f"num_epochs={num_epochs!r}: must be an integer >= 1 or None")
+    epoch_order(0, training=False, seed=None, shard_index=shard_index, num_shards=num_shards)
+    self.n, self.batch_size, self.training, self.seed = n, batch_size, training, seed
+    self.drop_remainder, self.shard_index, self.num_shards = drop_remainder, shard_index, num_shards
+    rows = len(range(shard_index, n, num_shards))
+    self.per_epoch = rows // batch_size if drop_remainder else -(-rows // batch_size)
+    self.epochs = (1 << 31) if num_epochs is None else int(num_epochs)
+    self._cached = (None, None)
+
+  def __len__(self) -> int:
+    return self.per_epoch * self.epochs
+
+  def order(self, epoch: int) -> np.ndarray:
+    """This shard's record numbers of one epoch, in reading order."""
+    if self._cached[0] != epoch:
+      self._cached = (epoch, epoch_order(self.n, training=self.training, seed=self.seed,
+                                         epoch=epoch, shard_index=self.shard_index,
+                                         num_shards=self.num_shards))
+    return self._cached[1]
+
+  def __getitem__(self, k) -> np.ndarray:
+    k = int(k)
+    if not 0 <= k < len(self):
+      raise IndexError(f"batch {k} out of range ({len(self)} batches)")
+    epoch, j = divmod(k, self.per_epoch)
+    return self.order(epoch)[j * self.batch_size:(j + 1) * self.batch_size]
+
+  def __getstate__(self):
+    return {**self.__dict__, "_cached": (None, None)}
+
+  def __repr__(self) -> str:
+    return (f"BatchPlan({self.n} records, batch {self.batch_size}, training={self.training}, "
+            f"shard {self.shard_index}/{self.num_shards}, {self.per_epoch} batches per epoch)")
+
+
+class ReadDecode:
+  """Record numbers -> the decoded batch, the records read together
+  (`RecordSource.read_batch`: one read per run of neighbouring records) and
+  decoded together; grain's map over `BatchPlan` elements (picklable)."""
+
+  def __init__(self, records: RecordSource, decode: Callable):
+    self.records, self.decode = records, decode
+
+  def __call__(self, indices):
+    return self.decode(self.records.read_batch(indices))
+
+  def map(self, indices):  # grain.transforms.Map's method
+    return self(indices)
+
+
+def _plan(source: GrainSource, batch_size: int, training: bool, seed: Optional[int],
+          drop_remainder: Optional[bool], shard_index: int, num_shards: int,
+          num_epochs: Optional[int]) -> BatchPlan:
   batch_size = check_batch_size(batch_size)
   if training and seed is None:
     raise UserError("grain needs a seed for its global shuffle: pass seed=...")
   drop = training if drop_remainder is None else drop_remainder
-  ds = grain.MapDataset.source(source)
-  if num_epochs != 1:
-    ds = ds.repeat(num_epochs)
-  if training:
-    ds = ds.shuffle(seed=seed)
-  if num_shards > 1:
-    ds = ds[shard_index::num_shards]
-  return ds.batch(batch_size, drop_remainder=drop, batch_fn=decode)
+  return BatchPlan(len(source), batch_size, training=training, seed=seed, drop_remainder=drop,
+                   shard_index=shard_index, num_shards=num_shards, num_epochs=num_epochs)
+
+
+def grain_dataset(source: GrainSource, decode: Callable, batch_size: int, *,
+                  training: bool = False, seed: Optional[int] = None,
+                  drop_remainder: Optional[bool] = None, shard_index: int = 0,
+                  num_shards: int = 1, num_epochs: Optional[int] = 1):
+  """A `grain.MapDataset` of decoded `(x, y, sample_weight)` batches: element
+  k is batch k of a `BatchPlan` (the batches of `numpy_batches` with the
+  same arguments), read and decoded by a batch-level map.
+
+  Training: a seeded global shuffle (a new order each epoch), the last
+  partial batch dropped by default. Sharding takes every `num_shards`-th
+  record (after the shuffle).
+  """
+  grain = _require_grain()
+  plan = _plan(source, batch_size, training, seed, drop_remainder, shard_index, num_shards,
+               num_epochs)
+  return grain.MapDataset.source(plan).map(ReadDecode(source.records, decode))
 
 
 def grain_loader(source: GrainSource, decode: Callable, batch_size: int, *,
                  training: bool = False, seed: Optional[int] = None,
                  drop_remainder: Optional[bool] = None, shard_index: int = 0,
                  num_shards: int = 1, num_epochs: Optional[int] = 1, worker_count: int = 0):
-  """A `grain.DataLoader` (checkpointable, multi-process) of decoded batches."""
+  """A `grain.DataLoader` (checkpointable, multi-process) of decoded batches,
+  the same as `grain_dataset`'s: its elements are `BatchPlan` batches, each
+  read and decoded by one map in a worker."""
   grain = _require_grain()
-  batch_size = check_batch_size(batch_size)
-  if training and seed is None:
-    raise UserError("grain needs a seed for its global shuffle: pass seed=...")
-  drop = training if drop_remainder is None else drop_remainder
-  shard = grain.sharding.ShardOptions(shard_index=shard_index, shard_count=num_shards,
-                                      drop_remainder=False)
-  sampler = grain.samplers.IndexSampler(len(source), shard_options=shard, shuffle=training,
-                                        num_epochs=num_epochs, seed=seed)
-  ops = [grain.transforms.Batch(batch_size, drop_remainder=drop, batch_fn=decode)]
+  plan = _plan(source, batch_size, training, seed, drop_remainder, shard_index, num_shards,
+               num_epochs)
+  sampler = grain.samplers.IndexSampler(len(plan), shuffle=False, num_epochs=1)
+  ops = [_grain_map(grain)(source.records, decode)]
   if worker_count and not flags.FLAGS.is_parsed():
     # grain's worker processes read absl flags (defaults are fine): a program
     # not started by absl.app.run has not parsed them.
     flags.FLAGS.mark_as_parsed()
-  # grain's default read-ahead (16 threads, 500 records) polls its whole buffer
-  # for every record: ~4-13x slower here than one thread, two batches ahead.
-  read = grain.ReadOptions(num_threads=1, prefetch_buffer_size=2 * batch_size)
-  return grain.DataLoader(data_source=source, sampler=sampler, operations=ops,
+  # grain's default read-ahead (16 threads, 500 elements) polls its whole
+  # buffer for every element; one thread, a few batches ahead, suffices here.
+  read = grain.ReadOptions(num_threads=1, prefetch_buffer_size=4)
+  return grain.DataLoader(data_source=plan, sampler=sampler, operations=ops,
                           worker_count=worker_count, read_options=read)
+
+
+def _grain_map(grain):
+  """`ReadDecode`, registered as a (virtual) `grain.transforms.Map`."""
+  if not issubclass(ReadDecode, grain.transforms.Map):
+    grain.transforms.Map.register(ReadDecode)
+  return ReadDecode
 
 
 # ----------------------------------------------------------------- PyTorch
@@ -586,8 +718,8 @@ def torch_iterable_dataset(source: RecordSource, decode: Callable, batch_size: i
       stop = len(order) - len(order) % batch_size if drop else len(order)
       starts = range(0, stop, batch_size)
       for start in starts[worker::workers]:
-        recs = self.source.read(order[start:start + batch_size])
-        if recs:
+        recs = self.source.read_batch(order[start:start + batch_size])
+        if len(recs):
           yield to_torch(decode(recs))
 
     def __len__(self):
