@@ -352,3 +352,127 @@ def mask_matrix(ids: np.ndarray, lengths: np.ndarray, num_a: np.ndarray, keys,
   pr, pc = np.nonzero(used)
   ids[pr, positions[pr, pc]] = replacement[pr, pc]
   return ids, lengths, positions[:, :maxp], labels[:, :maxp], counts
+
+
+def dynamic_mask(ids: np.ndarray, input_mask: np.ndarray, keys: np.ndarray, rule,
+                 starts: Optional[np.ndarray] = None):
+  """`dynamic_masking.mask_batch` in numpy: the same masks, bit for bit.
+
+  The TF-free readers mask records written with `--masking=dynamic` here.
+  Same rule, same counter-based numbers (`seeding.uniform_grid` streams 0
+  order, 1 action, 2 keep, 3 random id, 4 n-gram length), same tie-breaking.
+
+  Args:
+    ids, input_mask: (B, L) int arrays of the records.
+    keys: (B,) uint64 epoch keys (`dynamic_masking.epoch_keys_np`).
+    rule: a `dynamic_masking.DynamicMasker`.
+    starts: (B, L) word-start flags (whole-word records), else None.
+  Returns:
+    (ids with replacements (B, L) int64, positions, labels (B, maxp) int64,
+    weights (B, maxp) float32); positions ascending, zero-padded.
+
+  Example (one row, 4 tokens, budget 1):
+    >>> from bert_data.dynamic_masking import DynamicMasker
+    >>> r = DynamicMasker(6, 1, 0.2, False, 1, 1, 2, 3, (9,))
+    >>> out, pos, lab, w = dynamic_mask(np.array([[1, 7, 8, 2, 0, 0]]),
+    ...                                 np.array([[1, 1, 1, 1, 0, 0]]), np.array([5], np.uint64), r)
+    >>> int(pos[0, 0]) in (1, 2), int(lab[0, 0]) == [1, 7, 8, 2][pos[0, 0]], w.tolist()
+    (True, True, [[1.0]])
+  """
+  ids = np.array(ids, np.int64)
+  b, seq = ids.shape
+  maxp = rule.max_predictions_per_seq
+  keys = np.asarray(keys, np.uint64)
+  present = np.asarray(input_mask).astype(bool)
+  lengths = present.sum(axis=1)
+  cand = present & (ids != rule.cls_id) & (ids != rule.sep_id)
+  counts = np.minimum(maxp, np.maximum(1, np.round(lengths * rule.masked_lm_prob).astype(
+      np.int64)))
+  order = seeding.uniform_grid(keys, 0, seq)
+  rows = np.arange(b)[:, None]
+  if rule.whole_word and starts is not None:
+    chosen = _whole_word_choice(cand, np.asarray(starts).astype(bool) & cand, counts, order,
+                                keys, rule)
+    key = np.where(chosen, np.arange(seq)[None, :], seq + 1)
+    positions = np.sort(key, axis=1)[:, :maxp]
+    used = positions <= seq
+    positions = np.where(used, positions, 0)
+  else:
+    counts = np.minimum(counts, cand.sum(axis=1))
+    key = np.where(cand, order, 2.0)
+    smallest = np.argsort(key, axis=1, kind="stable")[:, :maxp]  # top_k: lower index first
+    used = np.arange(maxp)[None, :] < counts[:, None]
+    positions = np.sort(np.where(used, smallest, seq), axis=1)
+    positions = np.where(used, positions, 0)
+  labels = np.where(used, ids[rows, positions], 0)
+  action = seeding.uniform_grid(keys, 1, maxp)
+  keep = seeding.uniform_grid(keys, 2, maxp) < 0.5
+  pool = np.asarray(rule.random_ids, np.int64)
+  random_ids = pool[(seeding.uniform_grid(keys, 3, maxp) * len(pool)).astype(np.int64)]
+  replacement = np.where(action < 0.8, rule.mask_id, np.where(keep, labels, random_ids))
+  pr, pc = np.nonzero(used)
+  ids[pr, positions[pr, pc]] = replacement[pr, pc]
+  return ids, positions, labels, used.astype(np.float32)
+
+
+def _whole_word_choice(cand, starts, limit, order, keys, rule) -> np.ndarray:
+  """Positions (B, L) bool of the whole-word / n-gram walk, as
+  `dynamic_masking` takes them: words visited in the order of `order` at
+  their starts (stable), each the longest n-gram up to its drawn length
+  that fits the budget left and overlaps nothing taken; one taken n-gram
+  per row per step."""
+  b, seq = cand.shape
+  n_max = rule.max_ngram_size
+  rows = np.arange(b)
+  col = np.broadcast_to(np.arange(seq)[None, :], (b, seq))
+  num_words = starts.sum(axis=1)
+  word_pos = np.sort(np.where(starts, col, seq), axis=1)
+  word_pos_ext = np.concatenate([word_pos, np.full((b, 1), seq)], axis=1)
+  cand_before = np.concatenate([np.zeros((b, 1), np.int64), np.cumsum(cand, axis=1)], axis=1)
+  at = lambda t, i: np.take_along_axis(t, np.minimum(i, seq), axis=1)  # noqa: E731
+  first = at(cand_before, word_pos_ext[:, :seq])
+  sizes = [at(cand_before, at(word_pos_ext, col + n)) - first for n in range(1, n_max + 1)]
+  fits_end = [col + n <= num_words[:, None] for n in range(1, n_max + 1)]
+  is_word = col < num_words[:, None]
+  safe_pos = np.minimum(word_pos, seq - 1)
+  priority = np.where(is_word, np.take_along_axis(order, safe_pos, axis=1), 2.0)
+  by_priority = np.argsort(priority, axis=1, kind="stable")
+  rank = np.argsort(by_priority, axis=1, kind="stable")
+  if n_max > 1:
+    cum = ngram_weights(n_max)
+    avail = np.minimum(n_max, num_words[:, None] - col)
+    total = cum[np.maximum(avail - 1, 0)]
+    u = np.take_along_axis(seeding.uniform_grid(keys, 4, seq), safe_pos, axis=1) * total
+    drawn = 1 + sum((u >= cum[n - 1]).astype(np.int64) for n in range(1, n_max))
+    drawn = np.minimum(drawn, np.maximum(avail, 1))
+  else:
+    drawn = np.ones((b, seq), np.int64)
+  big = 1 << 30
+  covered = np.zeros((b, seq), bool)
+  left = np.asarray(limit, np.int64).copy()
+  cursor = np.full(b, -1, np.int64)
+  active = np.ones(b, bool)
+  for _ in range(rule.max_predictions_per_seq):
+    if not active.any():
+      break
+    cov_before = np.concatenate([np.zeros((b, 1), np.int64), np.cumsum(covered, axis=1)],
+                                axis=1)
+    n_eff = np.zeros((b, seq), np.int64)
+    size = np.zeros((b, seq), np.int64)
+    for n in range(1, n_max + 1):
+      ok = (n <= drawn) & (sizes[n - 1] <= left[:, None]) & fits_end[n - 1]
+      n_eff = np.where(ok, n, n_eff)
+      size = np.where(ok, sizes[n - 1], size)
+    overlap = at(cov_before, col + n_eff) - at(cov_before, col) > 0
+    valid = is_word & (n_eff > 0) & ~overlap & (rank > cursor[:, None])
+    best = np.where(valid, rank, big).min(axis=1)
+    took = active & (best < big)
+    w_star = by_priority[rows, np.minimum(best, seq - 1)]
+    n_star = n_eff[rows, w_star]
+    size_star = size[rows, w_star]
+    covered |= (col >= w_star[:, None]) & (col < (w_star + n_star)[:, None]) & took[:, None]
+    left = left - np.where(took, size_star, 0)
+    cursor = np.where(took, best, cursor)
+    active = took
+  word_of = np.cumsum(starts, axis=1) - 1
+  return cand & (word_of >= 0) & np.take_along_axis(covered, np.maximum(word_of, 0), axis=1)

@@ -295,6 +295,52 @@ def test_bert_v2_named_records(tmp_path):
                       bert_data.numpy_batches(packed, 4))
 
 
+@pytest.fixture(scope="module")
+def dynamic_outs(tmp_path_factory):
+  """--masking=dynamic records: single pieces, whole words, whole-word 3-grams."""
+  base = tmp_path_factory.mktemp("dynamic")
+  outs = {}
+  for name, kw in (("pieces", {}), ("words", dict(do_whole_word_mask=True)),
+                   ("ngrams", dict(do_whole_word_mask=True, max_ngram_size=3))):
+    outs[name] = str(base / name / "train.tfrecord")
+    bert_pipeline.create(BertConfig(
+        input_files=(SAMPLE_TEXT,), output_files=(outs[name],), vocab_file=VOCAB,
+        max_seq_length=48, max_predictions_per_seq=8, dupe_factor=2, num_shards=2,
+        masking="dynamic", **kw))
+  return outs
+
+
+@pytest.mark.parametrize("kind", ["pieces", "words", "ngrams"])
+def test_bert_dynamic_masking_equals_make_dataset(dynamic_outs, kind):
+  loc = dynamic_outs[kind]
+  assert_same_batches(bert_data.make_dataset(loc, 8, training=False),
+                      bert_data.numpy_batches(loc, 8))
+  kw = dict(seed=5, masked_lm_prob=0.3, max_predictions_per_seq=12, feature_names="keras_hub")
+  assert_same_batches(bert_data.make_dataset(loc, 8, training=False, **kw),
+                      bert_data.numpy_batches(loc, 8, **kw))
+
+
+def test_bert_dynamic_masking_in_training(dynamic_outs):
+  loc = dynamic_outs["pieces"]
+  ids = lambda bs: np.concatenate([x["input_ids"] for x, _, _ in bs])  # noqa: E731
+  eval_ids = ids(bert_data.numpy_batches(loc, 8, seed=1))
+  run = lambda **kw: list(bert_data.numpy_batches(loc, 8, training=True, **kw))  # noqa: E731
+  a, b = run(seed=1), run(seed=1)
+  np.testing.assert_array_equal(ids(a), ids(b))
+  # Training masks: seeded per epoch, not the evaluation masks.
+  order = reader.epoch_order(len(eval_ids), training=True, seed=1)[:len(ids(a))]
+  assert not np.array_equal(ids(a), eval_ids[order])
+  with pytest.raises(UserError, match="max_predictions_per_seq=49: must be in"):
+    bert_data.numpy_batches(loc, 8, max_predictions_per_seq=49)
+  static = dynamic_outs["pieces"].replace("pieces", "static")
+  bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(static,),
+                                  vocab_file=VOCAB, max_seq_length=48,
+                                  max_predictions_per_seq=8, dupe_factor=1))
+  with pytest.raises(UserError, match="masked_lm_prob=0.2 needs records written with "
+                     "--masking=dynamic"):
+    bert_data.numpy_batches(static, 8, masked_lm_prob=0.2)
+
+
 def test_w2v_other_models_refused(tmp_path):
   d = str(tmp_path / "cbow")
   w2v_pipeline.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),

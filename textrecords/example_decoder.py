@@ -54,23 +54,28 @@ class RecordBatch:
   """A batch of serialized records in one buffer: record i is
   `data[starts[i]:ends[i]]` (so a batch read in one piece needs no copies).
 
-  Sequence-like: `len(batch)`, `batch[i]` (bytes), iteration.
+  Sequence-like: `len(batch)`, `batch[i]` (bytes), iteration. `epoch`: the
+  training epoch it was read for (None: evaluation order), for decoders
+  whose output depends on it (dynamic masking).
 
   >>> b = RecordBatch.from_records([b"ab", b"", b"c"])
   >>> len(b), list(b), b.starts.tolist()
   (3, [b'ab', b'', b'c'], [0, 2, 2])
   """
 
-  def __init__(self, data: bytes, starts: np.ndarray, ends: np.ndarray):
+  def __init__(self, data: bytes, starts: np.ndarray, ends: np.ndarray,
+               epoch: Optional[int] = None):
     self.data = data
     self.starts = np.asarray(starts, np.int64)
     self.ends = np.asarray(ends, np.int64)
+    self.epoch = epoch  # the training epoch read, None for evaluation order
 
   @classmethod
-  def from_records(cls, records: Sequence[bytes]) -> "RecordBatch":
+  def from_records(cls, records: Sequence[bytes], epoch: Optional[int] = None
+                   ) -> "RecordBatch":
     sizes = np.fromiter(map(len, records), np.int64, len(records))
     ends = np.cumsum(sizes)
-    return cls(b"".join(records), ends - sizes, ends)
+    return cls(b"".join(records), ends - sizes, ends, epoch)
 
   def __len__(self) -> int:
     return len(self.starts)

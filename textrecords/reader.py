@@ -22,6 +22,7 @@ them into:
 Nothing here imports TensorFlow.
 """
 
+import inspect
 import os
 import struct
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -139,18 +140,19 @@ class RecordSource:
         out.append(r)
     return out
 
-  def read_batch(self, indices) -> example_decoder.RecordBatch:
-    """The records at `indices` as one `RecordBatch`: records next to each
-    other in a file are read with one `pread` (a batch in file order: one
-    read), the framing of all checked at once, both CRCs of each. Corrupt
-    records raise, or are left out with skip_corrupt (as `read`)."""
+  def read_batch(self, indices, epoch: Optional[int] = None) -> example_decoder.RecordBatch:
+    """The records at `indices` as one `RecordBatch` (of training epoch
+    `epoch`, None in evaluation order): records next to each other in a file
+    are read with one `pread` (a batch in file order: one read), the framing
+    of all checked at once, both CRCs of each. Corrupt records raise, or are
+    left out with skip_corrupt (as `read`)."""
     idx = np.asarray(indices, np.int64).reshape(-1)
     n = len(self)
     if idx.size and (idx.min() < -n or idx.max() >= n):
       bad = idx[(idx < -n) | (idx >= n)][0]
       raise IndexError(f"record {bad} out of range ({n} records)")
     if idx.size == 0:
-      return example_decoder.RecordBatch(b"", idx, idx)
+      return example_decoder.RecordBatch(b"", idx, idx, epoch)
     idx = idx % n
     f = np.searchsorted(self._starts, idx, side="right") - 1
     at = self._base[f] + idx - self._starts[f]
@@ -171,8 +173,8 @@ class RecordSource:
     if len(data) != int(size.sum()) or not _frames_ok(data, run_at, size):
       # A short file or a bad record: record by record, for the exact
       # error (or the records skip_corrupt leaves).
-      return example_decoder.RecordBatch.from_records(self.read(idx))
-    return example_decoder.RecordBatch(data, run_at + 12, run_at + size - 4)
+      return example_decoder.RecordBatch.from_records(self.read(idx), epoch)
+    return example_decoder.RecordBatch(data, run_at + 12, run_at + size - 4, epoch)
 
 
 def _frames_ok(data: bytes, at: np.ndarray, size: np.ndarray) -> bool:
@@ -349,7 +351,7 @@ def record_batches(source, batch_size: int, *, training: bool, seed: Optional[in
                         shard_index=shard_index, num_shards=num_shards)
     stop = len(order) - len(order) % batch_size if drop_remainder else len(order)
     for start in range(0, stop, batch_size):
-      recs = source.read_batch(order[start:start + batch_size])
+      recs = source.read_batch(order[start:start + batch_size], epoch if training else None)
       if len(recs):
         yield recs
     epoch += 1
@@ -436,7 +438,12 @@ class Opened:
 
 def package_readers(open_dataset: Callable[..., Opened]):
   """(grain_source, grain_dataset, torch_dataset) of a package, from its
-  `open_dataset(location, **options)`."""
+  `open_dataset(location, **options)` (given the readers' `seed` too when
+  it takes one: its decoder's draws depend on it)."""
+  takes_seed = "seed" in inspect.signature(open_dataset).parameters
+
+  def opened(location, seed, options):
+    return open_dataset(location, **(dict(options, seed=seed) if takes_seed else options))
 
   def grain_source(location: str, **options) -> GrainSource:
     """A grain RandomAccessDataSource of the serialized records at `location`
@@ -451,7 +458,7 @@ def package_readers(open_dataset: Callable[..., Opened]):
     `loader=True` (`worker_count` processes). Training: a seeded global shuffle,
     the last partial batch dropped unless `drop_remainder=False`; sharding
     takes every `num_shards`-th record."""
-    return open_dataset(location, **options).grain(
+    return opened(location, seed, options).grain(
         batch_size, loader=loader, worker_count=worker_count, training=training, seed=seed,
         drop_remainder=drop_remainder, shard_index=shard_index, num_shards=num_shards,
         num_epochs=num_epochs)
@@ -462,10 +469,10 @@ def package_readers(open_dataset: Callable[..., Opened]):
     """PyTorch: without `batch_size`, a map-style Dataset of records (give its
     `collate_fn` to the DataLoader); with it, an IterableDataset of decoded
     batches sharded over DataLoader workers (use `batch_size=None` there)."""
-    opened = open_dataset(location, **options)
+    ds = opened(location, seed, options)
     if batch_size is None:
-      return opened.torch()
-    return opened.torch(batch_size, training=training, seed=seed,
+      return ds.torch()
+    return ds.torch(batch_size, training=training, seed=seed,
                         drop_remainder=drop_remainder, shard_index=shard_index,
                         num_shards=num_shards)
 
@@ -504,7 +511,8 @@ class GrainSource:
 
 class BatchPlan:
   """The record numbers of each batch, epoch after epoch: a picklable
-  random-access list (`plan[k]`: batch k's record numbers, int64), the
+  random-access list (`plan[k]`: (training epoch or None, batch k's record
+  numbers)), the
   element grain's samplers and workers hand out, so grain handles one
   element per batch, not per record.
 
@@ -538,12 +546,14 @@ class BatchPlan:
                                          num_shards=self.num_shards))
     return self._cached[1]
 
-  def __getitem__(self, k) -> np.ndarray:
+  def __getitem__(self, k) -> Tuple[Optional[int], np.ndarray]:
+    """(training epoch or None, the record numbers of batch k)."""
     k = int(k)
     if not 0 <= k < len(self):
       raise IndexError(f"batch {k} out of range ({len(self)} batches)")
     epoch, j = divmod(k, self.per_epoch)
-    return self.order(epoch)[j * self.batch_size:(j + 1) * self.batch_size]
+    rows = self.order(epoch)[j * self.batch_size:(j + 1) * self.batch_size]
+    return (epoch if self.training else None), rows
 
   def __getstate__(self):
     return {**self.__dict__, "_cached": (None, None)}
@@ -554,18 +564,19 @@ class BatchPlan:
 
 
 class ReadDecode:
-  """Record numbers -> the decoded batch, the records read together
+  """A `BatchPlan` element (epoch, record numbers) -> the decoded batch, the records read together
   (`RecordSource.read_batch`: one read per run of neighbouring records) and
   decoded together; grain's map over `BatchPlan` elements (picklable)."""
 
   def __init__(self, records: RecordSource, decode: Callable):
     self.records, self.decode = records, decode
 
-  def __call__(self, indices):
-    return self.decode(self.records.read_batch(indices))
+  def __call__(self, planned):
+    epoch, indices = planned
+    return self.decode(self.records.read_batch(indices, epoch))
 
-  def map(self, indices):  # grain.transforms.Map's method
-    return self(indices)
+  def map(self, planned):  # grain.transforms.Map's method
+    return self(planned)
 
 
 def _plan(source: GrainSource, batch_size: int, training: bool, seed: Optional[int],
@@ -712,13 +723,15 @@ def torch_iterable_dataset(source: RecordSource, decode: Callable, batch_size: i
     def __iter__(self):
       info = torch.utils.data.get_worker_info()
       worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
-      order = epoch_order(len(self.source), training=training, seed=seed, epoch=self.epoch,
+      epoch = self.epoch
+      order = epoch_order(len(self.source), training=training, seed=seed, epoch=epoch,
                           shard_index=shard_index, num_shards=num_shards)
       self.epoch += 1
       stop = len(order) - len(order) % batch_size if drop else len(order)
       starts = range(0, stop, batch_size)
       for start in starts[worker::workers]:
-        recs = self.source.read_batch(order[start:start + batch_size])
+        recs = self.source.read_batch(order[start:start + batch_size],
+                                      epoch if training else None)
         if len(recs):
           yield to_torch(decode(recs))
 
