@@ -4,14 +4,23 @@ With `num_steps=T` the batches equal `mt_data.make_dataset(..., training=False)`
 element for element: x = {"source", "decoder_input": int32 (B, T),
 "source_valid_len": int32 (B,)}, y = int32 (B, T), sample_weight = float32
 (B, T). Reading options as in `bert_data.reader` (`verify`, `skip_corrupt`,
-`index`, `log`). Bucketing (`bucket_boundaries`) is tf.data-only.
+`index`, `log`).
+
+Bucketing (`bucket_boundaries=[...]`, `num_steps=None`): `numpy_batches`
+groups the pairs as `tf.data.Dataset.bucket_by_sequence_length` does (bucket
+i holds max(len(source), len(target)) in [bounds[i-1], bounds[i]); a bucket
+is emitted when it holds `batch_size` pairs; at the end the partial buckets
+in bucket order), each batch padded to its longest sequence: in evaluation
+order equal to `make_dataset(..., num_steps=None, bucket_boundaries=...)`.
+grain and torch batches are fixed-size slices of the order, so they refuse
+bucketing.
 
 Example:
   >>> for x, y, w in numpy_batches("out/mt", 64, split="valid"):  # doctest: +SKIP
   ...   x["source"].shape                                          # (64, 9)
 """
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -20,6 +29,7 @@ from mt_data import preprocess
 from mt_data import schema
 from textrecords import example_decoder
 from textrecords import reader
+from textrecords.errors import UserError
 
 
 def pad_or_trim(values: np.ndarray, lengths: np.ndarray, steps: int) -> np.ndarray:
@@ -37,51 +47,137 @@ def pad_or_trim(values: np.ndarray, lengths: np.ndarray, steps: int) -> np.ndarr
   return out
 
 
+def outputs(src: np.ndarray, label: np.ndarray):
+  """(x, y, sample_weight) from source and label matrices of one width T."""
+  bos = np.full((len(label), 1), preprocess.BOS_ID, np.int32)
+  decoder_input = np.concatenate([bos, label], axis=1)[:, :label.shape[1]]
+  x = {schema.X_SOURCE: src, schema.X_DECODER_INPUT: decoder_input,
+       schema.X_SOURCE_VALID_LEN: (src != preprocess.PAD_ID).sum(axis=1, dtype=np.int32)}
+  return x, label, (label != preprocess.PAD_ID).astype(np.float32)
+
+
 class MtDecoder(reader.BatchDecoder):
-  """Serialized mt_data records -> `(x, y, sample_weight)` padded to `num_steps`."""
+  """Serialized mt_data records -> `(x, y, sample_weight)` padded to `num_steps`
+  (None: to the batch's longest source or target)."""
 
   package = "mt_data"
 
-  def __init__(self, num_steps: int):
+  def __init__(self, num_steps: Optional[int]):
     self.num_steps = num_steps
     self._decoder = example_decoder.ExampleDecoder(schema.SCHEMA)
 
-  def decode(self, records):
+  def columns(self, records):
+    """(source Column, target Column) of a batch of records."""
     cols = self._decoder.decode(records)
-    src_col, tgt_col = cols[schema.SOURCE_IDS.name], cols[schema.TARGET_IDS.name]
-    src = pad_or_trim(src_col.values, src_col.lengths, self.num_steps)
-    label = pad_or_trim(tgt_col.values, tgt_col.lengths, self.num_steps)
-    bos = np.full((len(records), 1), preprocess.BOS_ID, np.int32)
-    decoder_input = np.concatenate([bos, label], axis=1)[:, :self.num_steps]
-    x = {schema.X_SOURCE: src, schema.X_DECODER_INPUT: decoder_input,
-         schema.X_SOURCE_VALID_LEN: (src != preprocess.PAD_ID).sum(axis=1, dtype=np.int32)}
-    return x, label, (label != preprocess.PAD_ID).astype(np.float32)
+    return cols[schema.SOURCE_IDS.name], cols[schema.TARGET_IDS.name]
+
+  def decode(self, records):
+    src_col, tgt_col = self.columns(records)
+    steps = self.num_steps
+    if steps is None:
+      steps = int(max(src_col.lengths.max(initial=0), tgt_col.lengths.max(initial=0)))
+    return outputs(pad_or_trim(src_col.values, src_col.lengths, steps),
+                   pad_or_trim(tgt_col.values, tgt_col.lengths, steps))
 
 
-def open_dataset(location: str, *, split: str = "train", num_steps: int = 9,
-                 verify: str = "checksum", skip_corrupt: bool = False, index: str = "build",
-                 log=print) -> reader.Opened:
-  """The checked split of the mt_data output folder `location`."""
-  dataset._check_args(num_steps, None)  # pylint: disable=protected-access
+def open_dataset(location: str, *, split: str = "train", num_steps: Optional[int] = 9,
+                 bucket_boundaries: Optional[Sequence[int]] = None, verify: str = "checksum",
+                 skip_corrupt: bool = False, index: str = "build", log=print) -> reader.Opened:
+  """The checked split of the mt_data output folder `location` (its decoder
+  pads to `num_steps`, or to each batch's longest sequence when bucketing)."""
+  try:
+    dataset._check_args(num_steps, bucket_boundaries)  # pylint: disable=protected-access
+  except ValueError as e:
+    raise UserError(str(e)) from e
   meta, entries = dataset.record_files(location, split, verify=verify,
                                        skip_corrupt=skip_corrupt, log=log)
-  return reader.Opened(entries, meta.get("compression", ""), MtDecoder(num_steps), verify=verify, skip_corrupt=skip_corrupt,
-                       index=index, log=log)
+  return reader.Opened(entries, meta.get("compression", ""), MtDecoder(num_steps),
+                       verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
 
 
 def numpy_batches(location: str, batch_size: int, *, split: str = "train",
                   training: Optional[bool] = None, seed: Optional[int] = None,
                   drop_remainder: bool = False, shard_index: int = 0, num_shards: int = 1,
-                  **options):
+                  bucket_boundaries: Optional[Sequence[int]] = None, **options):
   """An iterator of one epoch of `(x, y, sample_weight)` numpy batches.
 
   training: default split == "train" (as `make_dataset`): a seeded global
-  shuffle of the pairs. `options`: `num_steps` and the reading options.
+  shuffle of the pairs. `bucket_boundaries` (with `num_steps=None`): batches
+  of one length bucket each, as `make_dataset`'s. `options`: `num_steps` and
+  the reading options.
   """
   training = split == "train" if training is None else training
-  return open_dataset(location, split=split, **options).numpy_batches(
-      batch_size, training=training, seed=seed, drop_remainder=drop_remainder,
-      shard_index=shard_index, num_shards=num_shards)
+  if bucket_boundaries is not None:
+    options.setdefault("num_steps", None)
+  opened = open_dataset(location, split=split, bucket_boundaries=bucket_boundaries, **options)
+  if bucket_boundaries is None:
+    return opened.numpy_batches(batch_size, training=training, seed=seed,
+                                drop_remainder=drop_remainder, shard_index=shard_index,
+                                num_shards=num_shards)
+  batch_size = reader.check_batch_size(batch_size)
+  if opened.compression:
+    if training or num_shards > 1:
+      raise UserError(f"{opened.entries[0].path}: GZIP-compressed records can only be read "
+                      "sequentially: training=False and no sharding")
+    chunks = reader.sequential_batches([e.path for e in opened.entries], opened.compression,
+                                       CHUNK_RECORDS, drop_remainder=False)
+  else:
+    chunks = reader.record_batches(opened.source(), CHUNK_RECORDS, training=training,
+                                   seed=seed, drop_remainder=False, shard_index=shard_index,
+                                   num_shards=num_shards)
+  return _bucketed(chunks, opened.decoder, batch_size, list(bucket_boundaries),
+                   drop_remainder)
 
 
-grain_source, grain_dataset, torch_dataset = reader.package_readers(open_dataset)
+CHUNK_RECORDS = 1024  # records decoded at a time when bucketing
+
+
+def _bucketed(chunks, dec: MtDecoder, batch_size: int, bounds, drop_remainder: bool):
+  """Batches of pairs grouped by length bucket, as tf.data's
+  `bucket_by_sequence_length` (then `group_by_window`) forms them."""
+  buckets = [[] for _ in range(len(bounds) + 1)]  # pending (source, target) pairs
+  for recs in chunks:
+    src, tgt = dec.checked(dec.columns, recs)
+    src_at = np.concatenate(([0], np.cumsum(src.lengths)))
+    tgt_at = np.concatenate(([0], np.cumsum(tgt.lengths)))
+    which = np.searchsorted(bounds, np.maximum(src.lengths, tgt.lengths), side="right")
+    for i, b in enumerate(which.tolist()):
+      buckets[b].append((src.values[src_at[i]:src_at[i + 1]],
+                         tgt.values[tgt_at[i]:tgt_at[i + 1]]))
+      if len(buckets[b]) == batch_size:
+        yield _padded(buckets[b])
+        buckets[b] = []
+  if not drop_remainder:
+    for pairs in buckets:  # tf.data flushes the partial windows by bucket id
+      if pairs:
+        yield _padded(pairs)
+
+
+def _padded(pairs):
+  """The batch of (source, target) pairs padded to its longest sequence."""
+  steps = max(max(len(s), len(t)) for s, t in pairs)
+  src = np.full((len(pairs), steps), preprocess.PAD_ID, np.int32)
+  label = np.full((len(pairs), steps), preprocess.PAD_ID, np.int32)
+  for i, (s, t) in enumerate(pairs):
+    src[i, :len(s)] = s
+    label[i, :len(t)] = t
+  return outputs(src, label)
+
+
+_grain_source, _grain_dataset, _torch_dataset = reader.package_readers(open_dataset)
+
+
+def _no_bucketing(fn):
+  def wrapped(location, *args, **options):
+    if options.get("bucket_boundaries") is not None:
+      raise UserError("bucket_boundaries: grain and torch batches are fixed-size slices of "
+                      "the record order; bucket with mt_data.numpy_batches or make_dataset")
+    return fn(location, *args, **options)
+  wrapped.__doc__ = fn.__doc__
+  wrapped.__name__ = fn.__name__
+  return wrapped
+
+
+grain_source = _no_bucketing(_grain_source)
+grain_dataset = _no_bucketing(_grain_dataset)
+torch_dataset = _no_bucketing(_torch_dataset)

@@ -98,6 +98,21 @@ def test_mt_numpy_batches_equal_make_dataset(mt_out, split, num_steps):
                                             training=False))
 
 
+@pytest.mark.parametrize("bounds,drop", [([4, 7, 10], False), ([6], True)])
+def test_mt_bucketing_equals_make_dataset(mt_out, bounds, drop):
+  for split in ("train", "valid"):
+    assert_same_batches(
+        mt_data.make_dataset(mt_out, split, 5, num_steps=None, bucket_boundaries=bounds,
+                             training=False, drop_remainder=drop),
+        mt_data.numpy_batches(mt_out, 5, split=split, bucket_boundaries=bounds,
+                              training=False, drop_remainder=drop))
+  from mt_data import reader as mt_reader  # pylint: disable=import-outside-toplevel
+  with pytest.raises(UserError, match="^bucket_boundaries: grain and torch batches"):
+    mt_reader.grain_dataset(mt_out, 5, split="valid", bucket_boundaries=bounds)
+  with pytest.raises(UserError, match="pass num_steps=None with it"):
+    mt_data.numpy_batches(mt_out, 5, bucket_boundaries=bounds, num_steps=9)
+
+
 def test_training_order_is_a_seeded_global_shuffle(bert_out):
   def ids(**kw):
     return np.concatenate([x["input_ids"] for x, _, _ in bert_data.numpy_batches(
@@ -341,9 +356,28 @@ def test_bert_dynamic_masking_in_training(dynamic_outs):
     bert_data.numpy_batches(static, 8, masked_lm_prob=0.2)
 
 
-def test_w2v_other_models_refused(tmp_path):
-  d = str(tmp_path / "cbow")
-  w2v_pipeline.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
-                                output_dir=d, min_freq=2, num_workers=1, model="cbow"))
-  with pytest.raises(UserError, match="model=cbow.*skip-gram"):
-    w2v_data.numpy_batches(d, 4)
+@pytest.mark.parametrize("model", ["cbow", "pv_dm", "pv_dbow"])
+def test_w2v_cbow_and_pv_equal_make_dataset(tmp_path, model):
+  d = str(tmp_path / model)
+  with open(os.path.join(TESTDATA, "w2v_tiny.txt"), encoding="utf-8") as f:
+    lines = [l for l in f.read().split("\n") if l.strip()]  # PV: one document a line
+  src = tmp_path / "docs.txt"
+  src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  w2v_pipeline.create(W2vConfig(
+      input_file=str(src), output_dir=d, min_freq=2,
+      subsample_t=3e-2, max_window_size=3, num_noise_words=2, random_seed=3, num_workers=1,
+      num_shards=2, model=model))
+  assert_same_batches(w2v_data.make_dataset(d, 7, training=False),
+                      w2v_data.numpy_batches(d, 7))
+  assert_same_batches(w2v_data.make_dataset(d, 7, training=False, drop_remainder=True),
+                      w2v_data.numpy_batches(d, 7, drop_remainder=True))
+  with pytest.raises(UserError, match=f"model={model} records take pad_to=None"):
+    w2v_data.numpy_batches(d, 4, pad_to=40)
+
+
+def test_w2v_fresh_negatives_refused(w2v_outs):
+  # Fresh noise words are drawn with TF's stateless Philox ops seeded from
+  # tf.data.Dataset.random: not reproducible outside TensorFlow.
+  with pytest.raises(UserError, match="^negatives='fresh': the TF-free readers give the "
+                     "stored noise words only"):
+    w2v_data.numpy_batches(w2v_outs["sentence"], 4, negatives="fresh")

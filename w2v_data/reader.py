@@ -4,9 +4,10 @@
 training=False)` batch for batch: centers in file order, `batch_size` at a
 time; x = {"center": int32 (B, 1), "contexts_negatives": int32 (B, L)}, y =
 float32 labels (B, L), sample_weight = float32 mask (B, L); L the batch's
-longest row or `pad_to`. Skip-gram records and stored noise words only
-(`--model=cbow|pv_*` records and `negatives="fresh"` are tf.data's).
-Reading options as in `bert_data.reader`.
+longest row or `pad_to`. `--model=cbow|pv_dm|pv_dbow` records give that
+model's arrays (`CenterDecoder`), equal to make_dataset's as well. Stored
+noise words only (`negatives="fresh"` draws with TF's stateless random ops:
+tf.data's). Reading options as in `bert_data.reader`.
 
 grain and PyTorch batch records: with the sentence layout a batch of
 `batch_size` sentence records holds all their centers (a varying count);
@@ -86,6 +87,67 @@ class W2vDecoder(reader.BatchDecoder):
     return self.finish(*self.rows(records))
 
 
+class CenterDecoder(reader.BatchDecoder):
+  """Serialized CBOW / PV-DM / PV-DBOW records -> one row per center, then
+  batches: x = {"center_and_noise": int32 (B, 1 + K), and as the model has
+  them "contexts" int32 (B, 2W) zero-padded, "contexts_mask" float32 (B, 2W),
+  "doc_id" int32 (B, 1)}, y = [1, 0 * K] float32 (B, 1 + K), sample_weight
+  ones: `make_dataset`'s arrays for these models.
+
+  Args:
+    model: "cbow", "pv_dm" or "pv_dbow".
+    k: noise words per center.
+    two_w: 2 * max_window_size (the contexts' width).
+  """
+
+  package = "w2v_data"
+
+  def __init__(self, model: str, k: int, two_w: int):
+    self.model, self.k, self.two_w = model, k, two_w
+    self.spec = schema.schema_for(model, "sentence")
+    self._decoder = example_decoder.ExampleDecoder(self.spec)
+
+  def rows(self, records):
+    """The per-center arrays of all centers (a tuple, as `finish` takes it)."""
+    cols = self._decoder.decode(records)
+    centers = cols[schema.CENTERS]
+    c = centers.values.size
+    noise = cols[schema.NEGATIVES].values
+    if noise.size != self.k * c:
+      raise example_decoder.DecodeError("noise-word counts do not add up")
+    parts = [np.concatenate([centers.values.reshape(c, 1), noise.reshape(c, self.k)],
+                            axis=1).astype(np.int32)]
+    if schema.NUM_CONTEXTS in cols:
+      n = cols[schema.NUM_CONTEXTS].values
+      ctx = cols[schema.CONTEXTS].values
+      if n.size != c or n.sum() != ctx.size or (n.size and n.max() > self.two_w):
+        raise example_decoder.DecodeError("context counts do not add up")
+      col = np.arange(self.two_w)[None, :]
+      take = col < n[:, None]
+      rows = np.zeros((c, self.two_w), np.int32)
+      rows[take] = ctx
+      parts += [rows, take.astype(np.float32)]
+    if schema.DOC_ID in cols:
+      doc = np.repeat(cols[schema.DOC_ID].values[:, 0], centers.lengths)
+      parts.append(doc.astype(np.int32)[:, None])
+    return tuple(parts)
+
+  def finish(self, *parts):
+    """`(x, y, sample_weight)` of a batch of centers' rows."""
+    names = [schema.X_CENTER_AND_NOISE]
+    if any(s.name == schema.NUM_CONTEXTS for s in self.spec):
+      names += [schema.X_CONTEXTS, schema.X_CONTEXTS_MASK]
+    if any(s.name == schema.DOC_ID for s in self.spec):
+      names.append(schema.X_DOC_ID)
+    x = dict(zip(names, parts))
+    y = np.zeros((len(parts[0]), 1 + self.k), np.float32)
+    y[:, 0] = 1.0
+    return x, y, np.ones_like(y)
+
+  def decode(self, records):
+    return self.finish(*self.rows(records))
+
+
 def open_dataset(location: str, *, pad_to: Optional[int] = None, negatives: str = "stored",
                  verify: str = "checksum", skip_corrupt: bool = False, index: str = "build",
                  log=print) -> reader.Opened:
@@ -99,16 +161,21 @@ def open_dataset(location: str, *, pad_to: Optional[int] = None, negatives: str 
   found = dataset.open_dataset(location)
   meta, meta_path = found.meta, found.layout.meta_path
   model = meta.get("model", schema.DEFAULT_MODEL)
+  entries = dataset_files.record_files([found], schema.SPLIT, verify=verify,
+                                       skip_corrupt=skip_corrupt, log=log)
+  k = int(meta["noise"]["num_noise_words"])
   if model != "skipgram":
-    raise UserError(f"{meta_path}: --model={model} records: the TF-free readers give "
-                    "skip-gram batches only; read these with w2v_data.make_dataset")
+    if pad_to is not None:
+      raise UserError(f"{meta_path}: --model={model} records take pad_to=None (their rows "
+                      "have a fixed width)")
+    decoder = CenterDecoder(model, k, 2 * int(meta["flags"]["max_window_size"]))
+    return reader.Opened(entries, meta.get("compression", ""), decoder, verify=verify,
+                         skip_corrupt=skip_corrupt, index=index, log=log)
   longest = max(int(meta["counts"]["max_row_length"]), 1)
   if pad_to is not None and pad_to < longest:
     raise UserError(f"pad_to={pad_to!r} is shorter than the longest row ({longest}, from "
                     f"{meta_path}); use pad_to >= {longest} or None")
-  entries = dataset_files.record_files([found], schema.SPLIT, verify=verify,
-                                       skip_corrupt=skip_corrupt, log=log)
-  decoder = W2vDecoder(meta["layout"], int(meta["noise"]["num_noise_words"]), longest, pad_to)
+  decoder = W2vDecoder(meta["layout"], k, longest, pad_to)
   return reader.Opened(entries, meta.get("compression", ""),
                        decoder, verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
 
@@ -138,9 +205,9 @@ def numpy_batches(location: str, batch_size: int, *, training: bool = False,
   return _center_batches(chunks, dec, batch_size, drop_remainder, training, seed)
 
 
-def _center_batches(chunks, dec: W2vDecoder, batch_size: int, drop_remainder: bool,
+def _center_batches(chunks, dec, batch_size: int, drop_remainder: bool,
                     training: bool, seed: Optional[int]):
-  pending = []  # (center, row, n) pieces not yet batched
+  pending = []  # per-center array pieces (the decoder's rows) not yet batched
   have = 0
   for c, recs in enumerate(chunks):
     parts = dec.checked(dec.rows, recs)
@@ -153,11 +220,11 @@ def _center_batches(chunks, dec: W2vDecoder, batch_size: int, drop_remainder: bo
     have += len(parts[0])
     if have < batch_size:
       continue
-    center, row, n = (np.concatenate(p) for p in zip(*pending))
+    parts = [np.concatenate(p) for p in zip(*pending)]
     full = have - have % batch_size
     for s in range(0, full, batch_size):
-      yield dec.finish(center[s:s + batch_size], row[s:s + batch_size], n[s:s + batch_size])
-    pending = [(center[full:], row[full:], n[full:])]
+      yield dec.finish(*(p[s:s + batch_size] for p in parts))
+    pending = [tuple(p[full:] for p in parts)]
     have -= full
   if have and not drop_remainder:
     yield dec.finish(*(np.concatenate(p) for p in zip(*pending)))
