@@ -115,16 +115,8 @@ def numpy_batches(location: str, batch_size: int, *, split: str = "train",
                                 drop_remainder=drop_remainder, shard_index=shard_index,
                                 num_shards=num_shards)
   batch_size = reader.check_batch_size(batch_size)
-  if opened.compression:
-    if training or num_shards > 1:
-      raise UserError(f"{opened.entries[0].path}: GZIP-compressed records can only be read "
-                      "sequentially: training=False and no sharding")
-    chunks = reader.sequential_batches([e.path for e in opened.entries], opened.compression,
-                                       CHUNK_RECORDS, drop_remainder=False)
-  else:
-    chunks = reader.record_batches(opened.source(), CHUNK_RECORDS, training=training,
-                                   seed=seed, drop_remainder=False, shard_index=shard_index,
-                                   num_shards=num_shards)
+  chunks = opened.chunks(CHUNK_RECORDS, training=training, seed=seed,
+                         shard_index=shard_index, num_shards=num_shards)
   return _bucketed(chunks, opened.decoder, batch_size, list(bucket_boundaries),
                    drop_remainder)
 

@@ -421,6 +421,21 @@ class Opened:
                          shard_index=shard_index, num_shards=num_shards, verify=self.verify,
                          skip_corrupt=self.skip_corrupt, index=self.index, log=self.log)
 
+  def chunks(self, records: int, *, training: bool, seed: Optional[int],
+             shard_index: int = 0, num_shards: int = 1):
+    """Undecoded records, `records` at a time, in one epoch's order (GZIP:
+    sequentially, eval order only), for readers that regroup what they
+    decode (w2v's centers, mt's buckets)."""
+    if self.compression:
+      if training or num_shards > 1:
+        raise UserError(f"{self.entries[0].path}: GZIP-compressed records can only be read "
+                        "sequentially: training=False and no sharding")
+      return sequential_batches([e.path for e in self.entries], self.compression, records,
+                                drop_remainder=False)
+    return record_batches(self.source(), records, training=training, seed=seed,
+                          drop_remainder=False, shard_index=shard_index,
+                          num_shards=num_shards)
+
   def grain(self, batch_size: int, *, loader: bool = False, worker_count: int = 0, **kw):
     """A grain MapDataset (or DataLoader with `loader=True`) of decoded batches."""
     src = GrainSource(self.source())

@@ -192,16 +192,8 @@ def numpy_batches(location: str, batch_size: int, *, training: bool = False,
   batch_size = reader.check_batch_size(batch_size)
   opened = open_dataset(location, **options)
   dec = opened.decoder
-  if opened.compression:
-    if training or num_shards > 1:
-      raise UserError(f"{opened.entries[0].path}: GZIP-compressed records can only be read "
-                      "sequentially: training=False and no sharding")
-    chunks = reader.sequential_batches([e.path for e in opened.entries], opened.compression,
-                                       CHUNK_RECORDS, drop_remainder=False)
-  else:
-    chunks = reader.record_batches(opened.source(), CHUNK_RECORDS, training=training,
-                                   seed=seed, drop_remainder=False, shard_index=shard_index,
-                                   num_shards=num_shards)
+  chunks = opened.chunks(CHUNK_RECORDS, training=training, seed=seed,
+                         shard_index=shard_index, num_shards=num_shards)
   return _center_batches(chunks, dec, batch_size, drop_remainder, training, seed)
 
 
