@@ -4,18 +4,22 @@ A `RecordSource` is a random-access view of the records of one or many
 uncompressed TFRecord files, through their offset indexes
 (`textrecords.index`): `len(source)`, `source[i]` (serialized bytes, both
 CRCs checked; a corrupt record raises naming its file and record index, or
-is skipped with `skip_corrupt`). It is picklable (file handles are reopened
-in each process), so grain and PyTorch workers can share it.
+is skipped with `skip_corrupt`); `source.read_batch(indices)` reads a batch
+at once (one read per run of neighbouring records) into a `RecordBatch`. It
+is picklable (file handles are reopened in each process), so grain and
+PyTorch workers can share it.
 
 Each package adds a batch decoder generated from its schema (a picklable
-callable: list of serialized records -> `(x, y, sample_weight)` numpy
-arrays, equal to its `make_dataset` batches); the helpers here assemble
-them into:
+callable: a `RecordBatch` or list of serialized records -> `(x, y,
+sample_weight)` numpy arrays, equal to its `make_dataset` batches); the
+helpers here assemble them into:
   - `numpy_batches(...)`: an iterator of batches (eval order or a seeded
     global shuffle), also over GZIP files (sequentially, eval order only);
-  - `GrainSource` / `grain_dataset(...)` / `grain_loader(...)`: a grain
-    `RandomAccessDataSource`, a `MapDataset` and a `DataLoader` with seeded
-    global shuffle, sharding and batching (needs `textrecords[grain]`);
+  - `GrainSource`: a grain `RandomAccessDataSource` of records;
+    `grain_dataset(...)` / `grain_loader(...)`: a `MapDataset` and a
+    `DataLoader` whose elements are whole batches (`BatchPlan`: seeded global
+    shuffle, sharding, epochs), each read and decoded by one map (needs
+    `textrecords[grain]`);
   - `torch_dataset(...)`: a `torch.utils.data.Dataset` of records with the
     decoder as `collate_fn`, or an `IterableDataset` of batches sharded over
     DataLoader workers (needs `textrecords[torch]`).
