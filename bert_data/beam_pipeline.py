@@ -29,14 +29,19 @@ from bert_data import documents
 from bert_data import masking
 from bert_data import pipeline
 from textrecords import features
+from textrecords import text_input
 from textrecords import tfrecord
 from textrecords.engine import beam as beam_engine
 
 
 def _read_file(item, on_decode_error):
+  """A file's line batches; its (replaced, skipped) decode-error counts tagged apart."""
   file_index, path = item
-  for batch, lines in enumerate(documents.iter_file_line_batches(path, on_decode_error)):
+  decode_errors = text_input.DecodeErrorCounts()
+  for batch, lines in enumerate(documents.iter_file_line_batches(
+      path, on_decode_error, counts=decode_errors)):
     yield (file_index, batch), lines
+  yield beam.pvalue.TaggedOutput(beam_engine.DECODE_ERRORS, decode_errors.as_tuple())
 
 
 class _Tokenize(beam.DoFn):
@@ -115,11 +120,10 @@ def _bucket_parts(kv, counts, index, config, num_files):
     yield f, (bucket,), b"".join([frame(r) for _, r in chosen]), len(chosen)
 
 
-def _summary(_, index, counts, num_files):
+def _summary(_, index, counts, num_files, decode_errors):
   total = sum(counts.values())
   pipeline.check_instance_count(total, num_files)
-  corpus = index[0]
-  return {"documents": corpus.num_docs, "tokens": corpus.num_tokens, "instances": total}
+  return pipeline.run_summary(index[0], total, decode_errors)
 
 
 class _GroupMeta:
@@ -142,8 +146,11 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
 
   def build(p):
     single = beam.pvalue.AsSingleton
-    batches = (p | "files" >> beam.Create(list(enumerate(config.input_files)))
-               | "read" >> beam.FlatMap(_read_file, config.on_decode_error)
+    read = (p | "files" >> beam.Create(list(enumerate(config.input_files)))
+            | "read" >> beam.FlatMap(_read_file, config.on_decode_error).with_outputs(
+                beam_engine.DECODE_ERRORS, main="batches"))
+    decode_errors = beam_engine.decode_error_counts(read[beam_engine.DECODE_ERRORS])
+    batches = (read.batches
                | "spread batches" >> beam.Reshuffle()
                | "tokenize" >> beam.ParDo(_Tokenize(config, scratch)))
     index = (batches | "all lengths" >> beam.combiners.ToList()
@@ -162,7 +169,8 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
     infos = beam_engine.write_files(parts, all_paths, tfrecord.check_compression(
         config.compression), scratch, finished)
     summary = (p | "one" >> beam.Create([None])
-               | "summary" >> beam.Map(_summary, single(index), single(counts), n))
+               | "summary" >> beam.Map(_summary, single(index), single(counts), n,
+                                       single(decode_errors)))
     for i, (w, (_, ps)) in enumerate(zip(writers, groups)):
       names = {os.path.basename(q) for q in ps}
       mine = infos | f"infos {i}" >> beam.Filter(lambda info, s=names: info["name"] in s)
@@ -179,5 +187,4 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
     import shutil  # pylint: disable=import-outside-toplevel
     shutil.rmtree(scratch, ignore_errors=True)
   from textrecords import metadata  # pylint: disable=import-outside-toplevel
-  meta = metadata.read(groups[0][0], package="bert_data")
-  return {k: meta["counts"][k] for k in ("documents", "tokens", "instances")}
+  return pipeline.summary_of(metadata.read(groups[0][0], package="bert_data"))

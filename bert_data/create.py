@@ -89,7 +89,8 @@ def _summary(config: BertConfig, summary: dict):
   line = (f"bert_data: {summary['documents']:,} documents, {summary['tokens']:,} tokens, "
           f"{summary['instances']:,} instances{cli.decode_note(summary)} -> "
           f"{','.join(config.output_files)}")
-  return line, dict(summary, output_files=[os.path.abspath(p) for p in config.output_files])
+  return line, dict(summary, output_files=[os.path.abspath(p) for p in config.output_files],
+                    decode_errors=cli.decode_errors(summary))
 
 
 def main(argv):

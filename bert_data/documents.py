@@ -266,7 +266,8 @@ def check_corpus(corpus: Corpus, files: Sequence[str]) -> Corpus:
   return corpus
 
 
-def iter_file_line_batches(path: str, on_decode_error: str,
-                           batch: int = _BATCH_LINES) -> Iterator[List[str]]:
+def iter_file_line_batches(path: str, on_decode_error: str, batch: int = _BATCH_LINES,
+                           counts: Optional[text_input.DecodeErrorCounts] = None
+                           ) -> Iterator[List[str]]:
   """As `iter_line_batches`, for one file (batches never span files)."""
-  yield from iter_line_batches([path], on_decode_error, batch)
+  yield from iter_line_batches([path], on_decode_error, batch, counts)

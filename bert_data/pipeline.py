@@ -96,9 +96,16 @@ def masking_params(config: BertConfig, tok) -> masking.MaskingParams:
 # ---------------------------------------------------------------- tokenizing
 
 def _tokenize_chunk(chunk):
-  """Worker: reads, strips and tokenizes the lines of one input chunk."""
-  lines, _ = text_input.chunk_lines(chunk, _STATE["on_decode_error"], drop_cr=True)
-  return encode_lines([line.strip() for line in lines], _STATE["tokenizer"].encode_batch)
+  """Worker: reads, strips and tokenizes the lines of one input chunk.
+
+  Returns (flat ids, line lengths, (lines replaced, lines skipped) as invalid UTF-8).
+  """
+  decode_errors = text_input.DecodeErrorCounts()
+  lines, _ = text_input.chunk_lines(chunk, _STATE["on_decode_error"], drop_cr=True,
+                                    counts=decode_errors)
+  flat, lengths = encode_lines([line.strip() for line in lines],
+                               _STATE["tokenizer"].encode_batch)
+  return flat, lengths, decode_errors.as_tuple()
 
 
 def _init_tokenizer(tok, on_decode_error):
@@ -106,11 +113,13 @@ def _init_tokenizer(tok, on_decode_error):
   _STATE["on_decode_error"] = on_decode_error
 
 
-def build_corpus(config: BertConfig, tok, progress: cli.Progress) -> Corpus:
+def build_corpus(config: BertConfig, tok, progress: cli.Progress,
+                 decode_errors: Optional[text_input.DecodeErrorCounts] = None) -> Corpus:
   """Reads and tokenizes all input files in worker processes.
 
   This process only cuts the files into chunks of whole lines and joins the
-  workers' (ids, line lengths) arrays in order.
+  workers' (ids, line lengths) arrays in order; `decode_errors`, if given,
+  gets the sum of the chunks' counts of lines replaced or skipped.
   """
   chunks = text_input.line_chunks(config.input_files, _CHUNK_BYTES)
   if config.num_workers > 1:
@@ -123,7 +132,13 @@ def build_corpus(config: BertConfig, tok, progress: cli.Progress) -> Corpus:
   def report(builder):
     progress.update(lambda: f"read {builder.lines:,} lines")
 
-  return read_corpus(results, config.input_files, report)
+  def tokenized():
+    for flat, lengths, errors in results:
+      if decode_errors is not None:
+        decode_errors.add(errors)
+      yield flat, lengths
+
+  return read_corpus(tokenized(), config.input_files, report)
 
 
 # ---------------------------------------------------------------- instances
@@ -726,12 +741,13 @@ def _create(config: BertConfig, engine: engine_lib.EngineOptions) -> dict:
     meta = metadata.read(groups[0][0], package="bert_data")
     progress.update(lambda: f"{groups[0][0]} is already complete for these inputs and flags",
                     force=True)
-    return {k: meta["counts"][k] for k in ("documents", "tokens", "instances")}
+    return summary_of(meta)
 
   if engine.is_beam:
     from bert_data import beam_pipeline  # pylint: disable=import-outside-toplevel
     return beam_pipeline.create(config, tok, vocab_sha, groups, writers, engine)
-  corpus = build_corpus(config, tok, progress)
+  decode_errors = text_input.DecodeErrorCounts()
+  corpus = build_corpus(config, tok, progress, decode_errors)
   progress.update(lambda: f"read {corpus.num_docs:,} documents, "
                   f"{corpus.num_tokens:,} tokens", force=True)
   mask = masking_params(config, tok)
@@ -761,8 +777,7 @@ def _create(config: BertConfig, engine: engine_lib.EngineOptions) -> dict:
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
-  summary = {"documents": corpus.num_docs, "tokens": corpus.num_tokens,
-             "instances": count}
+  summary = run_summary(corpus, count, decode_errors)
   for w, (_, ps) in zip(writers, groups):
     w.finalize(ps, MetaBuilder(config, vocab_sha, tok.vocab_size,
                                features.schema_to_json((dynamic or encoder).schema),
@@ -770,6 +785,18 @@ def _create(config: BertConfig, engine: engine_lib.EngineOptions) -> dict:
   progress.update(lambda: f"wrote {count:,} instances to {len(all_paths)} file(s)",
                   force=True)
   return summary
+
+
+def run_summary(corpus: Corpus, instances: int,
+                decode_errors: text_input.DecodeErrorCounts) -> dict:
+  """A run's summary, also the metadata's `counts` (both engines)."""
+  return {"documents": corpus.num_docs, "tokens": corpus.num_tokens, "instances": instances,
+          **decode_errors.as_dict()}
+
+
+def summary_of(meta: dict) -> dict:
+  """The summary of a finished run, from its metadata."""
+  return {k: v for k, v in meta["counts"].items() if k != "records"}
 
 
 class MetaBuilder:

@@ -38,15 +38,36 @@ BLOCK = 8192  # pairs per encoded part (bytes do not depend on it)
 
 
 def _read_file(item, on_decode_error):
+  """A file's line events; its decode errors tagged apart as (file, position,
+  (replaced, skipped)): a replaced line at its own line number, skipped lines
+  at the number of the next line read (the file's line count after the last)."""
   file_index, path = item
   k = 0
-  for j, (_, text) in enumerate(text_input.read_lines(path, on_decode_error)):
+  errors = text_input.DecodeErrorCounts()
+  seen = (0, 0)
+  j = -1
+  for j, (_, text) in enumerate(text_input.read_lines(path, on_decode_error, counts=errors)):
+    if errors.as_tuple() != seen:
+      yield beam.pvalue.TaggedOutput(beam_engine.DECODE_ERRORS, (
+          file_index, j, (errors.replaced - seen[0], errors.skipped - seen[1])))
+      seen = errors.as_tuple()
     pair, reason = preprocess.parse_line(text)
     if pair is None:
       yield file_index, j, -1, None, reason
     else:
       yield file_index, j, k, pair, None
       k += 1
+  if errors.skipped != seen[1]:
+    yield beam.pvalue.TaggedOutput(beam_engine.DECODE_ERRORS,
+                                   (file_index, j + 1, (0, errors.skipped - seen[1])))
+
+
+def _decode_errors_read(event, plan, cut):
+  """The (replaced, skipped) of lines a local run reads: all, or those before
+  the line it stops after (`cut`, when --num_train + --num_val pairs are reached)."""
+  file_index, j, counts = event
+  if cut < 0 or plan["line_off"][file_index] + j < cut:
+    yield counts
 
 
 def _file_counts(event):
@@ -157,9 +178,10 @@ def create(cfg, files, log, engine) -> dict:
 
   def build(p):
     single = beam.pvalue.AsSingleton
-    raw = (p | "files" >> beam.Create(list(enumerate(files)))
-           | "read" >> beam.FlatMap(_read_file, cfg.on_decode_error)
-           | "spread" >> beam.Reshuffle())
+    read = (p | "files" >> beam.Create(list(enumerate(files)))
+            | "read" >> beam.FlatMap(_read_file, cfg.on_decode_error).with_outputs(
+                beam_engine.DECODE_ERRORS, main="events"))
+    raw = read.events | "spread" >> beam.Reshuffle()
     plan = (raw | "file counts" >> beam.Map(_file_counts)
             | "sum per file" >> beam.CombinePerKey(
                 beam_engine.SumTuples(["sum"] * (2 + len(preprocess.SKIP_REASONS))))
@@ -171,6 +193,9 @@ def create(cfg, files, log, engine) -> dict:
     lines_read = (p | "one" >> beam.Create([None])
                   | "lines read" >> beam.Map(
                       lambda _, c, pl: c if c >= 0 else pl["lines"], single(cut), single(plan)))
+    decode_errors = beam_engine.decode_error_counts(
+        read[beam_engine.DECODE_ERRORS]
+        | "errors read" >> beam.FlatMap(_decode_errors_read, single(plan), single(cut)))
     skipped = (events | "skips" >> beam.FlatMap(_skips, single(lines_read))
                | "count skips" >> beam.CombineGlobally(
                    beam_engine.SumTuples(["sum"] * len(preprocess.SKIP_REASONS)))
@@ -198,10 +223,10 @@ def create(cfg, files, log, engine) -> dict:
     infos = beam_engine.write_files(parts, record_files, cfg.compression_name, scratch,
                                     finished)
 
-    def summary(_, pl, lines, skips, st, src, tgt):
+    def summary(_, pl, lines, skips, st, src, tgt, errors):
       zero = (0,) * 7
       tr, va = st.get("train", zero), st.get("valid", zero)
-      return {"plan": pl, "lines_read": lines, "skipped": skips,
+      return {"plan": pl, "lines_read": lines, "skipped": skips, "decode_errors": errors,
               "stats": {s: {"source": units.length_stats(v[0], v[1], v[2]),
                             "target": units.length_stats(v[0], v[3], v[4])}
                         for s, v in (("train", tr), ("valid", va))},
@@ -211,7 +236,7 @@ def create(cfg, files, log, engine) -> dict:
     info = (p | "one summary" >> beam.Create([None])
             | "summary" >> beam.Map(summary, single(plan), single(lines_read),
                                     single(skipped), single(stats), single(vocabs[0]),
-                                    single(vocabs[1])))
+                                    single(vocabs[1]), single(decode_errors)))
     beam_engine.finalize(infos, dw, all_paths, _build_meta(cfg, inputs, split_names),
                          [info], small_files=_small_files(out), scratch=scratch)
 
@@ -226,8 +251,7 @@ def create(cfg, files, log, engine) -> dict:
                                       meta["splits"]["valid"]["pairs"],
                                       cfg.num_train, cfg.num_val):
     log(warning)
-  summary = {k: meta[k] for k in ("lines_read", "skipped_lines", "splits", "vocab", "tokenizer")}
-  summary["output_dir"] = out
+  summary = units.summary_of(meta, out)
   summary["files_kept_from_earlier_run"] = len(finished)
   summary["seconds"] = {"total": round(time.monotonic() - t0, 3)}
   return summary
@@ -242,7 +266,7 @@ class _build_meta:  # pylint: disable=invalid-name
   def __call__(self, infos, s):
     src, tgt = s["vocab"]
     return units.build_meta(self.cfg, self.inputs, s["lines_read"], s["skipped"],
-                            s["plan"]["n_train"], s["plan"]["n_val"], self.split_names,
+                            s["decode_errors"], s["plan"]["n_train"], s["plan"]["n_val"], self.split_names,
                             s["stats"], len(src), len(tgt),
                             units.vocab_files("word", src, tgt), s["unk"], infos)
 

@@ -97,7 +97,8 @@ def read_blocks(cfg: config_lib.MTConfig, files: List[str],
   limit = preprocess.pairs_needed(cfg.num_train, cfg.num_val)
   if limit is not None:
     reader = preprocess.PairReader(files, cfg.on_decode_error, limit)
-    return [preprocess.pair_block(list(reader), reader.lines, reader.skipped)]
+    return [preprocess.pair_block(list(reader), reader.lines, reader.skipped,
+                                  reader.decode_errors)]
   blocks = []
   for block in parallel.ordered_map(_read_block, text_input.line_chunks(files, READ_CHUNK),
                                     cfg.num_workers, initializer=_init_reader,
@@ -188,6 +189,9 @@ def _create(cfg, log, engine):
   for b in blocks:
     skipped_counts.update(b.skipped)
   skipped = {r: skipped_counts.get(r, 0) for r in preprocess.SKIP_REASONS}
+  decode_errors = text_input.DecodeErrorCounts()
+  for b in blocks:
+    decode_errors.add(b.decode_errors)
   num_pairs = sum(b.num_pairs for b in blocks)
   n_train, n_val = units.split_sizes_or_error(num_pairs, lines_read, json.dumps(skipped),
                                               cfg.num_train, cfg.num_val, files)
@@ -283,15 +287,13 @@ def _create(cfg, log, engine):
   t_write = time.monotonic()
 
   def build_meta(infos):
-    return units.build_meta(cfg, inputs, lines_read, skipped, n_train, n_val, split_names,
-                            split_stats, len(src_tokens), len(tgt_tokens), vocab_files, unk,
-                            infos)
+    return units.build_meta(cfg, inputs, lines_read, skipped, decode_errors, n_train, n_val,
+                            split_names, split_stats, len(src_tokens), len(tgt_tokens),
+                            vocab_files, unk, infos)
 
   meta = dw.finalize(all_paths, build_meta)
   t_end = time.monotonic()
-  summary = {k: meta[k] for k in ("lines_read", "skipped_lines", "splits", "vocab",
-                                  "tokenizer")}
-  summary["output_dir"] = out
+  summary = units.summary_of(meta, out)
   summary["files_kept_from_earlier_run"] = kept
   summary["seconds"] = {"read": round(t_read - t0, 3), "vocab": round(t_vocab - t_read, 3),
                         "write": round(t_write - t_vocab, 3), "total": round(t_end - t0, 3)}
@@ -320,7 +322,7 @@ def _summary(cfg: config_lib.MTConfig, summary: dict):
   vocab = summary["vocab"]
   line = (f"mt_data: {summary['lines_read']:,} lines, {train['pairs']:,} train + "
           f"{valid['pairs']:,} valid pairs, vocab {vocab['source']['size']:,} source / "
-          f"{vocab['target']['size']:,} target"
+          f"{vocab['target']['size']:,} target{cli.decode_note(summary['decode_errors'])}"
           f" -> {summary['output_dir']}")
   return line, summary
 

@@ -102,7 +102,9 @@ class PairReader:
   Attributes (after iteration):
     lines: lines read (not counting lines skipped as invalid UTF-8);
     skipped: Counter by reason; decode_errors: lines replaced or skipped as
-    invalid UTF-8 (`text_input.DecodeErrorCounts`).
+    invalid UTF-8 (`text_input.DecodeErrorCounts`). With a limit, reading
+    stops right after the line of the last pair needed, so the counts cover
+    the lines up to it.
   """
 
   def __init__(self, files: Sequence[str], on_decode_error: str = "strict",
@@ -116,11 +118,11 @@ class PairReader:
 
   def __iter__(self) -> Iterator[Pair]:
     kept = 0
+    if self.limit is not None and self.limit <= 0:
+      return
     for path in self.files:
       for _, text in text_input.read_lines(path, self.on_decode_error,
                                            counts=self.decode_errors):
-        if self.limit is not None and kept >= self.limit:
-          return
         self.lines += 1
         pair, reason = parse_line(text)
         if pair is None:
@@ -128,6 +130,8 @@ class PairReader:
           continue
         kept += 1
         yield pair
+        if self.limit is not None and kept >= self.limit:
+          return
 
   def skipped_dict(self) -> dict:
     return {r: self.skipped.get(r, 0) for r in SKIP_REASONS}
@@ -166,12 +170,15 @@ class PairBlock:
   """A stretch of input read, cleaned, tokenized and counted (in a worker).
 
   Blocks merge exactly: adding their counts in input order gives the counts
-  of the whole input, in first-occurrence order.
+  of the whole input, in first-occurrence order. `decode_errors`: the lines
+  replaced or skipped as invalid UTF-8 (not in `lines`, if skipped).
   """
   lines: int
   skipped: "collections.Counter"
   source: Side
   target: Side
+  decode_errors: text_input.DecodeErrorCounts = dataclasses.field(
+      default_factory=text_input.DecodeErrorCounts)
 
   @property
   def num_pairs(self) -> int:
@@ -187,7 +194,8 @@ def _side(sentences: List[List[str]]) -> Side:
               np.fromiter(map(len, sentences), np.int32, len(sentences)))
 
 
-def pair_block(pairs: Sequence[Pair], lines: int, skipped) -> PairBlock:
+def pair_block(pairs: Sequence[Pair], lines: int, skipped,
+               decode_errors: Optional[text_input.DecodeErrorCounts] = None) -> PairBlock:
   """Counts and indexes tokenized pairs.
 
   >>> b = pair_block([(["a", "b", "<eos>"], ["x", "<eos>"]), (["b", "<eos>"], ["y", "<eos>"])],
@@ -196,12 +204,14 @@ def pair_block(pairs: Sequence[Pair], lines: int, skipped) -> PairBlock:
   (['a', 'b', '<eos>'], [1, 2, 2], [0, 1, 2, 1, 2], [3, 2])
   """
   return PairBlock(lines, collections.Counter(skipped),
-                   _side([p[0] for p in pairs]), _side([p[1] for p in pairs]))
+                   _side([p[0] for p in pairs]), _side([p[1] for p in pairs]),
+                   decode_errors or text_input.DecodeErrorCounts())
 
 
 def read_block(chunk: text_input.LineChunk, on_decode_error: str = "strict") -> PairBlock:
   """Reads, cleans, tokenizes and counts the pairs of one input chunk."""
-  lines, _ = text_input.chunk_lines(chunk, on_decode_error)
+  decode_errors = text_input.DecodeErrorCounts()
+  lines, _ = text_input.chunk_lines(chunk, on_decode_error, counts=decode_errors)
   pairs, skipped = [], collections.Counter()
   for text in lines:
     pair, reason = parse_line(text)
@@ -209,7 +219,7 @@ def read_block(chunk: text_input.LineChunk, on_decode_error: str = "strict") -> 
       skipped[reason] += 1
     else:
       pairs.append(pair)
-  return pair_block(pairs, len(lines), skipped)
+  return pair_block(pairs, len(lines), skipped, decode_errors)
 
 
 def merge_counts(sides: Iterable[Side]) -> "collections.Counter":

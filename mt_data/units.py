@@ -8,8 +8,10 @@ same bytes as a local one.
 
 from typing import Dict, List, Sequence, Tuple
 
+from textrecords import cli
 from textrecords import features
 from textrecords import metadata
+from textrecords import text_input
 from textrecords import vocab as core_vocab
 from textrecords.errors import UserError
 
@@ -60,7 +62,8 @@ def vocab_files(tokenizer: str, src_tokens: List[str], tgt_tokens: List[str],
   return files
 
 
-def build_meta(cfg, inputs: List[dict], lines_read: int, skipped: dict, n_train: int,
+def build_meta(cfg, inputs: List[dict], lines_read: int, skipped: dict,
+               decode_errors: text_input.DecodeErrorCounts, n_train: int,
                n_val: int, split_names: Dict[str, List[str]], split_stats: dict,
                src_size: int, tgt_size: int, files: Dict[str, bytes], unk: dict,
                infos: List[dict]) -> dict:
@@ -74,6 +77,7 @@ def build_meta(cfg, inputs: List[dict], lines_read: int, skipped: dict, n_train:
       "inputs": inputs,
       "lines_read": lines_read,
       "skipped_lines": skipped,
+      "decode_errors": decode_errors.as_dict(),
       "compression": cfg.compression_name,
       "splits": {
           split: {"pairs": n, "files": split_names[split], **split_stats[split]}
@@ -90,3 +94,12 @@ def build_meta(cfg, inputs: List[dict], lines_read: int, skipped: dict, n_train:
   roles = {n: metadata.ROLE_VOCAB for n in schema.VOCAB_FILE.values()}
   roles.update({n: metadata.ROLE_TOKENIZER for n in schema.TOKENIZER_FILE.values()})
   return metadata.set_files(meta, infos, split_names, roles)
+
+
+def summary_of(meta: dict, out: str) -> dict:
+  """A run's summary from its metadata (both engines; the caller adds timings)."""
+  summary = {k: meta[k] for k in ("lines_read", "skipped_lines", "splits", "vocab",
+                                  "tokenizer")}
+  summary["decode_errors"] = cli.decode_errors(meta.get("decode_errors", {}))
+  summary["output_dir"] = out
+  return summary

@@ -9,6 +9,7 @@ the network: Beam's DirectRunner would try to download Prism first.
 """
 
 import hashlib
+import json
 import os
 import shutil
 
@@ -78,24 +79,43 @@ def _both(tmp_path, run, options):
   return local, _digests(out)
 
 
+def _bad_utf8_file(path, lines):
+  """`lines` with invalid UTF-8 in some (at the start, inside, last); returns the path
+  and how many lines are bad."""
+  data = [line.encode() for line in lines]
+  for i in (len(data), len(data) // 2, 0):
+    data.insert(i, data[min(i, len(data) - 1)] + b" caf\xe9")
+  path.write_bytes(b"\n".join(data) + b"\n")
+  return str(path), 3
+
+
 @pytest.mark.parametrize("options,shards,extra", [
-    (IN_MEMORY, 4, dict(compression="GZIP")),
-    (MULTI, 1, dict(do_whole_word_mask=True)),
+    (IN_MEMORY, 4, dict(compression="GZIP", on_decode_error="replace")),
+    (MULTI, 1, dict(do_whole_word_mask=True, on_decode_error="skip_line")),
     (IN_MEMORY, 2, dict(packing="full_sentences", next_sentence=False)),
     (IN_MEMORY, 3, dict(masking="dynamic", do_whole_word_mask=True)),
 ])
 def test_bert_beam_equals_local(tmp_path, options, shards, extra):
   corpus = write_varied_corpus(tmp_path / "corpus.txt", 4)
+  inputs = (corpus, SAMPLE_TEXT)
+  bad = 0
+  if "on_decode_error" in extra:  # decode-error counts: the metadata must still be equal
+    messy, bad = _bad_utf8_file(tmp_path / "messy.txt",
+                                ["a cat sat", "", "a dog sat on a mat", "the end"])
+    inputs = (corpus, messy, SAMPLE_TEXT)
 
   def run(out, engine):
     os.makedirs(out)
-    cfg = BertConfig(input_files=(corpus, SAMPLE_TEXT), output_files=(f"{out}/t.tfrecord",),
+    cfg = BertConfig(input_files=inputs, output_files=(f"{out}/t.tfrecord",),
                      vocab_file=VOCAB, dupe_factor=2, num_shards=shards, **extra)
     bert_pipeline.create(cfg, engine)
 
   local, beam = _both(tmp_path, run, options)
   gzip = extra.get("compression") == "GZIP"
   assert _without_indexes(local, gzip) == shards + 1 and local == beam
+  counts = json.load(open(tmp_path / "out" / "t.tfrecord.meta.json", encoding="utf-8"))["counts"]
+  word = {"replace": "replaced", "skip_line": "skipped"}.get(extra.get("on_decode_error"))
+  assert counts[f"{word or 'replaced'}_lines"] == bad
 
 
 def test_bert_beam_round_robin_files_and_errors(tmp_path):
@@ -157,20 +177,29 @@ def test_w2v_beam_user_error_is_the_local_one(tmp_path):
                                   model="pv_dbow"), EngineOptions("beam", IN_MEMORY))
 
 
-@pytest.mark.parametrize("options,extra", [
-    (IN_MEMORY, dict(num_train=20, num_val=5, min_freq=1, num_shards=3, compression="GZIP")),
-    (MULTI, dict(num_train=0, num_val=7, num_shards=2)),
+@pytest.mark.parametrize("options,extra,counted", [
+    # reading stops after 25 pairs (in mt_pairs.txt): the bad lines after it are not read
+    (IN_MEMORY, dict(num_train=20, num_val=5, min_freq=1, num_shards=3, compression="GZIP",
+                     on_decode_error="skip_line"), {"skipped_lines": 3}),
+    (MULTI, dict(num_train=0, num_val=7, num_shards=2, on_decode_error="replace"),
+     {"replaced_lines": 6}),
 ])
-def test_mt_beam_equals_local(tmp_path, options, extra):
+def test_mt_beam_equals_local(tmp_path, options, extra, counted):
+  pairs = open(os.path.join(TESTDATA, "mt_pairs.txt"), encoding="utf-8").read().split("\n")
+  before, _ = _bad_utf8_file(tmp_path / "before.txt", pairs[:4])
+  after, _ = _bad_utf8_file(tmp_path / "after.txt", pairs[4:8])
+  inputs = ",".join([os.path.join(TESTDATA, "mt_messy.txt"), before,
+                     os.path.join(TESTDATA, "mt_pairs.txt"), after])
+
   def run(out, engine):
-    mt_create.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_messy.txt") + ","
-                                        + os.path.join(TESTDATA, "mt_pairs.txt"),
-                                        output_dir=out, **extra), log=lambda _: None,
-                     engine=engine)
+    mt_create.create(mt_config.MTConfig(input_file=inputs, output_dir=out, **extra),
+                     log=lambda _: None, engine=engine)
 
   local, beam = _both(tmp_path, run, options)
   gzip = extra.get("compression") == "GZIP"
   assert _without_indexes(local, gzip) == 2 * extra["num_shards"] + 3 and local == beam
+  meta = json.load(open(tmp_path / "out" / "meta.json", encoding="utf-8"))
+  assert meta["decode_errors"] == dict({"replaced_lines": 0, "skipped_lines": 0}, **counted)
 
 
 def test_pipeline_options_form():

@@ -5,6 +5,7 @@ errors. Real subprocesses, tiny inputs."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def _with_bad_line(tmp_path, package):
   return str(path)
 
 
-@pytest.mark.parametrize("package", ["w2v_data"])  # bert, mt (parallel readers): not yet
+@pytest.mark.parametrize("package", sorted(TOOLS))
 @pytest.mark.parametrize("mode,word", [("replace", "replaced"), ("skip_line", "skipped")])
 def test_decode_error_counts_in_summary_and_metadata(tmp_path, package, mode, word):
   module, args, meta_of = TOOLS[package]
@@ -137,6 +138,66 @@ def test_decode_error_counts_in_summary_and_metadata(tmp_path, package, mode, wo
   counts = meta["decode_errors"] if package == "mt_data" else meta["counts"]
   assert counts[f"{word}_lines" if word == "replaced" else "skipped_lines"] == 1
   assert counts["replaced_lines" if word == "skipped" else "skipped_lines"] == 0
+  summary = tmp_path / "summary.json"
+  r = run_cli(module, *args(_with_bad_line(tmp_path, package), out), "--overwrite", "--quiet",
+              f"--on_decode_error={mode}", f"--summary_json={summary}")
+  assert r.returncode == 0, r.stderr
+  data = json.loads(summary.read_text(encoding="utf-8"))
+  assert data["decode_errors"] == {k: counts[k] for k in ("replaced_lines", "skipped_lines")}
+
+
+def _contents(folder):
+  """File name -> bytes; metadata as a dict without its flags (they hold --num_workers)."""
+  out = {}
+  for n in sorted(os.listdir(folder)):
+    data = open(os.path.join(folder, n), "rb").read()
+    if n.endswith("meta.json"):
+      data = json.loads(data)
+      data.pop("flags")
+    out[n] = data
+  return out
+
+
+@pytest.mark.parametrize("package,mode", [("bert_data", "skip_line"), ("mt_data", "replace"),
+                                          ("mt_data", "skip_line")])
+def test_decode_error_counts_merge_exactly_over_chunks_and_workers(tmp_path, monkeypatch,
+                                                                   package, mode):
+  """Input cut into many small chunks, read by 1 or 2 workers: the same counts
+  (every bad line once) and the same bytes, metadata included."""
+  from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
+  from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
+  from mt_data import create as mt_create  # pylint: disable=import-outside-toplevel
+  bad = {"bert_data": b"Caf\xe9 au lait is here.", "mt_data": b"Caf\xe9.\tCaf\xe9."}[package]
+  lines = open(INPUTS[package], "rb").read().split(b"\n")
+  for i in range(len(lines) - 1, 0, -7):  # a bad line every 7 lines, the last line too
+    lines.insert(i, bad)
+  lines.append(bad)
+  num_bad = lines.count(bad)
+  path = tmp_path / "in.txt"
+  path.write_bytes(b"\n".join(lines))
+  monkeypatch.setattr(bert_pipeline, "_CHUNK_BYTES", 200)
+  monkeypatch.setattr(mt_create, "READ_CHUNK", 200)
+  outputs = []
+  out = tmp_path / "out"
+  for workers in (1, 2):
+    shutil.rmtree(out, ignore_errors=True)
+    if package == "bert_data":
+      bert_pipeline.create(BertConfig(input_files=(str(path),), output_files=(f"{out}/t",),
+                                      vocab_file=VOCAB, dupe_factor=1, num_workers=workers,
+                                      on_decode_error=mode))
+      counts = json.load(open(f"{out}/t.meta.json", encoding="utf-8"))["counts"]
+    else:
+      summary = mt_create.create(mt_config.MTConfig(
+          input_file=str(path), output_dir=str(out), num_train=0, num_val=5,
+          on_decode_error=mode, num_workers=workers), log=lambda _: None)
+      counts = json.load(open(out / "meta.json", encoding="utf-8"))["decode_errors"]
+      assert summary["decode_errors"] == counts
+    word = "replaced" if mode == "replace" else "skipped"
+    counts = {k: counts[k] for k in ("replaced_lines", "skipped_lines")}
+    assert counts == {"replaced_lines": 0, "skipped_lines": 0, f"{word}_lines": num_bad}
+    outputs.append(_contents(out))
+  assert outputs[0] == outputs[1]
 
 
 # ------------------------------------------------------------ Ctrl-C

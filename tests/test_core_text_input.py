@@ -8,10 +8,10 @@ from textrecords import text_input
 from textrecords.errors import UserError
 
 
-def _chunked(path, size, mode="strict", drop_cr=False):
+def _chunked(path, size, mode="strict", drop_cr=False, decode_errors=None):
   lines, counts = [], 0
   for chunk in text_input.line_chunks([str(path)], chunk_bytes=size):
-    got, n = text_input.chunk_lines(chunk, mode, drop_cr)
+    got, n = text_input.chunk_lines(chunk, mode, drop_cr, counts=decode_errors)
     lines.extend(got)
     counts += n
   return lines, counts
@@ -31,10 +31,14 @@ def test_chunks_give_read_lines_lines(tmp_path, mode, drop_cr):
   path = tmp_path / "t.txt"
   for tail in (b"", b"\n"):
     path.write_bytes(data + tail)
-    want = [t for _, t in text_input.read_lines(str(path), mode, drop_cr)]
+    want_errors = text_input.DecodeErrorCounts()
+    want = [t for _, t in text_input.read_lines(str(path), mode, drop_cr, want_errors)]
+    assert sum(want_errors.as_tuple()) == 8  # lines 5, 42, ..., 264
     total = data.count(b"\n") + 1
     for size in (1, 7, 64, 1 << 20):
-      assert _chunked(path, size, mode, drop_cr) == (want, total)
+      errors = text_input.DecodeErrorCounts()
+      assert _chunked(path, size, mode, drop_cr, errors) == (want, total)
+      assert errors == want_errors, size
 
 
 def test_chunks_end_on_line_ends(tmp_path):
@@ -53,3 +57,9 @@ def test_strict_error_names_the_line_in_the_file(tmp_path):
   with pytest.raises(UserError, match="binary"):
     (tmp_path / "b.bin").write_bytes(b"a\x00b")
     text_input.line_chunks([str(tmp_path / "b.bin")])
+
+
+def test_docstring_examples():
+  import doctest  # pylint: disable=import-outside-toplevel
+  result = doctest.testmod(text_input)
+  assert result.failed == 0 and result.attempted > 0

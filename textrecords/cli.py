@@ -193,6 +193,16 @@ def decode_note(counts: dict) -> str:
   return f", {text}" if text else ""
 
 
+def decode_errors(counts: dict) -> dict:
+  """The summary JSON's `decode_errors` block (the same in every generator) from a
+  dict with replaced_lines / skipped_lines (missing: 0, as in older metadata).
+
+  >>> decode_errors({"documents": 3, "skipped_lines": 2})
+  {'replaced_lines': 0, 'skipped_lines': 2}
+  """
+  return {k: counts.get(k, 0) for k in ("replaced_lines", "skipped_lines")}
+
+
 def check_no_positional(argv):
   if len(argv) > 1:
     raise UserError(f"unexpected arguments {' '.join(argv[1:])}: every setting is a --flag")

@@ -31,8 +31,10 @@ def drop_bom(data: bytes) -> bytes:
 class DecodeErrorCounts:
   """Lines that were not valid UTF-8 and were kept with U+FFFD or dropped.
 
-  Filled by `read_lines(..., counts=)`; generators report it in their summary
-  line and metadata.
+  Filled by `read_lines(..., counts=)` and `chunk_lines(..., counts=)`;
+  worker processes send `as_tuple()` back and the parent `add`s them, so the
+  totals do not depend on how the input was cut. Generators report them in
+  their summary line and metadata.
 
   >>> c = DecodeErrorCounts(); c.replaced += 2; c.as_dict(), c.describe()
   ({'replaced_lines': 2, 'skipped_lines': 0}, '2 lines with invalid UTF-8 replaced')
@@ -40,9 +42,18 @@ class DecodeErrorCounts:
   replaced: int = 0
   skipped: int = 0
 
-  def add(self, other: "DecodeErrorCounts") -> None:
-    self.replaced += other.replaced
-    self.skipped += other.skipped
+  def add(self, other) -> None:
+    """Adds another DecodeErrorCounts or a (replaced, skipped) tuple.
+
+    >>> c = DecodeErrorCounts(1, 0); c.add((2, 3)); c.add(DecodeErrorCounts(0, 1)); c
+    DecodeErrorCounts(replaced=3, skipped=4)
+    """
+    replaced, skipped = other if isinstance(other, tuple) else other.as_tuple()
+    self.replaced += replaced
+    self.skipped += skipped
+
+  def as_tuple(self) -> Tuple[int, int]:
+    return self.replaced, self.skipped
 
   def as_dict(self) -> dict:
     return {"replaced_lines": self.replaced, "skipped_lines": self.skipped}
@@ -57,8 +68,6 @@ class DecodeErrorCounts:
       parts.append(f"{self.skipped:,} line{'s' * (self.skipped != 1)} with invalid "
                    "UTF-8 skipped")
     return ", ".join(parts)
-
-
 
 
 def expand_patterns(patterns: str, flag: str = "--input_file") -> List[str]:
@@ -202,10 +211,12 @@ def line_chunks(files: Sequence[str], chunk_bytes: int = 1 << 20) -> List[LineCh
 
 
 def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
-                drop_cr: bool = False) -> Tuple[List[str], int]:
+                drop_cr: bool = False, counts: Optional[DecodeErrorCounts] = None
+                ) -> Tuple[List[str], int]:
   """The lines of a chunk as `read_lines` yields them, and how many lines it has.
 
-  The count includes lines dropped by on_decode_error="skip_line".
+  The count includes lines dropped by on_decode_error="skip_line"; `counts`,
+  if given, counts the lines replaced or skipped (as `read_lines` does).
 
   Raises:
     UserError: invalid UTF-8 (strict), naming the file and the line's number
@@ -243,7 +254,12 @@ def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
     except UnicodeDecodeError as e:
       if on_decode_error == "replace":
         lines.append(raw.decode("utf-8", errors="replace"))
-      elif on_decode_error != "skip_line":
+        if counts is not None:
+          counts.replaced += 1
+      elif on_decode_error == "skip_line":
+        if counts is not None:
+          counts.skipped += 1
+      else:
         raise _decode_error(chunk.path, _lines_before(chunk) + i + 1, e.start) from e
   return lines, len(raws)
 

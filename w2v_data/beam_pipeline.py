@@ -59,15 +59,6 @@ def _slow(item, slow_files, on_decode_error):
     yield (file_index, 0), counts, path, linenos, (decode_errors.replaced, decode_errors.skipped)
 
 
-def _sum_pairs(pairs):
-  """(replaced, skipped) lines summed (the combiner of the decode-error counts)."""
-  total = [0, 0]
-  for a, b in pairs:
-    total[0] += a
-    total[1] += b
-  return tuple(total)
-
-
 def _offsets(per_chunk):
   """Chunk key -> (first sentence, first sentence of its file); and the total."""
   out, total, file_first, current = {}, 0, 0, None
@@ -145,7 +136,7 @@ class _BuildMeta:
     file_centers = [per_shard.get(i, (0,))[0] for i in range(len(self.record_paths))]
     counts = {**units.summary_counts(self.config, s["sentences"], raw_tokens,
                                      totals["tokens"], totals),
-              **text_input.DecodeErrorCounts(*s["decode_errors"]).as_dict()}
+              **s["decode_errors"].as_dict()}
     return units.build_meta(self.config, self.fingerprint, self.record_paths, file_centers,
                             tokens, counts_arr, vocab_lib.tokens_file_bytes(tokens), counts,
                             infos)
@@ -200,8 +191,8 @@ def create(config, files, writer, fingerprint, engine) -> dict:
               | "shard totals" >> beam.combiners.ToDict())
     infos = beam_engine.write_files(sampled.parts, record_paths, config.compression, scratch,
                                     [record_paths[i] for i in finished])
-    decode_errors = (chunks | "decode errors" >> beam.Map(lambda c: c[4])
-                     | "sum decode errors" >> beam.CombineGlobally(_sum_pairs))
+    decode_errors = beam_engine.decode_error_counts(
+        chunks | "decode errors" >> beam.Map(lambda c: c[4]))
     summary = (p | "one" >> beam.Create([None])
                | "summary" >> beam.Map(
                    lambda _, v, t, o, d: {"vocab": v, "totals": t, "sentences": o[1],

@@ -64,7 +64,8 @@ def _summary(config: W2vConfig, meta: dict):
           f"{c['centers']:,} centers, {c['pairs']:,} pairs{cli.decode_note(c)} -> "
           f"{config.output_dir}")
   return line, {"output_dir": os.path.abspath(config.output_dir), "counts": c,
-                "vocab_size": meta["vocab"]["size"], "files": meta["files"]}
+                "vocab_size": meta["vocab"]["size"], "files": meta["files"],
+                "decode_errors": cli.decode_errors(c)}
 
 
 def main(argv):

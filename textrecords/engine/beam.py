@@ -40,6 +40,7 @@ from typing import Callable, Dict, List, Sequence
 import apache_beam as beam
 
 from textrecords import dataset_writer
+from textrecords import text_input
 from textrecords.engine import parse_pipeline_options, require_beam
 from textrecords.errors import UserError
 
@@ -275,3 +276,17 @@ class SumTuples(beam.CombineFn):
 
   def extract_output(self, acc):
     return tuple(acc)
+
+
+DECODE_ERRORS = "decode_errors"  # the tag of a read step's (replaced, skipped) output
+
+
+def decode_error_counts(pairs, label: str = "decode errors"):
+  """(lines replaced, lines skipped) per read unit -> one `text_input.DecodeErrorCounts`.
+
+  A singleton PCollection (a side input for the summary): the same sums a
+  local run adds up from its workers' counts, so the metadata is equal.
+  """
+  return (pairs
+          | f"{label}: sum" >> beam.CombineGlobally(SumTuples(["sum", "sum"]))
+          | f"{label}: counts" >> beam.MapTuple(text_input.DecodeErrorCounts))
