@@ -9,14 +9,12 @@ Example:
       --output_file=out/train.tfrecord --vocab_file=vocab.txt --num_shards=8
 """
 
-import functools
 import os
 
 from absl import flags
 
 from bert_data.config import BertConfig
 from textrecords import cli
-from textrecords import storage
 from textrecords import text_input
 from textrecords.run_options import run_options_from_flags
 
@@ -95,12 +93,8 @@ def _summary(config: BertConfig, summary: dict):
 
 def main(argv):
   from bert_data import pipeline  # pylint: disable=import-outside-toplevel
-  cli.generator_main(argv, FLAGS.summary_json, config_from_flags,
-                     lambda config: storage.run_staged(
-                         config, "output_files",
-                         functools.partial(pipeline.create, engine=cli.engine_from_flags(FLAGS)),
-                         folder=False, flag="--output_file"),
-                     _summary)
+  cli.generator_main(argv, FLAGS, config_from_flags, pipeline.create, _summary,
+                     output="output_files", output_flag="--output_file", folder=False)
 
 
 entry_point = cli.entry_point(define_flags, main)  # the `bert-data-create` console script

@@ -10,7 +10,6 @@ Read it with `mt_data.make_dataset`.
 """
 
 import collections
-import functools
 import gc
 import itertools
 import json
@@ -328,13 +327,10 @@ def _summary(cfg: config_lib.MTConfig, summary: dict):
 
 
 def main(argv):
-  cli.generator_main(argv, FLAGS.summary_json,
+  cli.generator_main(argv, FLAGS,
                      lambda: config_lib.from_flags(FLAGS, cli.num_workers(FLAGS.num_workers)),
-                     lambda cfg: storage.run_staged(
-                         cfg, "output_dir",
-                         functools.partial(create, engine=cli.engine_from_flags(FLAGS)),
-                         folder=True, flag="--output_dir"),
-                     _summary)
+                     create, _summary, output="output_dir", output_flag="--output_dir",
+                     folder=True)
 
 
 entry_point = cli.entry_point(define_flags, main)  # the `mt-data-create` console script

@@ -6,6 +6,7 @@ that lists every flag the command takes and exits 0, repeated single-value
 flags refused, Ctrl-C as one line and exit 130, and the one-line error exit.
 """
 
+import functools
 import json
 import os
 import sys
@@ -162,21 +163,31 @@ def report(line: str, summary: dict, *, quiet: bool, summary_json: Optional[str]
     print(line.replace("\n", " "), file=sys.stderr, flush=True)
 
 
-def generator_main(argv, summary_json: Optional[str], make_config: Callable,
-                   create: Callable, summarize: Callable):
+def generator_main(argv, flag_values, make_config: Callable, create: Callable,
+                   summarize: Callable, *, output: str, output_flag: str, folder: bool):
   """The body of every generator's `main`: the same steps, the same output.
 
   Args:
     argv: absl's leftover arguments (none are allowed).
-    summary_json: the --summary_json flag (checked before any work).
+    flag_values: the parsed flags (--summary_json, checked before any work, and
+      --engine / --beam_pipeline_options).
     make_config: () -> the package's validated config (reads its flags).
-    create: config -> the run's result.
+    create: (config, engine=EngineOptions) -> the run's result.
     summarize: (config, result) -> (one summary line, full summary dict).
+    output: the config field naming the output location(s), e.g. "output_dir";
+      URL outputs are staged locally and published after the run
+      (`storage.run_staged`).
+    output_flag: its flag, for messages ("--output_dir").
+    folder: the output is a folder (else one or more files).
   """
+  from textrecords import storage  # pylint: disable=import-outside-toplevel
   check_no_positional(argv)
-  summary_json = check_summary_path(summary_json)
+  summary_json = check_summary_path(flag_values.summary_json)
   config = make_config()
-  line, summary = summarize(config, create(config))
+  engine = engine_from_flags(flag_values)
+  result = storage.run_staged(config, output, functools.partial(create, engine=engine),
+                              folder=folder, flag=output_flag)
+  line, summary = summarize(config, result)
   report(line, summary, quiet=config.quiet, summary_json=summary_json)
 
 

@@ -7,13 +7,11 @@ Example:
       --output_dir=out/pv
 """
 
-import functools
 import os
 
 from absl import flags
 
 from textrecords import cli
-from textrecords import storage
 from textrecords.run_options import run_options_from_flags
 from w2v_data import schema
 from w2v_data.config import SUBSAMPLE_FORMULAS
@@ -70,12 +68,8 @@ def _summary(config: W2vConfig, meta: dict):
 
 def main(argv):
   from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
-  cli.generator_main(argv, FLAGS.summary_json, config_from_flags,
-                     lambda config: storage.run_staged(
-                         config, "output_dir",
-                         functools.partial(pipeline.create, engine=cli.engine_from_flags(FLAGS)),
-                         folder=True, flag="--output_dir"),
-                     _summary)
+  cli.generator_main(argv, FLAGS, config_from_flags, pipeline.create, _summary,
+                     output="output_dir", output_flag="--output_dir", folder=True)
 
 
 entry_point = cli.entry_point(define_flags, main)  # the `w2v-data-create` console script
