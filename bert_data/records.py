@@ -43,7 +43,30 @@ class _EntryHeaders(dict):
     return self[length]
 
 
-class BertRecordEncoder:
+class _SequenceParts:
+  """The cached parts both encoders write whole: input_mask, segment_ids and
+  next_sentence_labels (entry header + payload), from `self._hdr`."""
+
+  def _init_sequence_parts(self, seq: int, next_sentence: bool):
+    self._seq = seq
+    mask_hdr = self._hdr[S.INPUT_MASK][seq]
+    self._mask = [mask_hdr + b"\x01" * n + b"\x00" * (seq - n) for n in range(seq + 1)]
+    self._seg_hdr = self._hdr[S.SEGMENT_IDS][seq]
+    self._seg = {}
+    # Without the label feature (packed records) the label writes nothing.
+    self._nsp = ([self._hdr[S.NEXT_SENTENCE_LABELS][1] + bytes([v]) for v in (0, 1)]
+                 if next_sentence else [b"", b""])
+
+  def _segments(self, num_a: int, n: int) -> bytes:
+    key = (num_a, n)
+    v = self._seg.get(key)
+    if v is None:
+      v = self._seg[key] = (self._seg_hdr + b"\x00" * num_a + b"\x01" * (n - num_a) +
+                            b"\x00" * (self._seq - n))
+    return v
+
+
+class BertRecordEncoder(_SequenceParts):
   """Encodes Instances for given lengths and vocab size.
 
   Example:
@@ -64,25 +87,11 @@ class BertRecordEncoder:
     canonical = S.bert_schema(max_seq_length, max_predictions_per_seq,
                               next_sentence=next_sentence)
     self._hdr = {c.name: _EntryHeaders(s) for c, s in zip(canonical, self.schema)}
+    self._init_sequence_parts(max_seq_length, next_sentence)
     seq, pred = max_seq_length, max_predictions_per_seq
-    mask_hdr, seg_hdr, w_hdr = (self._hdr[S.INPUT_MASK][seq], self._hdr[S.SEGMENT_IDS][seq],
-                                self._hdr[S.MASKED_LM_WEIGHTS][4 * pred])
-    self._mask = [mask_hdr + b"\x01" * n + b"\x00" * (seq - n) for n in range(seq + 1)]
-    self._seg = {}
-    self._seg_hdr = seg_hdr
+    w_hdr = self._hdr[S.MASKED_LM_WEIGHTS][4 * pred]
     self._weights = [w_hdr + _ONE_F32 * m + _ZERO_F32 * (pred - m) for m in range(pred + 1)]
-    # Without the label feature (packed records) the label writes nothing.
-    self._nsp = ([self._hdr[S.NEXT_SENTENCE_LABELS][1] + bytes([v]) for v in (0, 1)]
-                 if next_sentence else [b"", b""])
     self._pad = [b"\x00" * k for k in range(seq + 1)]
-
-  def _segments(self, num_a: int, n: int) -> bytes:
-    key = (num_a, n)
-    v = self._seg.get(key)
-    if v is None:
-      v = self._seg[key] = (self._seg_hdr + b"\x00" * num_a + b"\x01" * (n - num_a) +
-                            b"\x00" * (self._seq - n))
-    return v
 
   def encode(self, inst: Instance) -> bytes:
     """The serialized Example of one instance (raises ValueError if too long)."""
@@ -162,7 +171,7 @@ def _varints(values: np.ndarray):
   return varint.pack(v, nbytes).tobytes(), nbytes
 
 
-class DynamicRecordEncoder:
+class DynamicRecordEncoder(_SequenceParts):
   """Encodes unmasked instances (`--masking=dynamic`) from arrays.
 
   Features (`schema.dynamic_schema`): input_ids, input_mask, segment_ids,
@@ -184,23 +193,8 @@ class DynamicRecordEncoder:
     self.schema = S.dynamic_schema(max_seq_length, whole_word, v2_names, next_sentence)
     canonical = S.dynamic_schema(max_seq_length, whole_word, next_sentence=next_sentence)
     self._hdr = {c.name: _EntryHeaders(s) for c, s in zip(canonical, self.schema)}
-    seq = max_seq_length
-    self._seq = seq
     self._whole_word = whole_word
-    mask_hdr = self._hdr[S.INPUT_MASK][seq]
-    self._mask = [mask_hdr + b"\x01" * n + b"\x00" * (seq - n) for n in range(seq + 1)]
-    self._seg_hdr = self._hdr[S.SEGMENT_IDS][seq]
-    self._seg = {}
-    self._nsp = ([self._hdr[S.NEXT_SENTENCE_LABELS][1] + bytes([v]) for v in (0, 1)]
-                 if next_sentence else [b"", b""])  # packed records: no label
-
-  def _segments(self, num_a: int, n: int) -> bytes:
-    key = (num_a, n)
-    v = self._seg.get(key)
-    if v is None:
-      v = self._seg[key] = (self._seg_hdr + b"\x00" * num_a + b"\x01" * (n - num_a) +
-                            b"\x00" * (self._seq - n))
-    return v
+    self._init_sequence_parts(max_seq_length, next_sentence)
 
   def encode_arrays(self, ids, lengths, num_as, is_random_next, keys,
                     starts=None) -> list:

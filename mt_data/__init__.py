@@ -6,22 +6,8 @@
 does not import TensorFlow.
 """
 
+from textrecords import exports as _exports
 
-def make_dataset(*args, **kwargs):
-  """See `mt_data.dataset.make_dataset` (imports TensorFlow)."""
-  from mt_data.dataset import make_dataset as _make  # pylint: disable=import-outside-toplevel
-  return _make(*args, **kwargs)
-
-
-def load_codecs(output_dir: str):
-  """(source, target) codecs (encode text -> ids, decode ids -> text) of a dataset."""
-  from mt_data.vocab import load_codecs as _load  # pylint: disable=import-outside-toplevel
-  return _load(output_dir)
-
-
-def __getattr__(name):
-  """numpy_batches, grain_source, torch_dataset: `mt_data.reader`'s, TF-free, imported on use."""
-  if name in ("numpy_batches", "grain_source", "torch_dataset"):
-    from mt_data import reader  # pylint: disable=import-outside-toplevel
-    return getattr(reader, name)
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# make_dataset (imports TensorFlow), numpy_batches, grain_source, torch_dataset
+# (TF-free readers), load_codecs: imported on first use.
+__getattr__ = _exports.package_getattr(__name__, load_codecs="mt_data.vocab:load_codecs")

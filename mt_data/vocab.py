@@ -78,15 +78,19 @@ class WordCodec:
     return [self.tokens[i] if 0 <= i < len(self.tokens) else preprocess.UNK
             for i in ids]
 
-  def decode(self, ids: Sequence[int]) -> str:
-    """Tokens up to the first `<eos>`, without `<pad>`/`<bos>`, space-joined."""
+  def visible_tokens(self, ids: Sequence[int]) -> List[str]:
+    """The tokens of `ids` up to the first `<eos>`, without `<pad>`/`<bos>`."""
     out = []
     for tok in self.id_tokens([int(i) for i in ids]):
       if tok == preprocess.EOS:
         break
       if tok not in (preprocess.PAD, preprocess.BOS):
         out.append(tok)
-    return " ".join(out)
+    return out
+
+  def decode(self, ids: Sequence[int]) -> str:
+    """`visible_tokens`, space-joined."""
+    return " ".join(self.visible_tokens(ids))
 
 
 def _tokenizers():
@@ -151,13 +155,7 @@ class BpeCodec(WordCodec):
     return bpe_encode_all(self.tok, [words])[0]
 
   def decode(self, ids: Sequence[int]) -> str:
-    pieces = []
-    for tok in self.id_tokens([int(i) for i in ids]):
-      if tok == preprocess.EOS:
-        break
-      if tok not in (preprocess.PAD, preprocess.BOS):
-        pieces.append(tok)
-    return self.tok.decoder.decode(pieces)
+    return self.tok.decoder.decode(self.visible_tokens(ids))
 
 
 def load_codecs(output_dir: str, meta: Optional[dict] = None):

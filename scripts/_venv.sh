@@ -1,17 +1,30 @@
-# Sourced by scripts/demo and scripts/test: creates .venv if missing and installs
-# the project with the given extras (re-installs only when setup.py changed).
+# Sourced by the scripts that need a virtual environment (demo, test, check_*.sh):
+#
+#   source "$(dirname "$0")/_venv.sh" EXTRAS [VENV [PIP_ARGS...]]
+#
+# cd's to the repo root, creates VENV (default .venv) if missing and installs
+# each PIP_ARGS (one quoted string of `pip install` arguments each, in order:
+# what must come before the project, e.g. a CPU-only torch) and then the
+# project with EXTRAS. It re-installs only when setup.py or the calling script
+# changed. Sets VPY to the venv's python.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-PY="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
-fi
 EXTRAS="$1"
-STAMP=".venv/.textrecords-installed-$EXTRAS"
-if [ ! -f "$STAMP" ] || [ setup.py -nt "$STAMP" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
+VENV="${2:-.venv}"
+PY="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+STAMP="$VENV/.textrecords-installed-$EXTRAS"
+if [ ! -f "$STAMP" ] || [ setup.py -nt "$STAMP" ] || [ "$0" -nt "$STAMP" ]; then
+  "$VPY" -m pip install -q --upgrade pip >/dev/null
+  for pip_args in "${@:3}"; do
+    # shellcheck disable=SC2086  # each string holds several pip arguments
+    "$VPY" -m pip install -q $pip_args
+  done
+  "$VPY" -m pip install -q -e ".[$EXTRAS]"
   touch "$STAMP"
 fi
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"

@@ -11,18 +11,7 @@
 # plus the few they need (regex, rich, kagglehub). Not an install
 # requirement of textrecords: tests/test_bert_keras_hub.py is skipped where
 # keras_hub is not importable.
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
-VENV="${KERAS_HUB_VENV:-.venv-keras-hub}"
-PY="${PYTHON:-python3}"
-if [ ! -x "$VENV/bin/python" ]; then
-  "$PY" -m venv "$VENV"
-fi
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$VENV/bin/python" -m pip install -q -e ".[cpu,test]"
-"$VENV/bin/python" -m pip install -q --no-deps keras-hub==0.32.0 tensorflow-text==2.21.1
-"$VENV/bin/python" -m pip install -q regex rich kagglehub
-export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
-"$VENV/bin/python" -c "import keras_hub, tensorflow as tf; print('keras_hub', keras_hub.__version__, 'tensorflow', tf.__version__)"
-"$VENV/bin/python" -m pytest -q -rs tests/test_bert_keras_hub.py "$@"
+source "$(dirname "$0")/_venv.sh" cpu,test "${KERAS_HUB_VENV:-.venv-keras-hub}" \
+  "--no-deps keras-hub==0.32.0 tensorflow-text==2.21.1" "regex rich kagglehub"
+"$VPY" -c "import keras_hub, tensorflow as tf; print('keras_hub', keras_hub.__version__, 'tensorflow', tf.__version__)"
+"$VPY" -m pytest -q -rs tests/test_bert_keras_hub.py "$@"

@@ -186,14 +186,12 @@ def run_check(input_file, num_train, num_val, num_steps, min_freq, work_dir):
 def main():
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--input_file", required=True, help="d2l's fra.txt (2 columns)")
-  p.add_argument("--num_train", type=int, default=512)
-  p.add_argument("--num_val", type=int, default=128)
-  p.add_argument("--num_steps", type=int, default=9)
-  p.add_argument("--min_freq", type=int, default=2)
+  positive = {"num_train": 512, "num_val": 128, "num_steps": 9, "min_freq": 2}  # d2l's
+  for name, default in positive.items():
+    p.add_argument(f"--{name}", type=int, default=default)
   a = p.parse_args()
-  if a.num_train < 1 or a.num_val < 1 or a.num_steps < 1 or a.min_freq < 1:
-    print("error: need --num_train >= 1, --num_val >= 1, --num_steps >= 1, --min_freq >= 1",
-          file=sys.stderr)
+  if any(getattr(a, name) < 1 for name in positive):
+    print("error: need " + ", ".join(f"--{name} >= 1" for name in positive), file=sys.stderr)
     return 2
   if not os.path.isfile(a.input_file):
     print(f"error: --input_file={a.input_file}: no such file", file=sys.stderr)

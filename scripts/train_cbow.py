@@ -11,7 +11,6 @@ Example:
       --save_vectors=out/cbow.vec --words=chip,baby,intel
 """
 
-import argparse
 import os
 import sys
 
@@ -24,21 +23,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from w2v_data import training  # pylint: disable=wrong-import-position
 
 
-def _train(args):
-  from w2v_data import models  # pylint: disable=import-outside-toplevel
-  _, _, names, matrix = models.train(
-      args.data_dir, embed_size=args.embed_size, batch_size=args.batch_size,
-      epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
-      steps_per_epoch=args.steps_per_epoch, expect=("cbow",))
-  return names, matrix
-
-
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  training.add_flags(p, vectors_help="the word vectors")
-  p.add_argument("--words", default="chip,baby,intel", help="show neighbours of these")
-  args = p.parse_args(argv)
-  return training.run(args, _train, args.words.split(","))
+  return training.vectors_main(argv, __doc__, ("cbow",), query_flag="words",
+                               query_default="chip,baby,intel",
+                               query_help="show neighbours of these",
+                               vectors_help="the word vectors")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Example:
   python scripts/train_pv.py --data_dir=out/pv --epochs=10 --seed=1 --save_vectors=out/docs.vec
 """
 
-import argparse
 import os
 import sys
 
@@ -27,23 +26,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from w2v_data import training  # pylint: disable=wrong-import-position
 
 
-def _train(args):
-  from w2v_data import models  # pylint: disable=import-outside-toplevel
-  _, _, names, matrix = models.train(
-      args.data_dir, embed_size=args.embed_size, batch_size=args.batch_size,
-      epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
-      steps_per_epoch=args.steps_per_epoch, expect=("pv_dbow", "pv_dm"))
-  args.docs = args.docs or ",".join(names[:3])
-  return names, matrix
-
-
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  training.add_flags(p, epochs=10, learning_rate=0.005, vectors_help="the document vectors")
-  p.add_argument("--docs", default="", help="comma-separated document ids to show "
-                 "neighbours of (default: the first three)")
-  args = p.parse_args(argv)
-  return training.run(args, _train, lambda: args.docs.split(","), what="document ")
+  return training.vectors_main(argv, __doc__, ("pv_dbow", "pv_dm"), query_flag="docs",
+                               query_help="comma-separated document ids to show neighbours "
+                               "of (default: the first three)", what="document ",
+                               epochs=10, learning_rate=0.005,
+                               vectors_help="the document vectors")
 
 
 if __name__ == "__main__":

@@ -171,8 +171,8 @@ def test_docstring_examples_and_no_tensorflow():
   import doctest  # pylint: disable=import-outside-toplevel
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
-  from textrecords import read_options  # pylint: disable=import-outside-toplevel
-  for mod in (layout, metadata, read_options):
+  from textrecords import exports, read_options  # pylint: disable=import-outside-toplevel
+  for mod in (layout, metadata, read_options, exports):
     result = doctest.testmod(mod)
     assert result.failed == 0 and result.attempted > 0, mod.__name__
   code = ("import sys; from textrecords import layout, metadata, dataset_files, read_options; "

@@ -5,16 +5,8 @@ as `(x, y, sample_weight)` batches for Keras. Importing this package does not
 import TensorFlow.
 """
 
+from textrecords import exports as _exports
 
-def make_dataset(*args, **kwargs):
-  """See `w2v_data.dataset.make_dataset` (imports TensorFlow)."""
-  from w2v_data.dataset import make_dataset as _make  # pylint: disable=import-outside-toplevel
-  return _make(*args, **kwargs)
-
-
-def __getattr__(name):
-  """numpy_batches, grain_source, torch_dataset: `w2v_data.reader`'s, TF-free, imported on use."""
-  if name in ("numpy_batches", "grain_source", "torch_dataset"):
-    from w2v_data import reader  # pylint: disable=import-outside-toplevel
-    return getattr(reader, name)
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# make_dataset (imports TensorFlow), numpy_batches, grain_source, torch_dataset
+# (TF-free readers): imported on first use.
+__getattr__ = _exports.package_getattr(__name__)
