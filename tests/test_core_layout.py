@@ -189,3 +189,26 @@ def test_mt_codecs_from_any_location(datasets):
     assert s2.encode("go .") == src.encode("go .") and t2.decode([4, 5]) == tgt.decode([4, 5])
   with pytest.raises(UserError, match="a w2v_data dataset; read it with w2v_data"):
     mt_vocab.load_codecs(datasets["w2v_data"])
+
+
+def test_readme_layout_table_names_the_files_and_roles_of_the_code():
+  """The README's "Datasets on disk" table lists every name the packages write
+  and every metadata role (it was missing docs.txt and the index conditions)."""
+  from mt_data import schema as mt_schema  # pylint: disable=import-outside-toplevel
+  from w2v_data import schema as w2v_schema  # pylint: disable=import-outside-toplevel
+  readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "README.md"), encoding="utf-8").read()
+  table = readme[readme.index("## Datasets on disk"):readme.index("Shard numbers have")]
+  lay_dir, lay_file = DatasetLayout.for_dir("out/d"), DatasetLayout.for_file("out/train.tfrecord")
+  paths = [lay_dir.meta_path, lay_file.meta_path, *lay_dir.record_paths("S", 1),
+           *lay_file.record_paths(num_shards=1),
+           *(lay_dir.path(n) for n in (w2v_schema.VOCAB_NAME, w2v_schema.DOCS_NAME,
+                                       *mt_schema.VOCAB_FILE.values(),
+                                       *mt_schema.TOKENIZER_FILE.values()))]
+  for path in paths:
+    assert f"`{path}`" in table, path
+  assert f"`F{layout.INDEX_SUFFIX}`" in table
+  roles = [v for k, v in vars(metadata).items() if k.startswith("ROLE_")]
+  assert len(roles) == 4
+  for role in roles:
+    assert f"role `{role}`" in table or f"`{role}`" in table, role

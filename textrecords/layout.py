@@ -8,8 +8,8 @@ A dataset is one metadata file plus the files it lists, all in one folder:
 | metadata | `out/d/meta.json` | `out/train.tfrecord.meta.json` |
 | records of split S | `out/d/S.tfrecord` | `out/train.tfrecord` (split "train" only) |
 | with N > 1 shards | `out/d/S.tfrecord-SSSSS-of-NNNNN` | `out/train.tfrecord-SSSSS-of-NNNNN` |
-| vocab, tokenizer, ... | `out/d/NAME` | `out/NAME` |
-| offset index of a file F | `F.index` | `F.index` |
+| vocab, tokenizer, ... | `out/d/NAME` | (none: bert's vocab is an input) |
+| offset index of a record file F | `F.index` (uncompressed, non-empty F) | `F.index` |
 
 Shard names follow tensorflow_datasets' `ShardedFileTemplate`
 (`%05d-of-%05d`): at least five digits, more when the count needs them, so
