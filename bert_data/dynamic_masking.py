@@ -126,8 +126,7 @@ class DynamicMasker:
     starts = features.get(S.WORD_STARTS) if self.whole_word else None
     out_ids, positions, labels, weights = mask_batch(tf, ids, features[S.INPUT_MASK], keys,
                                                      self, starts)
-    return (tf.cast(out_ids, tf.int32), tf.cast(positions, tf.int32),
-            tf.cast(labels, tf.int32), weights)
+    return out_ids, positions, labels, weights
 
 
 def masker_from_metadata(meta: dict, masked_lm_prob: Optional[float] = None,
@@ -154,62 +153,150 @@ def masker_from_metadata(meta: dict, masked_lm_prob: Optional[float] = None,
 def mask_batch(tf, ids, input_mask, keys, p: DynamicMasker, starts=None):
   """The rule on a batch: ids (B, L) int64, keys (B,) uint64 (epoch keys).
 
-  Returns (ids with replacements, positions, labels (B, maxp) int64,
+  Returns (ids with replacements, positions, labels (B, maxp) int32,
   weights (B, maxp) float32).
   """
+  ids = tf.cast(ids, tf.int64)
+  if not (p.whole_word and starts is not None):
+    return _compiled(p).single(ids, tf.cast(input_mask, tf.int64), keys)
   seq = p.max_seq_length
   maxp = p.max_predictions_per_seq
-  ids = tf.cast(ids, tf.int64)
   lengths = tf.reduce_sum(tf.cast(input_mask, tf.int64), axis=1)
   cand = (tf.cast(input_mask, tf.bool) & tf.not_equal(ids, p.cls_id) &
           tf.not_equal(ids, p.sep_id))
   counts = tf.minimum(tf.cast(maxp, tf.int64), tf.maximum(tf.cast(1, tf.int64), tf.cast(
       tf.round(tf.cast(lengths, tf.float64) * p.masked_lm_prob), tf.int64)))
   order = uniform_grid(tf, keys, _ORDER, seq)
-  if p.whole_word and starts is not None:
-    starts = tf.cast(starts, tf.bool) & cand
-    if p.max_ngram_size == 1:
-      chosen = _word_walk(tf, cand, starts, counts, order, seq)
-    else:
-      chosen = _whole_word_choice(tf, cand, starts, counts, order, keys, p)
-    positions, used = _ascending(tf, chosen, maxp)
+  starts = tf.cast(starts, tf.bool) & cand
+  if p.max_ngram_size == 1:
+    chosen = _word_walk(tf, cand, starts, counts, order, seq)
   else:
-    counts = tf.minimum(counts, tf.reduce_sum(tf.cast(cand, tf.int64), axis=1))
-    key = tf.where(cand, order, tf.fill(tf.shape(order), tf.constant(2.0, tf.float64)))
-    _, smallest = tf.math.top_k(-key, k=maxp, sorted=True)
-    used = tf.range(maxp, dtype=tf.int64)[None, :] < counts[:, None]
-    # The counts[i] smallest keys' positions, ascending (unused slots last).
-    positions = tf.sort(tf.where(used, smallest, tf.fill(tf.shape(smallest), seq)), axis=1)
-    positions = tf.where(used, tf.cast(positions, tf.int64),
-                         tf.zeros(tf.shape(positions), tf.int64))
-  labels = tf.where(used, tf.gather(ids, positions, batch_dims=1), tf.zeros_like(positions))
-  action = uniform_grid(tf, keys, _ACTION, maxp)
-  keep = uniform_grid(tf, keys, _KEEP, maxp) < 0.5
-  pool = np.asarray(p.random_ids, np.int64)
-  pick = tf.cast(uniform_grid(tf, keys, _RANDOM_ID, maxp) * len(pool), tf.int64)
-  random_ids = tf.gather(tf.constant(pool), pick)
-  replacement = tf.where(action < 0.8, tf.fill(tf.shape(labels), _i64(tf, p.mask_id)),
-                         tf.where(keep, labels, random_ids))
-  # Unused slots point at position 0 and write its own id back (a no-op).
-  replacement = tf.where(used, replacement, tf.broadcast_to(ids[:, :1], tf.shape(replacement)))
-  rows = tf.broadcast_to(tf.range(tf.shape(ids, out_type=tf.int64)[0])[:, None],
-                         tf.shape(positions, out_type=tf.int64))
-  out = tf.tensor_scatter_nd_update(ids, tf.stack([rows, positions], axis=2), replacement)
-  return out, positions, labels, tf.cast(used, tf.float32)
+    chosen = _whole_word_choice(tf, cand, starts, counts, order, keys, p)
+  return _compiled(p).finish(ids, chosen, keys)
 
 
-def _ascending(tf, chosen, maxp: int):
-  """The chosen positions of each row, ascending, in maxp slots (no sort).
+class _Compiled:
+  """The XLA-compiled parts of one masker's rule (compiled once per shape).
 
-  Returns (positions (B, maxp) int64 zero-padded, used (B, maxp) bool).
+  Integer and exact float64 arithmetic only, so XLA gives the same bits as
+  numpy; fused, the SplitMix64 grids and the selection cost a fraction of
+  the separate TensorFlow ops (BENCHMARKS.md).
   """
-  seq = chosen.shape[1]
-  col = tf.range(seq, dtype=tf.int32)[None, :]
-  # The maxp largest of -position over chosen positions: the smallest first.
-  key = tf.where(chosen, -col, tf.fill(tf.shape(chosen), tf.constant(-seq - 1, tf.int32)))
-  top, _ = tf.math.top_k(key, k=maxp, sorted=True)
-  used = top > -seq - 1
-  return tf.where(used, tf.cast(-top, tf.int64), tf.zeros_like(top, tf.int64)), used
+
+  def __init__(self, p: DynamicMasker):
+    tf = require_tf()
+    self.single = tf.function(lambda ids, input_mask, keys: _finish(
+        tf, ids, _single_choice(tf, ids, input_mask, keys, p), keys, p), jit_compile=True)
+    self.finish = tf.function(lambda ids, chosen, keys: _finish(tf, ids, chosen, keys, p),
+                              jit_compile=True)
+
+
+_COMPILED = {}
+
+
+def _compiled(p: DynamicMasker) -> _Compiled:
+  if p not in _COMPILED:
+    _COMPILED[p] = _Compiled(p)
+  return _COMPILED[p]
+
+
+def _grid_bits(tf, keys, stream: int, counters):
+  """SplitMix64 bits of stream `stream` at 1-based `counters` (uint64 (B, W))."""
+  base = _mix64(tf, tf.bitwise.bitwise_xor(keys, _u64(tf, ((stream + 1) * _GOLDEN) % (1 << 64))))
+  return _mix64(tf, base[:, None] + counters * _u64(tf, _GOLDEN))
+
+
+def _unit(tf, bits):
+  return tf.cast(tf.bitwise.right_shift(bits, _u64(tf, 11)), tf.float64) * (1.0 / (1 << 53))
+
+
+def _single_choice(tf, ids, input_mask, keys, p: DynamicMasker):
+  """(B, L) bool: the k smallest order keys among the candidates, no sort.
+
+  The order key of column j is `masking.order_keys`' (the order grid's bits
+  with the column in the low bits: distinct, so exactly k are below the
+  k+1-th). Each row's threshold T with #(keys < T) = k is found by
+  bisection on uint64 T: about 15 fused count steps, exact after at most 64.
+  """
+  seq, maxp = p.max_seq_length, p.max_predictions_per_seq
+  cand = (input_mask > 0) & tf.not_equal(ids, p.cls_id) & tf.not_equal(ids, p.sep_id)
+  lengths = tf.reduce_sum(tf.cast(input_mask > 0, tf.int64), axis=1)
+  counts = tf.minimum(tf.cast(maxp, tf.int64), tf.maximum(tf.cast(1, tf.int64), tf.cast(
+      tf.round(tf.cast(lengths, tf.float64) * p.masked_lm_prob), tf.int64)))
+  counts = tf.minimum(counts, tf.reduce_sum(tf.cast(cand, tf.int64), axis=1))
+  shift = _u64(tf, masking.order_shift(seq))
+  cols = tf.bitcast(tf.range(seq, dtype=tf.int64), tf.uint64)
+  bits = _grid_bits(tf, keys, _ORDER, cols[None, :] + _u64(tf, 1))
+  order = tf.bitwise.bitwise_or(tf.bitwise.left_shift(tf.bitwise.right_shift(bits, shift), shift),
+                                cols[None, :])
+  never = _u64(tf, (1 << 64) - 1)  # above every candidate's key (its column < 2**shift - 1)
+  order = tf.where(cand, order, tf.fill(tf.shape(order), never))
+
+  def step(lo, hi, done, cut):
+    mid = lo + tf.bitwise.right_shift(hi - lo, _u64(tf, 1))
+    below = tf.reduce_sum(tf.cast(order < mid[:, None], tf.int64), axis=1)
+    hit = (below == counts) & ~done
+    return (tf.where(below < counts, mid, lo), tf.where(below > counts, mid, hi), done | hit,
+            tf.where(hit, mid, cut))
+
+  zero = tf.zeros_like(keys)
+  state = (zero, tf.fill(tf.shape(keys), never), counts == 0, zero)
+  _, _, _, cut = tf.while_loop(lambda lo, hi, done, cut: ~tf.reduce_all(done), step, state,
+                               maximum_iterations=65)
+  return order < cut[:, None]
+
+
+def _inclusive_counts(tf, flags, seq: int):
+  """Running count of True along axis 1 (int32), as two small matmuls.
+
+  Exact (integers far below 2**24 in float32); cheaper under XLA than a
+  cumsum (a reduce window) over the whole row.
+  """
+  width = 8
+  padded = -(-seq // width) * width
+  x = tf.pad(tf.cast(flags, tf.float32), [[0, 0], [0, padded - seq]])
+  blocks = tf.reshape(x, [-1, padded // width, width])
+  inner = tf.einsum("bnw,wv->bnv", blocks, tf.constant(np.triu(np.ones((width, width),
+                                                                       np.float32))))
+  before = tf.matmul(inner[:, :, -1], tf.constant(np.triu(np.ones(
+      (padded // width, padded // width), np.float32), 1)))
+  total = tf.reshape(inner + before[:, :, None], [-1, padded])[:, :seq]
+  return tf.cast(total, tf.int32)
+
+
+def _finish(tf, ids, chosen, keys, p: DynamicMasker):
+  """Positions, labels and replacements of the chosen (B, L) positions.
+
+  The chosen positions, ascending, take slots 0, 1, ...; slot s draws its
+  action from column s+1 of the `_ACTION`/`_KEEP`/`_RANDOM_ID` streams (as
+  `masking.mask_matrix`), computed at each chosen position directly, so no
+  gather or scatter of the ids is needed.
+  """
+  seq, maxp = p.max_seq_length, p.max_predictions_per_seq
+  incl = _inclusive_counts(tf, chosen, seq)
+  slot = incl - tf.cast(chosen, tf.int32)
+  counters = tf.bitcast(tf.cast(slot, tf.int64) + 1, tf.uint64)
+  action = _unit(tf, _grid_bits(tf, keys, _ACTION, counters))
+  keep = _unit(tf, _grid_bits(tf, keys, _KEEP, counters)) < 0.5
+  pool = np.asarray(p.random_ids, np.int64)
+  pick = tf.cast(_unit(tf, _grid_bits(tf, keys, _RANDOM_ID, counters)) * len(pool), tf.int64)
+  if not np.array_equal(pool, np.arange(len(pool))):
+    pick = tf.gather(tf.constant(pool), pick)
+  replacement = tf.where(action < 0.8, tf.fill(tf.shape(ids), _i64(tf, p.mask_id)),
+                         tf.where(keep, ids, pick))
+  out = tf.where(chosen, replacement, ids)
+  # Slot s's position: the column where slot s is chosen (segment sums).
+  batch = tf.shape(ids)[0]
+  col = tf.broadcast_to(tf.range(seq, dtype=tf.int32)[None, :], tf.shape(slot))
+  rows = tf.range(batch, dtype=tf.int32)[:, None]
+  segment = rows * (maxp + 1) + tf.where(chosen, tf.minimum(slot, maxp), maxp)
+  positions = tf.reshape(tf.math.unsorted_segment_sum(
+      tf.where(chosen, col, tf.zeros_like(col)), segment, batch * (maxp + 1)),
+                         [batch, maxp + 1])[:, :maxp]
+  used = tf.range(maxp, dtype=tf.int32)[None, :] < incl[:, -1:]
+  labels = tf.where(used, tf.gather(tf.cast(ids, tf.int32), positions, batch_dims=1),
+                    tf.zeros_like(positions))
+  return tf.cast(out, tf.int32), positions, labels, tf.cast(used, tf.float32)
 
 
 def _word_walk(tf, cand, starts, limit, order, seq: int):

@@ -311,6 +311,32 @@ def mask_batch(token_lists: Sequence[List[int]], num_as: Sequence[int], keys,
   return mask_matrix(ids, lengths, np.asarray(num_as, np.int64), keys, p)
 
 
+_NEVER = (1 << 64) - 1  # above every order key
+
+
+def order_shift(seq_len: int) -> int:
+  """Low bits of an order key that hold the column (`order_keys`)."""
+  return int(seq_len).bit_length()
+
+
+def order_keys(keys, seq_len: int) -> np.ndarray:
+  """uint64 (B, seq_len) order keys: the k smallest of a row's candidates are masked.
+
+  Column j's key is stream 0's SplitMix64 bits (those of
+  `seeding.uniform_grid(keys, 0, seq_len)`) with the low `order_shift` bits
+  replaced by j: keys of a row are distinct and never all ones, and order
+  as the uniforms do (ties, with probability about 2**-40 a row, go to the
+  lower column). `dynamic_masking` computes the same keys in TensorFlow.
+
+  >>> k = order_keys(np.array([7], np.uint64), 5)
+  >>> [int(v) & 7 for v in k[0]], len(set(k[0].tolist()))
+  ([0, 1, 2, 3, 4], 5)
+  """
+  shift = np.uint64(order_shift(seq_len))
+  bits = seeding.grid_bits(keys, 0, seq_len)
+  return ((bits >> shift) << shift) | np.arange(seq_len, dtype=np.uint64)[None, :]
+
+
 def mask_matrix(ids: np.ndarray, lengths: np.ndarray, num_a: np.ndarray, keys,
                 p: MaskingParams, special: Optional[np.ndarray] = None):
   """`mask_batch` on an id matrix (B, seq_len), modified in place.
@@ -331,7 +357,7 @@ def mask_matrix(ids: np.ndarray, lengths: np.ndarray, num_a: np.ndarray, keys,
   counts = np.minimum(counts, candidate.sum(axis=1))
   width = max(1, maxp)
   keys = np.asarray(keys, np.uint64)
-  order = np.where(candidate, seeding.uniform_grid(keys, 0, seq_len), 2.0)
+  order = np.where(candidate, order_keys(keys, seq_len), np.uint64(_NEVER))
   if width < seq_len:  # the `width` smallest keys, then in key order
     part = np.argpartition(order, width - 1, axis=1)[:, :width]
     chosen = np.take_along_axis(

@@ -56,10 +56,10 @@ def test_tf_generator_equals_numpy():
         dm.epoch_keys_np(rk, salt))
 
 
-@pytest.mark.parametrize("seed,maxp,prob", [(0, 5, 0.15), (1, 20, 0.15), (2, 3, 0.5),
-                                            (3, 32, 0.9)])
-def test_single_piece_equals_numpy_mask_matrix(seed, maxp, prob):
-  seq = 32
+@pytest.mark.parametrize("seed,maxp,prob,seq", [(0, 5, 0.15, 32), (1, 20, 0.15, 32),
+                                                (2, 3, 0.5, 32), (3, 32, 0.9, 32),
+                                                (4, 76, 0.15, 511)])
+def test_single_piece_equals_numpy_mask_matrix(seed, maxp, prob, seq):
   ids, lengths, num_a, mask = _rows(200, seq, seed)
   keys = dm.epoch_keys_np(np.arange(200) * 7919, seed)
   p = masking.MaskingParams(prob, maxp, False, CLS, SEP, MASK, POOL, SUB)

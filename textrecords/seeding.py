@@ -103,11 +103,16 @@ def uniform_grid(keys: np.ndarray, stream: int, width: int) -> np.ndarray:
   >>> bool((a[1] == b[0]).all()), a.shape, bool(((a >= 0) & (a < 1)).all())
   (True, (2, 3), True)
   """
+  return to_unit(grid_bits(keys, stream, width))
+
+
+def grid_bits(keys: np.ndarray, stream: int, width: int) -> np.ndarray:
+  """The uint64 SplitMix64 bits behind `uniform_grid` (same rows, same streams)."""
   keys = np.asarray(keys, np.uint64)
   with np.errstate(over="ignore"):
     base = mix64(keys ^ (np.uint64(stream + 1) * GOLDEN))
     z = base[:, None] + (np.arange(1, width + 1, dtype=np.uint64) * GOLDEN)[None, :]
-    return to_unit(mix64(z))
+    return mix64(z)
 
 
 def sub_keys(key: int, count: int) -> np.ndarray:
