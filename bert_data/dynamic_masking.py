@@ -23,6 +23,13 @@ out in uint64 tensor ops instead, and then numpy and TensorFlow draw the
 same numbers (single-piece masks equal `masking.mask_matrix`'s bit for bit).
 The masks of a record depend only on (its key, the epoch's salt): not on
 the batch, the shuffle or the number of input pipelines.
+
+Speed: single pieces are chosen without a sort (the k smallest of the
+distinct `masking.order_keys` by a bisected threshold) and the whole rule
+runs as one XLA-compiled function (`tf.function(jit_compile=True)`: integer
+and exact float64 arithmetic, so the bits stay numpy's); whole words and
+n-grams walk in TF ops and share the compiled 80/10/10 and compaction step.
+Each new batch shape compiles once (about a second).
 """
 
 import dataclasses

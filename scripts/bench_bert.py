@@ -252,16 +252,18 @@ def _mask_stats(ds, batches, is_subword, mask_id=103):
 
 
 def _feed_rate(path, batch, batches, feature_names="bert"):
+  """(instances per wall second, CPU ms per batch: all threads of this process)."""
   import bert_data  # pylint: disable=import-outside-toplevel
   ds = bert_data.make_dataset(path, batch, seed=0, repeat=True, verify="size",
                               feature_names=feature_names)
   it = iter(ds)
-  for _ in range(10):  # warm-up: tracing, buffers
+  for _ in range(10):  # warm-up: tracing, XLA compiling, buffers
     next(it)
-  start = time.perf_counter()
+  start, cpu = time.perf_counter(), time.process_time()
   for _ in range(batches):
     next(it)
-  return batch * batches / (time.perf_counter() - start)
+  return (batch * batches / (time.perf_counter() - start),
+          (time.process_time() - cpu) / batches * 1e3)
 
 
 def bench_dynamic(args, corpus, tmp):
@@ -287,18 +289,27 @@ def bench_dynamic(args, corpus, tmp):
     print(f"| {name} | {r['instances']:,} | {r['wall_s']:.1f} | {r['bytes'] / 1e6:.1f} | "
           f"{r['bytes'] / base['bytes']:.3f} |")
   print(f"\nmake_dataset feed rate, batch {args.feed_batch}, {args.feed_batches} batches after "
-        "10 warm-up, one process, same run:")
-  print("| records | instances/s | vs static |")
-  print("|---|---|---|")
-  rates = {}
-  for rep in range(2):  # interleaved twice: the machine is noisy
+        f"10 warm-up, one process, same run, {args.feed_repeats} interleaved passes (wall: "
+        "best pass; CPU: process CPU time per batch, least pass; CPU ratio = static CPU / "
+        "this CPU, the throughput ratio when CPU-bound):")
+  print("| records | instances/s | vs static | CPU ms / batch | CPU vs static | "
+        "instances per CPU-second |")
+  print("|---|---|---|---|---|---|")
+  rates, cpus = {}, {}
+  for rep in range(args.feed_repeats):  # interleaved: the machine is noisy
     for name in runs:
-      rates.setdefault(name, []).append(_feed_rate(runs[name]["path"], args.feed_batch,
-                                                   args.feed_batches))
+      r, c = _feed_rate(runs[name]["path"], args.feed_batch, args.feed_batches)
+      rates.setdefault(name, []).append(r)
+      cpus.setdefault(name, []).append(c)
   for name in runs:
     base = "static_wwm" if "wwm" in name or "ngram" in name else "static"
-    best = max(rates[name])
-    print(f"| {name} | {best:,.0f} | {best / max(rates[base]):.2f}x |")
+    best, cpu = max(rates[name]), min(cpus[name])
+    print(f"| {name} | {best:,.0f} | {best / max(rates[base]):.2f}x | {cpu:.2f} | "
+          f"{min(cpus[base]) / cpu:.2f}x | {args.feed_batch / cpu * 1e3:,.0f} |")
+  print("all passes, instances/s: " + "; ".join(
+      f"{n} " + ", ".join(f"{r:,.0f}" for r in rates[n]) for n in runs))
+  if args.skip_stats:
+    return
   vocab = [l.rstrip("\n") for l in open(VOCAB, encoding="utf-8")]
   is_sub = np.array([w.startswith("##") for w in vocab])
   print(f"\nmask statistics ({args.stat_rows:,} instances each; target = "
@@ -324,6 +335,8 @@ def main_dynamic():
   ap.add_argument("--num_workers", type=int, default=2)
   ap.add_argument("--feed_batch", type=int, default=256)
   ap.add_argument("--feed_batches", type=int, default=150)
+  ap.add_argument("--feed_repeats", type=int, default=3)
+  ap.add_argument("--skip_stats", action="store_true", help="feed rates only")
   ap.add_argument("--stat_rows", type=int, default=100000)
   args = ap.parse_args()
   tmp = tempfile.mkdtemp(prefix="bench_bert_dyn_")

@@ -189,6 +189,46 @@ def test_sop_end_to_end_adjacent_balanced_same_bytes_any_workers(tmp_path):
   assert n > 200 and abs(sum(labels) - n / 2) < 4 * (n / 4) ** 0.5
 
 
+def test_sop_with_dynamic_masking(tmp_path):
+  """--sentence_order --masking=dynamic: the static SOP instances, unmasked, SOP
+  labels kept; make_dataset draws the masks and passes the labels through."""
+  pytest.importorskip("tensorflow")
+  import bert_data  # pylint: disable=import-outside-toplevel
+  kw = dict(sentence_order=True, masking="dynamic", dupe_factor=1)
+  dyn = _create(tmp_path, "d", 1, **kw)
+  assert open(dyn, "rb").read() == open(_create(tmp_path, "d2", 2, **kw), "rb").read()
+  static = _create(tmp_path, "s", 1, sentence_order=True, dupe_factor=1)
+  meta = json.load(open(dyn + ".meta.json"))
+  assert meta["sentence_task"] == "sop" and meta["masking"]["mode"] == "dynamic"
+  records = [example_codec.decode_example(r) for r in tfrecord.read_records(dyn)]
+  assert all(S.MASKED_LM_POSITIONS not in r and S.RECORD_KEY in r for r in records)
+  stored = [(tuple(r[S.INPUT_IDS][:sum(r[S.INPUT_MASK])]),
+             tuple(r[S.SEGMENT_IDS][:sum(r[S.INPUT_MASK])]), r[S.NEXT_SENTENCE_LABELS][0])
+            for r in records]
+  want = []
+  for raw in tfrecord.read_records(static):
+    rec = example_codec.decode_example(raw)
+    ids, seg = _unmasked(rec)
+    want.append((tuple(ids), tuple(seg), rec[S.NEXT_SENTENCE_LABELS][0]))
+  assert sorted(stored) == sorted(want) and len(stored) > 50
+  labels = [s[2] for s in stored]
+  assert 0 < sum(labels) < len(labels)  # both orders
+  got, masked = [], 0
+  for x, y, w in bert_data.make_dataset(dyn, 16, training=False, seed=1):
+    got += y["next_sentence"].numpy()[:, 0].tolist()
+    ids, pos = x["input_ids"].numpy(), x["masked_lm_positions"].numpy()
+    wt, lab = w["masked_lm"].numpy(), y["masked_lm"].numpy()
+    for i in range(ids.shape[0]):
+      k = int(wt[i].sum())
+      assert k >= 1 and not np.isin(lab[i, :k], [CLS, SEP]).any()
+      orig = ids[i].copy()
+      orig[pos[i, :k]] = lab[i, :k]
+      n = int(x["input_mask"].numpy()[i].sum())
+      assert tuple(orig[:n]) == stored[len(got) - ids.shape[0] + i][0]  # records in order
+      masked += k
+  assert got == labels and masked > len(stored)
+
+
 @pytest.mark.parametrize("mode", packing.PACKING_MODES)
 def test_packing_end_to_end_no_label_all_text_same_bytes_any_workers(tmp_path, mode):
   kw = dict(next_sentence=False, packing=mode, dupe_factor=1)
