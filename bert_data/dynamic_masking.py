@@ -166,20 +166,11 @@ def mask_batch(tf, ids, input_mask, keys, p: DynamicMasker, starts=None):
   ids = tf.cast(ids, tf.int64)
   if not (p.whole_word and starts is not None):
     return _compiled(p).single(ids, tf.cast(input_mask, tf.int64), keys)
-  seq = p.max_seq_length
-  maxp = p.max_predictions_per_seq
-  lengths = tf.reduce_sum(tf.cast(input_mask, tf.int64), axis=1)
-  cand = (tf.cast(input_mask, tf.bool) & tf.not_equal(ids, p.cls_id) &
-          tf.not_equal(ids, p.sep_id))
-  counts = tf.minimum(tf.cast(maxp, tf.int64), tf.maximum(tf.cast(1, tf.int64), tf.cast(
-      tf.round(tf.cast(lengths, tf.float64) * p.masked_lm_prob), tf.int64)))
-  order = uniform_grid(tf, keys, _ORDER, seq)
-  starts = tf.cast(starts, tf.bool) & cand
-  if p.max_ngram_size == 1:
-    chosen = _word_walk(tf, cand, starts, counts, order, seq)
-  else:
-    chosen = _whole_word_choice(tf, cand, starts, counts, order, keys, p)
-  return _compiled(p).finish(ids, chosen, keys)
+  c = _compiled(p)
+  input_mask = tf.cast(input_mask, tf.int64)
+  starts = tf.cast(starts, tf.int64)
+  by_priority = tf.argsort(c.word_priority(ids, input_mask, starts, keys), axis=1, stable=True)
+  return c.words(ids, input_mask, starts, keys, by_priority)
 
 
 class _Compiled:
@@ -194,8 +185,11 @@ class _Compiled:
     tf = require_tf()
     self.single = tf.function(lambda ids, input_mask, keys: _finish(
         tf, ids, _single_choice(tf, ids, input_mask, keys, p), keys, p), jit_compile=True)
-    self.finish = tf.function(lambda ids, chosen, keys: _finish(tf, ids, chosen, keys, p),
-                              jit_compile=True)
+    self.word_priority = tf.function(lambda ids, input_mask, starts, keys: _word_priority(
+        tf, ids, input_mask, starts, keys, p), jit_compile=True)
+    self.words = tf.function(lambda ids, input_mask, starts, keys, by_priority: _finish(
+        tf, ids, _word_choice(tf, ids, input_mask, starts, keys, by_priority, p), keys, p),
+                             jit_compile=True)
 
 
 _COMPILED = {}
@@ -254,7 +248,7 @@ def _single_choice(tf, ids, input_mask, keys, p: DynamicMasker):
 
 
 def _inclusive_counts(tf, flags, seq: int):
-  """Running count of True along axis 1 (int32), as two small matmuls.
+  """Running count of True (or sum of small ints) along axis 1 (int32), as two matmuls.
 
   Exact (integers far below 2**24 in float32); cheaper under XLA than a
   cumsum (a reduce window) over the whole row.
@@ -269,6 +263,11 @@ def _inclusive_counts(tf, flags, seq: int):
       (padded // width, padded // width), np.float32), 1)))
   total = tf.reshape(inner + before[:, :, None], [-1, padded])[:, :seq]
   return tf.cast(total, tf.int32)
+
+
+def _running_count(tf, values, seq: int):
+  """Inclusive running sum of small non-negative ints along axis 1, as int64."""
+  return tf.cast(_inclusive_counts(tf, values, seq), tf.int64)
 
 
 def _finish(tf, ids, chosen, keys, p: DynamicMasker):
@@ -306,11 +305,42 @@ def _finish(tf, ids, chosen, keys, p: DynamicMasker):
   return tf.cast(out, tf.int32), positions, labels, tf.cast(used, tf.float32)
 
 
-def _word_walk(tf, cand, starts, limit, order, seq: int):
+def _word_setup(tf, ids, input_mask, starts, keys, p: DynamicMasker):
+  """Whole words: (candidates, word starts, budgets k, the order grid) of a batch."""
+  seq, maxp = p.max_seq_length, p.max_predictions_per_seq
+  cand = (input_mask > 0) & tf.not_equal(ids, p.cls_id) & tf.not_equal(ids, p.sep_id)
+  lengths = tf.reduce_sum(tf.cast(input_mask > 0, tf.int64), axis=1)
+  counts = tf.minimum(tf.cast(maxp, tf.int64), tf.maximum(tf.cast(1, tf.int64), tf.cast(
+      tf.round(tf.cast(lengths, tf.float64) * p.masked_lm_prob), tf.int64)))
+  starts = (starts > 0) & cand
+  return cand, starts, counts, uniform_grid(tf, keys, _ORDER, seq)
+
+
+def _word_priority(tf, ids, input_mask, starts, keys, p: DynamicMasker):
+  """(B, L) float64 sort key: a word's start holds its uniform priority, others 2."""
+  _, starts, _, order = _word_setup(tf, ids, input_mask, starts, keys, p)
+  return tf.where(starts, order, tf.fill(tf.shape(order), tf.constant(2.0, tf.float64)))
+
+
+def _word_choice(tf, ids, input_mask, starts, keys, by_priority, p: DynamicMasker):
+  """(B, L) bool chosen by the whole-word (N = 1) or n-gram walk.
+
+  by_priority: (B, L) positions sorted by `_word_priority` (word starts in
+  visiting order first): the one sort, done by TensorFlow's CPU kernel
+  outside XLA (XLA's CPU sort is slower).
+  """
+  cand, starts, counts, order = _word_setup(tf, ids, input_mask, starts, keys, p)
+  by_priority = tf.cast(by_priority, tf.int64)
+  if p.max_ngram_size == 1:
+    return _word_walk(tf, cand, starts, counts, by_priority, p.max_seq_length)
+  return _whole_word_choice(tf, cand, starts, counts, order, keys, by_priority, p)
+
+
+def _word_walk(tf, cand, starts, limit, by_priority, seq: int):
   """Whole words (N = 1): the reference's walk, several words per loop step.
 
-  Words are keyed by their start position; their visiting order is `order`
-  there (uniformly random). In that order, a word longer than the budget
+  Words are keyed by their start position; `by_priority` lists the starts
+  in visiting order (uniformly random). In that order, a word longer than the budget
   left can never be taken later (the budget only shrinks); among the
   others the walk takes words while their running total fits, and skips
   the first that does not. So each loop step takes the longest fitting run
@@ -321,21 +351,19 @@ def _word_walk(tf, cand, starts, limit, order, seq: int):
   rows = tf.broadcast_to(tf.range(batch)[:, None], tf.shape(cand, out_type=tf.int64))
   col = tf.broadcast_to(tf.range(seq, dtype=tf.int64)[None, :], tf.shape(cand, out_type=tf.int64))
   # Word of each position (row-local index of its start), as segment ids.
-  word_of = tf.cumsum(tf.cast(starts, tf.int64), axis=1) - 1
+  word_of = _running_count(tf, starts, seq) - 1
   segment = tf.where(cand & (word_of >= 0), rows * seq + word_of,
                      tf.fill(tf.shape(word_of), batch * seq))
   num_segments = batch * seq + 1
   word_size = tf.math.unsorted_segment_sum(tf.ones_like(segment), segment, num_segments)
   size_at = tf.where(starts, tf.gather(word_size, segment), tf.zeros_like(segment))
-  key = tf.where(starts, order, tf.fill(tf.shape(order), tf.constant(2.0, tf.float64)))
-  by_priority = tf.cast(tf.argsort(key, axis=1), tf.int64)        # start positions first
   size_sorted = tf.gather(size_at, by_priority, batch_dims=1)
   word_sorted = tf.gather(starts, by_priority, batch_dims=1)
   big = tf.constant(seq + 1, tf.int64)
 
   def step(taken, left, cursor):
     eligible = word_sorted & (col > cursor[:, None]) & (size_sorted <= left[:, None])
-    run = tf.cumsum(tf.where(eligible, size_sorted, tf.zeros_like(size_sorted)), axis=1)
+    run = _running_count(tf, tf.where(eligible, size_sorted, tf.zeros_like(size_sorted)), seq)
     take = eligible & (run <= left[:, None])
     misfit = eligible & (run > left[:, None])
     cursor = tf.reduce_min(tf.where(misfit, col, tf.fill(tf.shape(col), big)), axis=1)
@@ -354,11 +382,12 @@ def _word_walk(tf, cand, starts, limit, order, seq: int):
   return cand & (tf.gather(taken_word, segment) > 0)
 
 
-def _whole_word_choice(tf, cand, starts, limit, order, keys, p: DynamicMasker):
+def _whole_word_choice(tf, cand, starts, limit, order, keys, by_position, p: DynamicMasker):
   """Positions (B, L) bool chosen by the whole-word / n-gram walk.
 
   Words are numbered by their start; word w's priority is `order` at its
-  start (so the walk visits words in a uniformly random order) and its
+  start (so the walk visits words in a uniformly random order: `by_position`
+  lists the starts in that order) and its
   drawn n-gram length comes from stream `_NGRAM` there. The walk is
   executed one taken n-gram per loop step: each step takes, per row, the
   first word after the last taken one (in priority order) whose shortened
@@ -371,12 +400,22 @@ def _whole_word_choice(tf, cand, starts, limit, order, keys, p: DynamicMasker):
   starts = starts & cand
   col = tf.range(seq, dtype=tf.int64)[None, :]
   num_words = tf.reduce_sum(tf.cast(starts, tf.int64), axis=1)            # (B,)
-  word_pos = tf.sort(tf.where(starts, tf.broadcast_to(col, tf.shape(cand, out_type=tf.int64)),
-                              tf.fill(tf.shape(cand), _i64(tf, seq))), axis=1)  # (B, L)
+  batch = tf.shape(cand, out_type=tf.int64)[0]
+  rows = tf.range(batch)[:, None]
+  word_of = _running_count(tf, starts, seq) - 1                          # word at a position
+  # word_pos[b, w]: start of word w (seq past the last word), by segment sums.
+  segment = rows * (seq + 1) + tf.where(starts, word_of, tf.fill(tf.shape(word_of), _i64(
+      tf, seq)))
+  word_pos = tf.reshape(tf.math.unsorted_segment_sum(
+      tf.where(starts, tf.broadcast_to(col, tf.shape(word_of)), tf.zeros_like(word_of)),
+      segment, batch * (seq + 1)), [batch, seq + 1])[:, :seq]
+  word_pos = tf.where(col < tf.reduce_sum(tf.cast(starts, tf.int64), axis=1)[:, None], word_pos,
+                      tf.fill(tf.shape(word_pos), _i64(tf, seq)))
   word_pos_ext = tf.concat([word_pos, tf.fill([tf.shape(word_pos)[0], 1],
                                               tf.constant(seq, tf.int64))], axis=1)
   cand_i = tf.cast(cand, tf.int64)
-  cand_before = tf.concat([tf.zeros_like(cand_i[:, :1]), tf.cumsum(cand_i, axis=1)], axis=1)
+  cand_before = tf.concat([tf.zeros_like(cand_i[:, :1]), _running_count(tf, cand_i, seq)],
+                          axis=1)
   widx = tf.broadcast_to(col, tf.shape(word_pos, out_type=tf.int64))      # word index w
   is_word = widx < num_words[:, None]
   at = lambda t, i: tf.gather(t, tf.minimum(i, seq), batch_dims=1)        # noqa: E731
@@ -386,10 +425,10 @@ def _whole_word_choice(tf, cand, starts, limit, order, keys, p: DynamicMasker):
   sizes = [at(cand_before, at(word_pos_ext, widx + n)) - first for n in range(1, n_max + 1)]
   fits_end = [widx + n <= num_words[:, None] for n in range(1, n_max + 1)]
   safe_pos = tf.minimum(word_pos, seq - 1)
-  priority = tf.where(is_word, tf.gather(order, safe_pos, batch_dims=1),
-                      tf.fill(tf.shape(order), tf.constant(2.0, tf.float64)))
-  by_priority = tf.cast(tf.argsort(priority, axis=1, stable=True), tf.int64)
-  rank = tf.cast(tf.argsort(by_priority, axis=1, stable=True), tf.int64)   # (B, L)
+  # Words in visiting order (then the non-words in index order), and ranks.
+  by_priority = tf.where(is_word, tf.gather(word_of, by_position, batch_dims=1), widx)
+  rank = tf.reshape(tf.math.unsorted_segment_sum(
+      widx, rows * seq + by_priority, batch * seq), [batch, seq])             # (B, L)
   if n_max > 1:
     cum = masking.ngram_weights(n_max)
     avail = tf.minimum(tf.cast(n_max, tf.int64), num_words[:, None] - widx)
@@ -402,7 +441,8 @@ def _whole_word_choice(tf, cand, starts, limit, order, keys, p: DynamicMasker):
 
   def step(covered, left, cursor, active):
     cov_i = tf.cast(covered, tf.int64)
-    cov_before = tf.concat([tf.zeros_like(cov_i[:, :1]), tf.cumsum(cov_i, axis=1)], axis=1)
+    cov_before = tf.concat([tf.zeros_like(cov_i[:, :1]), _running_count(tf, cov_i, seq)],
+                           axis=1)
     n_eff = tf.zeros_like(widx)
     size = tf.zeros_like(widx)
     for n in range(1, n_max + 1):
@@ -420,13 +460,10 @@ def _whole_word_choice(tf, cand, starts, limit, order, keys, p: DynamicMasker):
     return (covered | new_cov, left - tf.where(took, size_star, tf.zeros_like(size_star)),
             tf.where(took, best, cursor), took)
 
-  batch = tf.shape(cand)[0]
   state = (tf.zeros_like(starts), tf.cast(limit, tf.int64),
            tf.fill([batch], tf.constant(-1, tf.int64)), tf.ones([batch], tf.bool))
   covered, _, _, _ = tf.while_loop(
       lambda c, l, k, a: tf.reduce_any(a), step, state,
       maximum_iterations=p.max_predictions_per_seq)
-  # Position -> its word: the number of starts at or before it, minus one.
-  word_of = tf.cumsum(tf.cast(starts, tf.int64), axis=1) - 1
   return cand & (word_of >= 0) & tf.gather(covered, tf.maximum(word_of, 0), batch_dims=1)
 
