@@ -1,7 +1,8 @@
 """bert_data's default mode as an Apache Beam pipeline (`--engine=beam`).
 
 The same bytes as the local default mode, for any runner parallelism:
-  1. Each input file is read in line batches (in order within the file) and
+  1. Each input file is read in line batches (in order within the file; its
+     decode-error counts are summed apart) and
      the batches are tokenized in parallel (`documents.encode_lines`); each
      batch's token ids go to a staged .npy file, only its line lengths flow on.
   2. The corpus index (segment and document boundaries: a few bytes a line,

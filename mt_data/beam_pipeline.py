@@ -5,8 +5,9 @@ Steps (each parallel over its elements; nothing holds the corpus):
      (file, line, pair number in the file, pair or skip reason).
   2. Per-file line and pair counts (a combiner) give every line and pair its
      global number (side input), the split sizes and where reading would
-     stop (`--num_train` + `--num_val` pairs), so `lines_read` and the skip
-     counts equal a local run's.
+     stop (`--num_train` + `--num_val` pairs), so `lines_read`, the skip
+     counts and the decode-error counts (lines before that stop) equal a
+     local run's.
   3. Vocabularies: a first-occurrence-ordered count combiner per side, then
      the shared frequency rule; ids, unk counts and length statistics per pair.
   4. Records: blocks of consecutive pairs of one shard are grouped, sorted
@@ -266,8 +267,8 @@ class _build_meta:  # pylint: disable=invalid-name
   def __call__(self, infos, s):
     src, tgt = s["vocab"]
     return units.build_meta(self.cfg, self.inputs, s["lines_read"], s["skipped"],
-                            s["decode_errors"], s["plan"]["n_train"], s["plan"]["n_val"], self.split_names,
-                            s["stats"], len(src), len(tgt),
+                            s["decode_errors"], s["plan"]["n_train"], s["plan"]["n_val"],
+                            self.split_names, s["stats"], len(src), len(tgt),
                             units.vocab_files("word", src, tgt), s["unk"], infos)
 
 
