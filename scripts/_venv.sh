@@ -8,6 +8,7 @@
 # project with EXTRAS. It re-installs only when setup.py or the calling script
 # changed. Sets VPY to the venv's python.
 set -euo pipefail
+CALLER="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 EXTRAS="$1"
@@ -18,7 +19,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 VPY="$VENV/bin/python"
 STAMP="$VENV/.textrecords-installed-$EXTRAS"
-if [ ! -f "$STAMP" ] || [ setup.py -nt "$STAMP" ] || [ "$0" -nt "$STAMP" ]; then
+if [ ! -f "$STAMP" ] || [ setup.py -nt "$STAMP" ] || [ "$CALLER" -nt "$STAMP" ]; then
   "$VPY" -m pip install -q --upgrade pip >/dev/null
   for pip_args in "${@:3}"; do
     # shellcheck disable=SC2086  # each string holds several pip arguments
