@@ -159,19 +159,30 @@ def uniform(st) -> float:
 
 @jit
 def shuffle(st, x) -> None:
-  """`random.shuffle(x)` of a 1-D array, in place."""
+  """`random.shuffle(x)` of a 1-D array, in place.
+
+  Branch-free: every output either is accepted as j = randbelow(i + 1)
+  (swap, next i) or rejected (swap of x[i] with itself, same i), which
+  saves the mispredicted branches of the rejection loop.
+  """
+  i = len(x) - 1
   k = _bit_length(len(x))  # bit length of i + 1, kept up to date as i falls
-  for i in range(len(x) - 1, 0, -1):
+  pos = np.int64(st[N])  # the position in the state, held here
+  while i >= 1:
     m = i + 1
-    if m < np.int64(1) << (k - 1):
-      k -= 1
-    shift = 32 - k
-    j = next32(st) >> shift  # randbelow(m)
-    while j >= m:
-      j = next32(st) >> shift
+    k -= m < (np.int64(1) << (k - 1))
+    if pos >= N:
+      _twist(st)
+      pos = 0
+    j = _temper(st[pos]) >> (32 - k)
+    pos += 1
+    ok = j < m
+    jj = j if ok else i
     t = x[i]
-    x[i] = x[j]
-    x[j] = t
+    x[i] = x[jj]
+    x[jj] = t
+    i -= ok
+  st[N] = pos
 
 
 def shuffled_range(rng: _random.Random, n: int) -> np.ndarray:

@@ -175,16 +175,13 @@ def _walk(st, ws, tokens, seg_starts, doc_starts, dupe_factor, max_num_tokens, s
           b0 = a1
           b1 = seg_starts[base + i + 1]
         while (a1 - a0) + (b1 - b0) > max_num_tokens:
-          front = R.uniform(st) < 0.5
+          front = np.int64(R.uniform(st) < 0.5)  # trims the front (1) or the back (0)
           if a1 - a0 > b1 - b0:
-            if front:
-              a0 += 1
-            else:
-              a1 -= 1
-          elif front:
-            b0 += 1
+            a0 += front
+            a1 -= 1 - front
           else:
-            b1 -= 1
+            b0 += front
+            b1 -= 1 - front
         t0 = nt
         out_tokens[nt] = cls_id
         nt += 1
