@@ -53,7 +53,11 @@ def jit(fn=None, inline: bool = False):
     return lambda f: jit(f, inline)
   if numba is None:
     return fn
-  return numba.njit(cache=True, nogil=True, inline="always" if inline else "never")(fn)
+  options = dict(nogil=True, inline="always" if inline else "never")
+  try:
+    return numba.njit(cache=True, **options)(fn)
+  except RuntimeError:  # no writable cache directory: compile in every process
+    return numba.njit(**options)(fn)
 
 
 def to_state(rng: _random.Random) -> np.ndarray:
