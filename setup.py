@@ -32,7 +32,7 @@ setup(
         ],
     },
     extras_require={
-        "cpu": ["tensorflow-cpu>=2.21,<2.22"],
+        "cpu": ["tensorflow-cpu>=2.21,<2.22", "numba>=0.60"],
         "gpu": ["tensorflow[and-cuda]>=2.21,<2.22"],
         "plot": ["matplotlib>=3.7"],
         "spm": ["sentencepiece>=0.2"],
@@ -44,7 +44,8 @@ setup(
         "grain": ["grain>=0.2,<0.3"],
         "torch": ["torch>=2.1"],
         "beam": ["apache-beam[tfrecord]>=2.77,<2.78"],
-        # Compiled kernels (numba): bert_data's reference-compatible walk.
+        # Compiled kernels (numba): bert_data's reference-compatible walk, w2v_data's
+        # sampling and record encoding (the same bytes as without it).
         "fast": ["numba>=0.60"],
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
                  "sentencepiece>=0.2", "fsspec>=2023.1", "s3fs>=2023.1", "moto[server]>=5",

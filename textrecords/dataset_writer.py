@@ -303,6 +303,9 @@ class FileHandle(tfrecord.AtomicWriter):
             "sha256": self._hash.hexdigest(), "records": self.records,
             "_tmp": self.tmp}
     if self._gz is None and self.records:
-      info["_index"] = index.encode(index.scan(self.tmp), info["name"], self.size,
+      starts = self.record_starts()
+      offsets = (index.scan(self.tmp) if starts is None
+                 else index.offsets_from_starts(starts, self.size))
+      info["_index"] = index.encode(offsets, info["name"], self.size,
                                     info["sha256"])
     return info

@@ -94,6 +94,16 @@ def scan(path: str, check_data: bool = False) -> np.ndarray:
   return np.asarray(offsets, np.uint64)
 
 
+def offsets_from_starts(starts, size: int) -> np.ndarray:
+  """The offsets (records + 1, uint64) from [(file offset, record starts there)].
+
+  >>> offsets_from_starts([(0, [0, 18]), (37, np.array([0]))], 50).tolist()
+  [0, 18, 37, 50]
+  """
+  parts = [np.asarray(s, np.int64) + base for base, s in starts]
+  return np.concatenate(parts + [np.array([size], np.int64)]).astype(np.uint64)
+
+
 def encode(offsets: np.ndarray, record_name: str, size: int, sha256: str) -> bytes:
   """The bytes of an index file for a record file of `size` bytes and `sha256`."""
   header = json.dumps({"format": FORMAT, "record_file": record_name, "bytes": int(size),

@@ -137,6 +137,9 @@ class AtomicWriter:
     self.size = 0
     self.records = 0
     self.committed = False
+    # (file offset, record starts within the bytes written there) of every
+    # write, while each write said where its records start; else None.
+    self._record_starts = []
     self._gz = None
     if compression == "GZIP":
       # mtime=0 and no file name keep gzip bytes identical run to run.
@@ -149,6 +152,29 @@ class AtomicWriter:
     self.size += len(data)
 
   def write(self, data: bytes):
+    self._record_starts = None  # where records start is not known any more
+    self._write(data)
+
+  def write_framed(self, data: bytes, record_starts, num_records: int):
+    """Writes framed records, `record_starts` their offsets within `data`.
+
+    Knowing every record's offset lets the offset index be built without
+    reading the file again.
+    """
+    if self._record_starts is not None:
+      self._record_starts.append((self.size, record_starts))
+    self._write(data)
+    self.records += num_records
+
+  def record_starts(self):
+    """[(file offset, record starts relative to it)] of every record, or None
+    if some bytes were written without saying where records start."""
+    starts = self._record_starts
+    if starts is None or self._gz is not None or sum(len(s) for _, s in starts) != self.records:
+      return None
+    return starts
+
+  def _write(self, data: bytes):
     try:
       if self._gz is not None:
         self._gz.write(data)
@@ -162,17 +188,24 @@ class AtomicWriter:
     self.write(frame(record))
     self.records += 1
 
-  def append_framed_file(self, path: str, num_records: int):
+  def append_framed_file(self, path: str, num_records: int, record_starts=None):
     """Appends a file of `num_records` framed records, copied in the kernel.
 
     Uncompressed outputs use `os.copy_file_range` (no copy through Python)
     and hash the source through a memory map; GZIP outputs stream it.
+    `record_starts`, if given, are the records' offsets in the file (see
+    `write_framed`).
     """
+    if self._record_starts is not None:
+      if record_starts is None:
+        self._record_starts = None
+      else:
+        self._record_starts.append((self.size, record_starts))
     size = os.path.getsize(path)
     if self._gz is not None or size == 0 or not hasattr(os, "copy_file_range"):
       with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
-          self.write(block)
+          self._write(block)
       self.records += num_records
       return
     try:

@@ -340,6 +340,60 @@ def global_ids(local_tokens: Sequence[str], local_ids: np.ndarray, index: Dict[s
   return g[keep], np.bincount(owner[keep], minlength=int(end.sum())).astype(np.int64)
 
 
+@dataclasses.dataclass
+class CountedCorpus:
+  """The vocab and the read chunks' local ids, before mapping them to global ids.
+
+  Attributes:
+    tokens, counts, raw_tokens, line_of, doc_names: as in `Corpus`.
+    pieces: per read chunk, in input order, (its distinct tokens, its local
+      ids with -1 at each line end) as `count_chunk` returns them.
+    piece_lines: sentences (lines) of each piece.
+  """
+  tokens: List[str]
+  counts: np.ndarray
+  raw_tokens: int
+  line_of: "LineMap"
+  pieces: List[Tuple[List[str], np.ndarray]]
+  piece_lines: List[int]
+  doc_names: Optional[List[str]] = None
+
+  @property
+  def num_sentences(self) -> int:
+    return sum(self.piece_lines)
+
+  @property
+  def num_tokens(self) -> int:
+    """Tokens that are not <unk> (equal to `Corpus.num_tokens`)."""
+    return int(self.counts[1:].sum())
+
+  def index(self) -> Dict[str, int]:
+    return {t: i for i, t in enumerate(self.tokens)}
+
+
+class PieceIds:
+  """One piece's tokens as global ids, per line; built in a worker from a CountedCorpus piece.
+
+  >>> p = PieceIds(["a", "x", "b"], np.array([0, 1, -1, 2, -1, -1], np.int32), {"a": 3, "b": 4})
+  >>> [(i.tolist(), n.tolist()) for i, n in [p.lines(0, 3), p.lines(1, 2)]]
+  [([3, 4], [1, 1, 0]), ([4], [1])]
+  """
+
+  def __init__(self, local_tokens: Sequence[str], local_ids: np.ndarray, index: Dict[str, int]):
+    remap = np.array([index.get(t, 0) for t in local_tokens] + [-1], dtype=np.int32)
+    self.ids = remap[local_ids]
+    self.ends = np.flatnonzero(self.ids < 0)  # line j ends at ends[j]
+
+  def lines(self, a: int, b: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(global ids without <unk>, tokens per line) of lines a..b-1."""
+    start = 0 if a == 0 else int(self.ends[a - 1]) + 1
+    seg = self.ids[start:int(self.ends[b - 1]) + 1] if b > a else self.ids[:0]
+    end = seg < 0
+    owner = np.cumsum(end) - end
+    keep = seg > 0
+    return seg[keep], np.bincount(owner[keep], minlength=b - a).astype(np.int64)
+
+
 def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "strict",
                 num_workers: int = 1, mode: ReadMode = SENTENCES,
                 chunk_bytes: Optional[int] = None,
@@ -353,6 +407,27 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
       data, a bad document line, a duplicate document id, no tokens at all, or
       a `min_freq` that leaves no word besides <unk>.
   """
+  c = count_corpus(files, min_freq, on_decode_error, num_workers, mode, chunk_bytes, counts)
+  index = c.index()
+  ids, lengths = [], []
+  for local_tokens, local_ids in c.pieces:
+    chunk_ids, chunk_lengths = global_ids(local_tokens, local_ids, index)
+    ids.append(chunk_ids)
+    lengths.append(chunk_lengths)
+  return Corpus(tokens=c.tokens, counts=c.counts, ids=np.concatenate(ids),
+                lengths=np.concatenate(lengths), raw_tokens=c.raw_tokens, line_of=c.line_of,
+                doc_names=c.doc_names)
+
+
+def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "strict",
+                 num_workers: int = 1, mode: ReadMode = SENTENCES,
+                 chunk_bytes: Optional[int] = None,
+                 counts: Optional[text_input.DecodeErrorCounts] = None) -> CountedCorpus:
+  """`load_corpus` without the mapping to global ids (workers do that: `PieceIds`).
+
+  Raises:
+    UserError: as `load_corpus`.
+  """
   units = []
   for path in files:
     chunks = file_chunks(path, chunk_bytes or CHUNK_BYTES)
@@ -360,6 +435,7 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
                  for i, (a, b) in enumerate(chunks))
   counter: Dict[str, int] = collections.Counter()
   pieces = []  # (chunk tokens, local ids) in input order
+  piece_lines: List[int] = []
   line_of = LineMap()
   doc_names: Optional[List[str]] = [] if mode.kind == "documents" else None
   doc_index: Dict[str, int] = {}
@@ -381,6 +457,7 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
     for r in in_file:
       counter.update(dict(zip(r.tokens, r.counts.tolist())))
       pieces.append((r.tokens, r.local_ids))
+      piece_lines.append(r.num_lines)
       if doc_names is not None:
         names = r.doc_names or [str(len(doc_names) + i) for i in range(r.num_lines)]
         for name in names:
@@ -393,12 +470,5 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
     in_file = []
   raw_tokens = sum(counter.values())
   tokens, counts = vocab_and_counts(counter, raw_tokens, min_freq, files)
-  index = {t: i for i, t in enumerate(tokens)}
-  ids, lengths = [], []
-  for local_tokens, local_ids in pieces:
-    chunk_ids, chunk_lengths = global_ids(local_tokens, local_ids, index)
-    ids.append(chunk_ids)
-    lengths.append(chunk_lengths)
-  return Corpus(tokens=tokens, counts=counts, ids=np.concatenate(ids),
-                lengths=np.concatenate(lengths), raw_tokens=raw_tokens, line_of=line_of,
-                doc_names=doc_names)
+  return CountedCorpus(tokens=tokens, counts=counts, raw_tokens=raw_tokens, line_of=line_of,
+                       pieces=pieces, piece_lines=piece_lines, doc_names=doc_names)

@@ -1,10 +1,12 @@
 """The create run: corpus -> vocab -> sharded records + vocab.txt + meta.json."""
 
+import bisect
 import dataclasses
 import json
 import os
+import shutil
 import sys
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -21,6 +23,7 @@ from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
 from textrecords.layout import DatasetLayout
 from w2v_data import corpus as corpus_lib
+from w2v_data import compiled
 from w2v_data import sampling
 from w2v_data import schema
 from w2v_data import units
@@ -31,7 +34,11 @@ CHUNK_SENTENCES = 2048  # sentences per work item (output bytes do not depend on
 
 @dataclasses.dataclass(frozen=True)
 class _Item:
+  """Sentences lo..hi-1 (global indices) of read piece `piece` (first: its first sentence)."""
+  index: int
   shard: int
+  piece: int     # -1: an empty shard
+  first: int
   lo: int
   hi: int
   last: bool     # the shard's last item
@@ -41,29 +48,63 @@ class _Item:
 _STATE = {}
 
 
-def _init_worker(ids, starts, lengths, sampler, layout):
-  _STATE.update(ids=ids, starts=starts, lengths=lengths, sampler=sampler, layout=layout)
+def _init_worker(counted, index, sampler, layout, parts_dir):
+  _STATE.clear()
+  _STATE.update(pieces=counted.pieces, index=index, sampler=sampler, layout=layout,
+                parts_dir=parts_dir)
 
 
 def _work(item: _Item):
-  """Samples (and encodes) one range of sentences; runs in a worker."""
+  """Maps one range of sentences to global ids, samples and encodes it; runs in a worker.
+
+  Returns (item, framed records: bytes, or the path of a part file holding
+  them when the run has a parts folder, their start offsets, counts).
+  """
   st = _STATE
   sampler: sampling.SkipGramSampler = st["sampler"]
-  a, b = st["starts"][item.lo], st["starts"][item.hi]
-  data, counts = units.sample_chunk(sampler, st["ids"][a:b], st["lengths"][item.lo:item.hi],
-                                    item.lo, st["layout"], item.write)
-  return item, data, counts
+  if item.piece < 0:
+    ids, lengths = np.zeros(0, np.int32), np.zeros(0, np.int64)
+  else:
+    cached = st.get("piece")
+    if cached is None or cached[0] != item.piece:  # a piece's items come one after the other
+      tokens, local_ids = st["pieces"][item.piece]
+      cached = st["piece"] = (item.piece, corpus_lib.PieceIds(tokens, local_ids, st["index"]))
+    ids, lengths = cached[1].lines(item.lo - item.first, item.hi - item.first)
+  out, counts = units.sample_chunk(sampler, ids, lengths, item.lo, st["layout"], item.write,
+                                   with_starts=True)
+  data, starts = out if out is not None else (None, None)
+  if data and st["parts_dir"]:
+    path = os.path.join(st["parts_dir"], f"part-{item.index:07d}")
+    with open(path, "wb") as f:
+      f.write(data)
+    data = path
+  return item, data, starts, counts
 
 
-def _items(num_sentences: int, num_shards: int, finished) -> List[_Item]:
-  out = []
-  for s in range(num_shards):
-    lo, hi = s * num_sentences // num_shards, (s + 1) * num_sentences // num_shards
-    bounds = list(range(lo, hi, CHUNK_SENTENCES)) + [hi]
-    if len(bounds) == 1:
-      bounds = [lo, hi]
-    for j in range(len(bounds) - 1):
-      out.append(_Item(s, bounds[j], bounds[j + 1], j == len(bounds) - 2, not finished[s]))
+def _items(piece_lines: Sequence[int], num_shards: int, finished) -> List[_Item]:
+  """Work items: each read piece cut at shard bounds and every CHUNK_SENTENCES sentences."""
+  total = sum(piece_lines)
+  bounds = [s * total // num_shards for s in range(num_shards + 1)]
+  raw = []  # (shard, piece, first, lo, hi)
+  first = 0
+  for p, n in enumerate(piece_lines):
+    g = first
+    while g < first + n:
+      shard = bisect.bisect_right(bounds, g) - 1
+      stop = min(first + n, bounds[shard + 1], g + CHUNK_SENTENCES)
+      raw.append((shard, p, first, g, stop))
+      g = stop
+    first += n
+  out, j = [], 0
+  for shard in range(num_shards):
+    mine = []
+    while j < len(raw) and raw[j][0] == shard:
+      mine.append(raw[j])
+      j += 1
+    if not mine:  # an empty shard still gets its (empty) file
+      mine = [(shard, -1, bounds[shard], bounds[shard], bounds[shard])]
+    for i, (_, p, f, lo, hi) in enumerate(mine):
+      out.append(_Item(len(out), shard, p, f, lo, hi, i == len(mine) - 1, not finished[shard]))
   return out
 
 
@@ -123,10 +164,11 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
           if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
   decode_errors = text_input.DecodeErrorCounts()
-  corpus = corpus_lib.load_corpus(files, config.min_freq, config.on_decode_error,
-                                  num_workers=config.num_workers, mode=mode,
-                                  counts=decode_errors)
-  progress.update(lambda: f"w2v_data: read {corpus.num_sentences:,} sentences, "
+  corpus = corpus_lib.count_corpus(files, config.min_freq, config.on_decode_error,
+                                   num_workers=config.num_workers, mode=mode,
+                                   counts=decode_errors)
+  num_sentences = corpus.num_sentences
+  progress.update(lambda: f"w2v_data: read {num_sentences:,} sentences, "
                   f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
   sampler = sampling.SkipGramSampler.build(
       corpus.counts, subsample_t=config.subsample_t, max_window_size=config.max_window_size,
@@ -148,37 +190,50 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   if config.resume and any(finished):
     _log(config, f"w2v_data: resume: keeping {sum(finished)} of {len(finished)} finished "
          "record files")
-  starts = np.zeros(corpus.num_sentences + 1, dtype=np.int64)
-  np.cumsum(corpus.lengths, out=starts[1:])
   totals = {"centers": 0, "pairs": 0, "subsampled_tokens": 0, "max_contexts": 0, "records": 0}
   file_centers = [0] * config.num_shards
   handle: Optional[dataset_writer.FileHandle] = None
   done = 0
+  # Workers map their sentences to global ids, sample, encode and write part
+  # files; this process appends the parts (copied in the kernel) and hashes.
+  parallel_run = config.num_workers > 1
+  parts_dir = writer.scratch_dir() if parallel_run else None
+  if not compiled.AVAILABLE:
+    _log(config, "w2v_data: numba is not installed (extra `fast`): sampling with numpy")
+  elif parallel_run:
+    compiled.prepare()  # loaded once here; the forked workers inherit it
   try:
-    for item, data, counts in parallel.ordered_map(
-        _work, _items(corpus.num_sentences, config.num_shards, finished), config.num_workers,
-        initializer=_init_worker, initargs=(corpus.ids, starts, corpus.lengths, sampler,
-                                             config.layout)):
+    for item, data, starts, counts in parallel.ordered_map(
+        _work, _items(corpus.piece_lines, config.num_shards, finished), config.num_workers,
+        initializer=_init_worker,
+        initargs=(corpus, corpus.index(), sampler, config.layout, parts_dir)):
       units.add_counts(totals, counts)
       file_centers[item.shard] += counts["centers"]
       done += item.hi - item.lo
       if item.write:
         if handle is None:
           handle = writer.open(record_paths[item.shard], config.compression)
-        handle.write(data)
-        handle.records += counts["centers" if config.layout == "center" else "records"]
+        n = counts["centers" if config.layout == "center" else "records"]
+        if isinstance(data, str):
+          handle.append_framed_file(data, n, starts)
+          os.remove(data)
+        elif data:
+          handle.write_framed(data, starts, n)
         if item.last:
           handle.commit()
           handle = None
-      progress.update(lambda: f"w2v_data: {done:,}/{corpus.num_sentences:,} sentences, "
+      progress.update(lambda: f"w2v_data: {done:,}/{num_sentences:,} sentences, "
                       f"{totals['centers']:,} centers")
   except sampling.NoNoiseWordError as e:
     raise units.no_noise_error(*corpus.line_of[e.sentence_index], len(corpus.tokens)) from None
   finally:
     if handle is not None:
       handle.abort()
+    if parts_dir is not None:
+      shutil.rmtree(parts_dir, ignore_errors=True)
+    _STATE.clear()
 
-  counts = {**units.summary_counts(config, corpus.num_sentences, corpus.raw_tokens,
+  counts = {**units.summary_counts(config, num_sentences, corpus.raw_tokens,
                                    corpus.num_tokens, totals),
             **decode_errors.as_dict()}
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from textrecords import tfrecord
 from textrecords import varint
+from w2v_data import compiled
 
 _I64 = np.int64
 _I32 = np.int32
@@ -91,7 +92,9 @@ class _Assembler:
         _scatter_varints(buf, start + 1, values, vlens)
       else:
         values, vlens, counts, first = data
-        if len(values) and values.min() < 0:
+        if not len(values):  # every record's list is empty (e.g. --num_noise_words=0)
+          continue
+        if values.min() < 0:
           raise ValueError("negative values are not supported")
         # first: byte offset of each value in its feature's payload, all records.
         rec_first = np.cumsum(counts) - counts
@@ -101,16 +104,26 @@ class _Assembler:
     return buf, rec_start
 
 
-def encode_int64_records(features: Sequence[Tuple[str, np.ndarray, np.ndarray]]) -> bytes:
+def encode_int64_records(features: Sequence[Tuple[str, np.ndarray, np.ndarray]],
+                         with_starts: bool = False):
   """Framed TFRecords of Examples whose features are all int64 lists.
 
   Args:
     features: (name, values, lengths) per feature: `values` concatenates the
       records' lists, `lengths[r]` is record r's count. Values must be >= 0.
+    with_starts: also return where each record starts.
 
   Returns:
-    The records, each framed as in a TFRecord file, concatenated.
+    The records, each framed as in a TFRecord file, concatenated (bytes);
+    with_starts: (those bytes, int64 [records] start offsets).
+
+  Raises:
+    ValueError: a negative value.
   """
+  kern = compiled.kernels()
+  if kern is not None:
+    data, starts = _encode_compiled(kern, features)
+    return (data, starts) if with_starts else data
   num = len(features[0][2])
   feats = []
   features_len = np.zeros(num, dtype=_I64)
@@ -160,7 +173,30 @@ def encode_int64_records(features: Sequence[Tuple[str, np.ndarray, np.ndarray]])
   pos = np.asarray(data_end, dtype=_I64)
   for i in range(4):
     buf[pos + i] = crc_bytes[:, i]
-  return buf.tobytes()
+  return (buf.tobytes(), starts[:-1]) if with_starts else buf.tobytes()
+
+
+def _encode_compiled(kern, features):
+  """`encode_int64_records` in one compiled pass (w2v_data.kernels): the same bytes."""
+  feats = sorted(features, key=lambda f: f[0].encode("utf-8"))
+  keys = []
+  for name, _, _ in feats:
+    key = name.encode("utf-8")
+    keys.append(b"\x0a" + varint.encode(len(key)) + key)
+  sizes = [len(f[1]) for f in feats]
+  value_start = np.zeros(len(feats) + 1, dtype=_I64)
+  np.cumsum(sizes, out=value_start[1:])
+  values = np.empty(int(value_start[-1]), dtype=_I64)
+  for f, (_, v, _) in enumerate(feats):
+    values[value_start[f]:value_start[f + 1]] = v
+  lengths = np.stack([np.asarray(f[2], dtype=_I64) for f in feats])
+  key_start = np.zeros(len(keys) + 1, dtype=_I64)
+  np.cumsum([len(k) for k in keys], out=key_start[1:])
+  buf, offsets = kern.encode_kernel(values, value_start, lengths,
+                                       np.frombuffer(b"".join(keys), np.uint8).copy(), key_start)
+  if len(offsets) and offsets[0] < 0:
+    raise ValueError("negative values are not supported")
+  return buf.tobytes(), offsets[:-1]
 
 
 def split_framed(data: bytes) -> List[bytes]:

@@ -26,6 +26,7 @@ from typing import Optional
 import numpy as np
 
 from textrecords import seeding
+from w2v_data import compiled
 from w2v_data import schema
 
 _U64 = np.uint64
@@ -202,6 +203,9 @@ class SkipGramSampler:
     Raises:
       NoNoiseWordError: a center's contexts cover the whole noise vocabulary.
     """
+    kern = compiled.kernels()
+    if kern is not None and self.noise is not None:
+      return self._sample_compiled(kern, ids, lengths, sentence_index, with_negatives)
     lengths = np.asarray(lengths, dtype=np.int64)
     num_s = len(lengths)
     keys = sentence_keys(self.seed, sentence_index)
@@ -266,6 +270,21 @@ class SkipGramSampler:
                          sentence=np.asarray(sentence_index, dtype=np.int64)[towner],
                          num_contexts=num_ctx, contexts=contexts.astype(np.int32),
                          negatives=negatives, subsampled_tokens=subsampled)
+
+  def _sample_compiled(self, kern, ids, lengths, sentence_index,
+                       with_negatives) -> SkipGramBatch:
+    """`sample` in one compiled pass (w2v_data.kernels): the same arrays."""
+    sentence_index = np.asarray(sentence_index, dtype=np.int64)
+    centers, owner, num_ctx, contexts, negatives, subsampled, failed = kern.sample_kernel(
+        np.ascontiguousarray(ids, dtype=np.int32), np.ascontiguousarray(lengths, dtype=np.int64),
+        sentence_keys(self.seed, sentence_index), self.keep_prob, self.noise.threshold,
+        self.noise.alias, self.noise.log2_size, self.max_window_size, self.num_noise_words,
+        kern.MODEL_CODES[self.model], bool(with_negatives), self.vocab_size - 1)
+    if failed >= 0:
+      raise NoNoiseWordError(int(sentence_index[failed]))
+    return SkipGramBatch(centers=centers, sentence=sentence_index[owner],
+                         num_contexts=num_ctx, contexts=contexts, negatives=negatives,
+                         subsampled_tokens=int(subsampled))
 
   def _draw_excluding(self, keys, towner, base, slots_per, excluded, excl_len,
                       sentence_index):

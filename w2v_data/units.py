@@ -23,21 +23,23 @@ _SUM_KEYS = ("centers", "pairs", "subsampled_tokens", "records")
 
 
 def encode_batch(batch: sampling.SkipGramBatch, num_noise_words: int,
-                 layout: str = schema.DEFAULT_LAYOUT, model: str = schema.DEFAULT_MODEL) -> bytes:
+                 layout: str = schema.DEFAULT_LAYOUT, model: str = schema.DEFAULT_MODEL,
+                 with_starts: bool = False):
   """The framed records of a batch: one per center or one per sentence, in order.
 
   A pure function of the batch (the per-unit encoder both engines call).
+  with_starts: return (bytes, each record's start offset) instead of bytes.
   """
   n = len(batch.centers)
   k = num_noise_words
   if n == 0:
-    return b""
+    return (b"", np.zeros(0, np.int64)) if with_starts else b""
   if layout == "center":
     return records.encode_int64_records([
         (schema.CENTER, batch.centers, np.ones(n, dtype=np.int64)),
         (schema.CONTEXTS, batch.contexts, batch.num_contexts),
         (schema.NEGATIVES, batch.negatives, k * batch.num_contexts),
-    ])
+    ], with_starts)
   # Centers come sentence by sentence: one record per run of equal `sentence`.
   first = np.flatnonzero(np.r_[True, batch.sentence[1:] != batch.sentence[:-1]])
   per_sentence = np.diff(np.r_[first, n])
@@ -48,7 +50,7 @@ def encode_batch(batch: sampling.SkipGramBatch, num_noise_words: int,
         (schema.NUM_CONTEXTS, batch.num_contexts, per_sentence),
         (schema.CONTEXTS, batch.contexts, contexts),
         (schema.NEGATIVES, batch.negatives, k * contexts),
-    ])
+    ], with_starts)
   feats = [(schema.CENTERS, batch.centers, per_sentence),
            (schema.NEGATIVES, batch.negatives, k * per_sentence)]
   if model != "pv_dbow":
@@ -56,16 +58,17 @@ def encode_batch(batch: sampling.SkipGramBatch, num_noise_words: int,
               (schema.CONTEXTS, batch.contexts, contexts)]
   if model in schema.PV_MODELS:
     feats.append((schema.DOC_ID, batch.sentence[first], np.ones(len(first), dtype=np.int64)))
-  return records.encode_int64_records(feats)
+  return records.encode_int64_records(feats, with_starts)
 
 
 def sample_chunk(sampler: sampling.SkipGramSampler, ids: np.ndarray, lengths: np.ndarray,
-                 first: int, layout: str, write: bool = True):
+                 first: int, layout: str, write: bool = True, with_starts: bool = False):
   """Samples sentences first, first+1, ... (their ids concatenated); returns
-  (framed records, or None when not `write`; counts)."""
+  (framed records, or None when not `write`; counts). with_starts: the
+  records are (bytes, each record's start offset)."""
   batch = sampler.sample(ids, lengths, np.arange(first, first + len(lengths)),
                          with_negatives=write)
-  data = (encode_batch(batch, sampler.num_noise_words, layout, sampler.model)
+  data = (encode_batch(batch, sampler.num_noise_words, layout, sampler.model, with_starts)
           if write else None)
   counts = {"centers": len(batch.centers), "pairs": batch.num_pairs,
             "subsampled_tokens": batch.subsampled_tokens,
