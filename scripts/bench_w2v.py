@@ -134,9 +134,10 @@ def baseline_epoch(centers, contexts, negatives, batch_size=512, seed=0):
 
 # --- the benchmark -----------------------------------------------------------------------
 
-def _timed(cmd):
+def _timed(cmd, env=None):
   t0 = time.perf_counter()
-  p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+  p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                     env=None if env is None else {**os.environ, **env})
   wall = time.perf_counter() - t0
   if p.returncode != 0:
     sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr}")
@@ -193,6 +194,9 @@ def main():
   workers = [] if args.num_workers is None else [f"--num_workers={args.num_workers}"]
 
   # 1. create, whole processes; runs interleaved, best of --repeats (shared machine).
+  # A first, untimed run fills numba's cache (the kernels compile once).
+  _timed([py, "-m", "w2v_data.create", f"--input_file={args.ptb}",
+          f"--output_dir={os.path.join(args.work_dir, 'warmup')}", "--overwrite", "--quiet"])
   runs = collections.defaultdict(list)
   for _ in range(args.repeats):
     wall, out = _timed([py, os.path.abspath(__file__), "--baseline_only", f"--ptb={args.ptb}"])
@@ -207,6 +211,14 @@ def main():
         key = f"create_{layout}" + ("_1worker" if extra == ["--num_workers=1"] else "")
         runs[key].append(wall)
         res[key] = {"bytes": sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))}
+    # The numpy code path (numba kernels off; the same bytes).
+    d = os.path.join(args.work_dir, "numpy")
+    wall, _ = _timed([py, "-m", "w2v_data.create", f"--input_file={args.ptb}",
+                      f"--output_dir={d}", "--overwrite", "--quiet", *workers],
+                     env={"TEXTRECORDS_NUMBA": "0"})
+    runs["create_sentence_numpy"].append(wall)
+    res["create_sentence_numpy"] = {"bytes": sum(os.path.getsize(os.path.join(d, f))
+                                                 for f in os.listdir(d))}
   for key, walls in runs.items():
     res[key].update(wall_s=min(walls), runs_s=walls)
 
@@ -368,6 +380,8 @@ def _report(r):
   print("\n| step | w2v_data | baseline | speed-up |\n|---|---|---|---|")
   for key, label in (("create_sentence", "create, sentence layout (default)"),
                      ("create_sentence_1worker", "create, sentence layout, 1 worker"),
+                     ("create_sentence_numpy", "create, sentence layout, numpy path "
+                      "(TEXTRECORDS_NUMBA=0)"),
                      ("create_center", "create, center layout"),
                      ("create_center_1worker", "create, center layout, 1 worker")):
     if key in r:

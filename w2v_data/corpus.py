@@ -25,7 +25,7 @@ import bisect
 import collections
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -422,8 +422,13 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
 def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "strict",
                  num_workers: int = 1, mode: ReadMode = SENTENCES,
                  chunk_bytes: Optional[int] = None,
-                 counts: Optional[text_input.DecodeErrorCounts] = None) -> CountedCorpus:
+                 counts: Optional[text_input.DecodeErrorCounts] = None,
+                 started: Optional[Callable[[], None]] = None) -> CountedCorpus:
   """`load_corpus` without the mapping to global ids (workers do that: `PieceIds`).
+
+  `started`, if given, is called once the read is under way (its worker
+  processes, if any, started), so that the caller can overlap other work
+  with it.
 
   Raises:
     UserError: as `load_corpus`.
@@ -440,7 +445,10 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
   doc_names: Optional[List[str]] = [] if mode.kind == "documents" else None
   doc_index: Dict[str, int] = {}
   in_file: List[ChunkCounts] = []  # the current file's chunks so far
-  for unit, result in zip(units, parallel.ordered_map(_read_unit, units, num_workers)):
+  for i, (unit, result) in enumerate(zip(units, parallel.ordered_map(_read_unit, units,
+                                                                     num_workers))):
+    if i == 0 and started is not None:
+      started()
     if result.error is not None and not any(r.unclean for r in in_file):
       before = sum(r.num_lines for r in in_file)
       raise UserError(f"{unit.path}:{before + result.error[0] + 1}: {result.error[1]}")

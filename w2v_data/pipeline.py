@@ -141,6 +141,7 @@ def create(config: W2vConfig,
       return _create(config, engine)
   finally:
     _STATE.clear()
+    compiled.wait_loading()  # no thread left loading numba when this returns
 
 
 def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
@@ -164,9 +165,10 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
           if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
   decode_errors = text_input.DecodeErrorCounts()
+  # numba loads in a thread while the read workers run (forked before it).
   corpus = corpus_lib.count_corpus(files, config.min_freq, config.on_decode_error,
                                    num_workers=config.num_workers, mode=mode,
-                                   counts=decode_errors)
+                                   counts=decode_errors, started=compiled.start_loading)
   num_sentences = corpus.num_sentences
   progress.update(lambda: f"w2v_data: read {num_sentences:,} sentences, "
                   f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
@@ -200,8 +202,7 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   parts_dir = writer.scratch_dir() if parallel_run else None
   if not compiled.AVAILABLE:
     _log(config, "w2v_data: numba is not installed (extra `fast`): sampling with numpy")
-  elif parallel_run:
-    compiled.prepare()  # loaded once here; the forked workers inherit it
+  compiled.prepare()  # loaded once here; forked workers inherit it
   try:
     for item, data, starts, counts in parallel.ordered_map(
         _work, _items(corpus.piece_lines, config.num_shards, finished), config.num_workers,
