@@ -282,6 +282,7 @@ def _measure(path, spec):
   from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   t0 = time.perf_counter()
+  cpu0 = time.process_time()
   if spec["what"] == "read":
     c = corpus_lib.load_corpus(path.split(","), 10, num_workers=spec["workers"])
     out = {"tokens": int(c.raw_tokens)}
@@ -290,6 +291,7 @@ def _measure(path, spec):
                                      quiet=True, num_workers=spec["workers"]))
     out = {"centers": meta["counts"]["centers"]}
   out["wall_s"] = time.perf_counter() - t0
+  out["cpu_main_in_run_s"] = time.process_time() - cpu0  # without interpreter start, imports
   # VmHWM: this process's peak RSS since exec (getrusage's SELF maxrss would
   # carry over the peak of the process that started us, across exec).
   with open("/proc/self/status", encoding="ascii") as f:

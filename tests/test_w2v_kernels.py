@@ -23,6 +23,16 @@ MODELS = ("skipgram", "cbow", "pv_dm", "pv_dbow")
 _BATCH_FIELDS = ("centers", "sentence", "num_contexts", "contexts", "negatives")
 
 
+@pytest.fixture(params=["default", "jit"])
+def kernel_source(request, monkeypatch):
+  """Runs a test with the kernels as loaded by default (compiled ahead of
+  time where a C compiler is at hand) and with numba's JIT."""
+  monkeypatch.setattr(compiled, "ENABLED", True)  # even under TEXTRECORDS_NUMBA=0
+  if request.param == "jit":
+    monkeypatch.setattr(compiled, "_LOADED", [compiled.jit_kernels()])
+  return request.param
+
+
 def _both(monkeypatch, fn):
   """fn() with the kernels, then with numpy."""
   monkeypatch.setattr(compiled, "ENABLED", True)  # even under TEXTRECORDS_NUMBA=0
@@ -51,7 +61,7 @@ def _record_starts(data):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_kernel_sampling_and_encoding_equal_numpy(monkeypatch, model):
+def test_kernel_sampling_and_encoding_equal_numpy(monkeypatch, model, kernel_source):
   rng = np.random.default_rng(3)
   for vocab, width, k, t in ((40, 5, 5, 1e-2), (12, 3, 2, 1.0), (300, 2, 0, 1e-3)):
     ids, lengths, counts = _corpus(rng, 300, vocab, 30)
@@ -83,7 +93,17 @@ def test_kernel_sampling_and_encoding_equal_numpy(monkeypatch, model):
       assert starts_f.tolist() == _record_starts(data_f)
 
 
-def test_kernel_reports_the_same_undrawable_sentence(monkeypatch):
+def test_kernel_alias_table_equals_numpy(monkeypatch, kernel_source):
+  rng = np.random.default_rng(5)
+  for weights in (rng.random(1000) ** 8, np.r_[0.0, rng.zipf(1.5, 3000) ** 0.75],
+                  np.array([0.0, 3.0, 1.0]), np.ones(64)):
+    fast, slow = _both(monkeypatch, lambda w=weights: sampling.AliasTable(w))
+    for name in ("prob", "threshold", "alias"):
+      a, b = getattr(fast, name), getattr(slow, name)
+      assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+def test_kernel_reports_the_same_undrawable_sentence(monkeypatch, kernel_source):
   # Two noise words; the middle 1 of "1 1 2" has both as contexts, so it
   # cannot get a skip-gram negative. Both paths name the same (global) sentence.
   counts = np.array([0, 5, 5])
@@ -101,7 +121,8 @@ def test_kernel_reports_the_same_undrawable_sentence(monkeypatch):
   assert fast == slow == 42
 
 
-def test_kernel_encoder_matches_numpy_on_big_values_and_empty_lists(monkeypatch):
+def test_kernel_encoder_matches_numpy_on_big_values_and_empty_lists(monkeypatch,
+                                                                    kernel_source):
   rng = np.random.default_rng(0)
   lens = rng.integers(0, 4, 50)
   vals = rng.integers(0, 1 << 62, int(lens.sum()))
@@ -153,12 +174,29 @@ def test_create_same_bytes_with_and_without_kernels_any_workers(tmp_path, monkey
 
 def test_prepare_and_docstrings(monkeypatch):
   import doctest  # pylint: disable=import-outside-toplevel
+  from w2v_data import kernels  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(compiled, "ENABLED", True)
   compiled.prepare()
-  kern = compiled.kernels()
-  for mod in (compiled, kern):
+  for mod in (compiled, kernels):
     result = doctest.testmod(mod)
     assert result.failed == 0 and result.attempted > 0, mod.__name__
+
+
+def test_ahead_of_time_kernels_load_without_numba():
+  # A fresh process: the kernels compiled ahead of time (built by an earlier
+  # test or run if a C compiler is at hand) import without importing numba.
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  code = ("import sys; from w2v_data import compiled; k = compiled.kernels(); "
+          "print(k.source, 'numba' in sys.modules)")
+  env = {k: v for k, v in os.environ.items() if k != "TEXTRECORDS_NUMBA"}
+  out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                       text=True, check=True).stdout.split()
+  assert out in (["aot", "False"], ["jit", "True"])
+  if out[0] == "jit":  # no C compiler here: the build failed once and was recorded
+    key = compiled._source_key()  # pylint: disable=protected-access
+    assert any(os.path.exists(os.path.join(d, f"_w2v_kernels_{key}.failed"))
+               for d in compiled._cache_dirs())  # pylint: disable=protected-access
 
 
 def test_create_without_noise_words(tmp_path, monkeypatch):

@@ -1,40 +1,137 @@
-"""Whether w2v_data runs its compiled kernels (numba), and loading them.
+"""Whether w2v_data runs its compiled kernels, and loading them.
 
-The kernels (`w2v_data.kernels`) are optional: with the `fast` extra
-(`pip install textrecords[fast]`, i.e. numba) sampling and record encoding
-run as compiled loops; without it, as numpy code. Both give the same
-output bytes. `TEXTRECORDS_NUMBA=0` in the environment turns the kernels
-off. numba is imported only when a kernel is first needed, so runs and
-readers that never sample pay nothing for it.
+The kernels (`w2v_data.kernels`, numba code) are optional: with the `fast`
+extra (`pip install textrecords[fast]`, i.e. numba) sampling and record
+encoding run as compiled loops; without it, as numpy code. Both give the
+same output bytes. `TEXTRECORDS_NUMBA=0` in the environment turns the
+kernels off; `TEXTRECORDS_NUMBA=jit` keeps them in numba's JIT (below).
 
->>> kernels() is None or hasattr(kernels(), "sample_kernel")
+Loading numba's JIT costs about 0.4 s of CPU per process (importing numba
+and its compiler), several times what the kernels then save on a corpus
+like PTB. So the first run also compiles them ahead of time (numba.pycc,
+in a child process; needs a C compiler) into a small extension module in a
+cache folder (the package's __pycache__, else ~/.cache/textrecords), named
+by a hash of the kernels' source, numba's and Python's versions; later runs
+import that module (a few ms, without numba). Where it cannot be built the
+JIT (with numba's own on-disk cache) is used.
+
+>>> kernels() is None or callable(kernels().sample_kernel)
 True
 """
 
+import hashlib
+import importlib.machinery
+import importlib.metadata
 import importlib.util
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
+import types
 
 AVAILABLE = importlib.util.find_spec("numba") is not None
-ENABLED = AVAILABLE and os.environ.get("TEXTRECORDS_NUMBA", "1") != "0"
+_MODE = os.environ.get("TEXTRECORDS_NUMBA", "1")
+ENABLED = AVAILABLE and _MODE != "0"
+MODEL_CODES = {"skipgram": 0, "cbow": 1, "pv_dm": 2, "pv_dbow": 3}
 
 _LOADED = []
 _LOADING = []  # the background thread of `start_loading`
+_LOCK = threading.Lock()
 
 
 def kernels():
-  """The kernels module when the compiled kernels are in use, else None."""
+  """The kernels (sample_kernel, encode_kernel, alias_kernel) when in use, else None."""
   if not ENABLED:
     return None
-  if not _LOADED:
-    from w2v_data import kernels as mod  # pylint: disable=import-outside-toplevel
-    _LOADED.append(mod)
+  with _LOCK:
+    if not _LOADED:
+      _LOADED.append(_load())
   return _LOADED[0]
 
 
+def _load():
+  if _MODE != "jit":
+    mod = _ahead_of_time_module()
+    if mod is not None:
+      return types.SimpleNamespace(sample_kernel=mod.sample_kernel,
+                                   encode_kernel=mod.encode_kernel,
+                                   alias_kernel=mod.alias_kernel, source="aot")
+  return jit_kernels()
+
+
+def jit_kernels():
+  """The kernels in numba's JIT (loaded, or compiled on a first run, into numba's cache)."""
+  from w2v_data import kernels as jit  # pylint: disable=import-outside-toplevel
+  jit.prepare()
+  return types.SimpleNamespace(sample_kernel=jit.sample_kernel,
+                               encode_kernel=jit.encode_kernel,
+                               alias_kernel=jit.alias_kernel, source="jit")
+
+
+def _source_key() -> str:
+  spec = importlib.util.find_spec("w2v_data.kernels")
+  with open(spec.origin, "rb") as f:
+    source = f.read()
+  numba_version = importlib.metadata.version("numba")
+  h = hashlib.sha256(source + f"|{numba_version}|{sys.version}|{sys.platform}".encode())
+  return h.hexdigest()[:16]
+
+
+def _cache_dirs():
+  here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
+  home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return [here, os.path.join(home, "textrecords")]
+
+
+def _ahead_of_time_module():
+  """The compiled extension module: imported, else built (once) and imported; None if
+  it cannot be built here."""
+  name = f"_w2v_kernels_{_source_key()}"
+  suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+  dirs = _cache_dirs()
+  for d in dirs:
+    path = os.path.join(d, name + suffix)
+    if os.path.exists(path):
+      return _import(name, path)
+    if os.path.exists(os.path.join(d, name + ".failed")):
+      return None
+  for d in dirs:
+    try:
+      os.makedirs(d, exist_ok=True)
+      tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=d)
+    except OSError:
+      continue
+    try:
+      root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+      env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+          [root] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+      p = subprocess.run([sys.executable, "-m", "w2v_data.kernels", tmp, name],
+                         capture_output=True, text=True, env=env, check=False)
+      built = os.path.join(tmp, name + suffix)
+      if p.returncode != 0 or not os.path.exists(built):
+        with open(os.path.join(d, name + ".failed"), "w", encoding="utf-8") as f:
+          f.write(p.stdout[-4000:] + p.stderr[-4000:])
+        return None
+      path = os.path.join(d, name + suffix)
+      os.replace(built, path)
+      return _import(name, path)
+    finally:
+      shutil.rmtree(tmp, ignore_errors=True)
+  return None
+
+
+def _import(name, path):
+  spec = importlib.util.spec_from_file_location(name, path)
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
 def start_loading():
-  """Starts `prepare` in a background thread (loading numba takes ~0.3 s of
-  CPU, mostly while this process waits for workers).
+  """Starts `prepare` in a background thread (loading or building the kernels
+  while this process waits for workers).
 
   Call it only when no process is forked before `prepare()` is called, which
   waits for the thread. Nothing to do when the kernels are not in use.
@@ -47,7 +144,7 @@ def start_loading():
 
 def _load_quietly():
   try:
-    prepare()
+    kernels()
   except Exception:  # pylint: disable=broad-except  # prepare() in the caller raises it again
     pass
 
@@ -59,12 +156,10 @@ def wait_loading():
 
 
 def prepare():
-  """Loads (or compiles, on a first run) every kernel in this process.
+  """Loads (or builds, on a first run) the kernels in this process.
 
-  Called before forking workers: they inherit the compiled code instead of
-  each loading it. Nothing to do when the kernels are not in use.
+  Called before forking workers: they inherit the loaded kernels instead of
+  each loading them. Nothing to do when the kernels are not in use.
   """
   wait_loading()
-  mod = kernels()
-  if mod is not None:
-    mod.prepare()
+  kernels()

@@ -438,7 +438,10 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
     chunks = file_chunks(path, chunk_bytes or CHUNK_BYTES)
     units.extend(_ReadUnit(path, a, b, i == len(chunks) - 1, mode)
                  for i, (a, b) in enumerate(chunks))
-  counter: Dict[str, int] = collections.Counter()
+  # Counts merged in input order: token -> slot in first-occurrence order,
+  # and the slots' counts (one array add per chunk).
+  slot: Dict[str, int] = {}
+  total = np.zeros(1024, dtype=np.int64)
   pieces = []  # (chunk tokens, local ids) in input order
   piece_lines: List[int] = []
   line_of = LineMap()
@@ -463,7 +466,11 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
     else:
       line_of.add(unit.path, first, sum(r.num_lines for r in in_file), None)
     for r in in_file:
-      counter.update(dict(zip(r.tokens, r.counts.tolist())))
+      slots = [slot.setdefault(t, len(slot)) for t in r.tokens]
+      if len(slot) > len(total):
+        total = np.concatenate([total, np.zeros(max(len(slot), 2 * len(total)) - len(total),
+                                                np.int64)])
+      total[slots] += r.counts  # a chunk's tokens are distinct
       pieces.append((r.tokens, r.local_ids))
       piece_lines.append(r.num_lines)
       if doc_names is not None:
@@ -476,7 +483,8 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
           doc_index[name] = len(doc_names)
           doc_names.append(name)
     in_file = []
-  raw_tokens = sum(counter.values())
+  counter = collections.Counter(dict(zip(slot, total[:len(slot)].tolist())))
+  raw_tokens = int(total.sum())
   tokens, counts = vocab_and_counts(counter, raw_tokens, min_freq, files)
   return CountedCorpus(tokens=tokens, counts=counts, raw_tokens=raw_tokens, line_of=line_of,
                        pieces=pieces, piece_lines=piece_lines, doc_names=doc_names)

@@ -1,8 +1,9 @@
 """numba kernels for w2v_data's two hot loops: sampling and record encoding.
 
-Imported only through `w2v_data.compiled` (which decides whether they are
-used: numba installed, the `fast` extra, and not turned off); importing this
-module imports numba. The numpy code in `sampling` and `records` is the
+Used through `w2v_data.compiled` (which decides whether they are used:
+numba installed, the `fast` extra, and not turned off; and how: compiled
+ahead of time by `python -m w2v_data.kernels OUT_DIR NAME`, or in numba's
+JIT); importing this module imports numba. The numpy code in `sampling` and `records` is the
 reference: these loops give the same arrays and the same bytes (tests run
 both and compare).
 
@@ -24,7 +25,6 @@ __pycache__, or numba's cache folder where that is not writable).
 import numba
 import numpy as np
 
-MODEL_CODES = {"skipgram": 0, "cbow": 1, "pv_dm": 2, "pv_dbow": 3}
 _ATTEMPTS_BEFORE_CHECK = 64  # sampling._MAX_ATTEMPTS_BEFORE_CHECK
 
 
@@ -351,6 +351,45 @@ def encode_kernel(values, value_start, lengths, key_bytes, key_start):
   return buf, rec_off
 
 
+@_njit
+def alias_kernel(scaled):
+  """Vose's alias construction of `sampling.AliasTable`, step for step (same floats).
+
+  scaled: float64 column weights summing to the number of columns.
+  Returns (prob float64, alias int64).
+  """
+  size = len(scaled)
+  scaled = scaled.copy()
+  prob = np.ones(size)
+  alias = np.arange(size)
+  small = np.empty(size, dtype=np.int64)
+  large = np.empty(size, dtype=np.int64)
+  ns = 0
+  nl = 0
+  for i in range(size):
+    if scaled[i] < 1.0:
+      small[ns] = i
+      ns += 1
+    else:
+      large[nl] = i
+      nl += 1
+  while ns > 0 and nl > 0:
+    ns -= 1
+    nl -= 1
+    sm = small[ns]
+    lg = large[nl]
+    prob[sm] = scaled[sm]
+    alias[sm] = lg
+    scaled[lg] = scaled[lg] + scaled[sm] - 1.0
+    if scaled[lg] < 1.0:
+      small[ns] = lg
+      ns += 1
+    else:
+      large[nl] = lg
+      nl += 1
+  return prob, alias
+
+
 def prepare():
   """Compiles (or loads from the cache) every kernel with the argument types
   the callers use, so that forked workers inherit them."""
@@ -362,6 +401,38 @@ def prepare():
   alias = np.array([1, 0], dtype=np.int32)
   for model in (0, 1, 3):
     sample_kernel(ids, lengths, keys, keep, threshold, alias, 1, 2, 1, model, True, 2)
+  alias_kernel(np.array([0.5, 1.5]))
   encode_kernel(np.array([1, 300], dtype=np.int64), np.array([0, 2], dtype=np.int64),
                 np.array([[2]], dtype=np.int64), np.frombuffer(b"\x0a\x01a", np.uint8).copy(),
                 np.array([0, 3], dtype=np.int64))
+
+
+SAMPLE_SIGNATURE = ("Tuple((int32[:], int64[:], int64[:], int32[:], int32[:], int64, int64))"
+                    "(int32[:], int64[:], uint64[:], float64[:], uint32[:], int32[:], int64, "
+                    "int64, int64, int64, boolean, int64)")
+ENCODE_SIGNATURE = "Tuple((uint8[:], int64[:]))(int64[:], int64[:], int64[:, :], uint8[:], int64[:])"
+ALIAS_SIGNATURE = "Tuple((float64[:], int64[:]))(float64[:])"
+
+
+def build_module(output_dir: str, name: str):
+  """Compiles the kernels ahead of time (numba.pycc) into extension module `name`.
+
+  The module has sample_kernel and encode_kernel with the signatures above
+  and imports without numba (see `w2v_data.compiled`).
+  """
+  import warnings  # pylint: disable=import-outside-toplevel
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from numba.pycc import CC  # pylint: disable=import-outside-toplevel
+    cc = CC(name)
+    cc.output_dir = output_dir
+    cc.verbose = False
+    cc.export("sample_kernel", SAMPLE_SIGNATURE)(sample_kernel.py_func)
+    cc.export("encode_kernel", ENCODE_SIGNATURE)(encode_kernel.py_func)
+    cc.export("alias_kernel", ALIAS_SIGNATURE)(alias_kernel.py_func)
+    cc.compile()
+
+
+if __name__ == "__main__":  # python -m w2v_data.kernels OUTPUT_DIR MODULE_NAME
+  import sys  # pylint: disable=import-outside-toplevel
+  build_module(sys.argv[1], sys.argv[2])

@@ -110,17 +110,11 @@ class AliasTable:
     size = 1 << self.log2_size
     scaled = np.zeros(size)
     scaled[:self.n] = w * (size / w.sum())
-    prob = np.ones(size)
-    alias = np.arange(size, dtype=np.int64)
-    small = [i for i in range(size) if scaled[i] < 1.0]
-    large = [i for i in range(size) if scaled[i] >= 1.0]
-    scaled = scaled.tolist()
-    while small and large:
-      s, l = small.pop(), large.pop()
-      prob[s] = scaled[s]
-      alias[s] = l
-      scaled[l] = scaled[l] + scaled[s] - 1.0
-      (small if scaled[l] < 1.0 else large).append(l)
+    kern = compiled.kernels()
+    if kern is not None:  # the same steps, compiled
+      prob, alias = kern.alias_kernel(scaled)
+    else:
+      prob, alias = _vose(scaled)
     # Columns left over keep prob 1 and alias = themselves (rounding residue).
     self.prob = prob
     self.threshold = np.minimum(np.floor(prob * 4294967296.0), 4294967295.0).astype(np.uint32)
@@ -131,6 +125,23 @@ class AliasTable:
     col = (bits >> _U64(64 - self.log2_size)).astype(np.int32)
     low = bits.astype(np.uint32)
     return np.where(low >= self.threshold[col], self.alias[col], col)
+
+
+def _vose(scaled: np.ndarray):
+  """Vose's alias construction: (prob, alias) for weights summing to len(scaled)."""
+  size = len(scaled)
+  prob = np.ones(size)
+  alias = np.arange(size, dtype=np.int64)
+  small = [i for i in range(size) if scaled[i] < 1.0]
+  large = [i for i in range(size) if scaled[i] >= 1.0]
+  scaled = scaled.tolist()
+  while small and large:
+    s, l = small.pop(), large.pop()
+    prob[s] = scaled[s]
+    alias[s] = l
+    scaled[l] = scaled[l] + scaled[s] - 1.0
+    (small if scaled[l] < 1.0 else large).append(l)
+  return prob, alias
 
 
 @dataclasses.dataclass
@@ -279,7 +290,7 @@ class SkipGramSampler:
         np.ascontiguousarray(ids, dtype=np.int32), np.ascontiguousarray(lengths, dtype=np.int64),
         sentence_keys(self.seed, sentence_index), self.keep_prob, self.noise.threshold,
         self.noise.alias, self.noise.log2_size, self.max_window_size, self.num_noise_words,
-        kern.MODEL_CODES[self.model], bool(with_negatives), self.vocab_size - 1)
+        compiled.MODEL_CODES[self.model], bool(with_negatives), self.vocab_size - 1)
     if failed >= 0:
       raise NoNoiseWordError(int(sentence_index[failed]))
     return SkipGramBatch(centers=centers, sentence=sentence_index[owner],
