@@ -7,13 +7,14 @@ same output bytes. `TEXTRECORDS_NUMBA=0` in the environment turns the
 kernels off; `TEXTRECORDS_NUMBA=jit` keeps them in numba's JIT (below).
 
 Loading numba's JIT costs about 0.4 s of CPU per process (importing numba
-and its compiler), several times what the kernels then save on a corpus
-like PTB. So the first run also compiles them ahead of time (numba.pycc,
-in a child process; needs a C compiler) into a small extension module in a
-cache folder (the package's __pycache__, else ~/.cache/textrecords), named
-by a hash of the kernels' source, numba's and Python's versions; later runs
-import that module (a few ms, without numba). Where it cannot be built the
-JIT (with numba's own on-disk cache) is used.
+and its compiler), about what the kernels then save on a corpus like PTB.
+So the first run compiles them ahead of time (numba.pycc, in a child
+process; needs a C compiler) into a small extension module in a cache
+folder (the package's __pycache__, else ~/.cache/textrecords), named by a
+hash of the kernels' source, numba's and Python's versions; later runs
+import that module (a few ms, without numba). Where it cannot be built, a
+`<name>.failed` file there keeps the compiler's output, and numba's JIT
+(with its own on-disk cache) is used; delete the file to try again.
 
 >>> kernels() is None or callable(kernels().sample_kernel)
 True
@@ -111,8 +112,9 @@ def _ahead_of_time_module():
                          capture_output=True, text=True, env=env, check=False)
       built = os.path.join(tmp, name + suffix)
       if p.returncode != 0 or not os.path.exists(built):
-        with open(os.path.join(d, name + ".failed"), "w", encoding="utf-8") as f:
-          f.write(p.stdout[-4000:] + p.stderr[-4000:])
+        if p.returncode > 0 and "KeyboardInterrupt" not in p.stderr:  # not a Ctrl-C: keep
+          with open(os.path.join(d, name + ".failed"), "w", encoding="utf-8") as f:
+            f.write(p.stdout[-4000:] + p.stderr[-4000:])  # for whoever wonders why
         return None
       path = os.path.join(d, name + suffix)
       os.replace(built, path)
