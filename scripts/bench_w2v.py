@@ -134,11 +134,19 @@ def baseline_epoch(centers, contexts, negatives, batch_size=512, seed=0):
 
 # --- the benchmark -----------------------------------------------------------------------
 
-def _timed(cmd, env=None):
+def _timed(cmd, env=None, cpu=None):
+  """Runs cmd; returns (wall s, stdout). `cpu`, a list, gets the CPU seconds of
+  the process and its workers (getrusage CHILDREN, less distorted by other
+  load on the machine than wall time)."""
+  import resource  # pylint: disable=import-outside-toplevel
+  before = resource.getrusage(resource.RUSAGE_CHILDREN)
   t0 = time.perf_counter()
   p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
                      env=None if env is None else {**os.environ, **env})
   wall = time.perf_counter() - t0
+  after = resource.getrusage(resource.RUSAGE_CHILDREN)
+  if cpu is not None:
+    cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
   if p.returncode != 0:
     sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr}")
   return wall, p.stdout
@@ -163,6 +171,8 @@ def main():
   p.add_argument("--repeats", type=int, default=3, help="timed runs; the best is reported")
   p.add_argument("--baseline_only", action="store_true", help=argparse.SUPPRESS)
   p.add_argument("--measure", default=None, help=argparse.SUPPRESS)
+  p.add_argument("--create_only", action="store_true",
+                 help="only the create timings (no PTB figures, no epochs)")
   p.add_argument("--skip_main", action="store_true",
                  help="skip the baseline comparison (only --scaling_repeats/--memory_scale)")
   p.add_argument("--scaling_repeats", type=int, default=0,
@@ -198,29 +208,35 @@ def main():
   _timed([py, "-m", "w2v_data.create", f"--input_file={args.ptb}",
           f"--output_dir={os.path.join(args.work_dir, 'warmup')}", "--overwrite", "--quiet"])
   runs = collections.defaultdict(list)
+  cpus = collections.defaultdict(list)
   for _ in range(args.repeats):
-    wall, out = _timed([py, os.path.abspath(__file__), "--baseline_only", f"--ptb={args.ptb}"])
+    wall, out = _timed([py, os.path.abspath(__file__), "--baseline_only", f"--ptb={args.ptb}"],
+                       cpu=cpus["baseline_create"])
     runs["baseline_create"].append(wall)
     res["baseline_create"] = json.loads(out)
     for layout in ("sentence", "center"):
       for extra in ([], ["--num_workers=1"]) if not workers else (workers,):
         d = os.path.join(args.work_dir, layout)
+        key = f"create_{layout}" + ("_1worker" if extra == ["--num_workers=1"] else "")
         wall, _ = _timed([py, "-m", "w2v_data.create", f"--input_file={args.ptb}",
                           f"--output_dir={d}", f"--layout={layout}", "--overwrite", "--quiet",
-                          *extra])
-        key = f"create_{layout}" + ("_1worker" if extra == ["--num_workers=1"] else "")
+                          *extra], cpu=cpus[key])
         runs[key].append(wall)
         res[key] = {"bytes": sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))}
     # The numpy code path (numba kernels off; the same bytes).
     d = os.path.join(args.work_dir, "numpy")
     wall, _ = _timed([py, "-m", "w2v_data.create", f"--input_file={args.ptb}",
                       f"--output_dir={d}", "--overwrite", "--quiet", *workers],
-                     env={"TEXTRECORDS_NUMBA": "0"})
+                     env={"TEXTRECORDS_NUMBA": "0"}, cpu=cpus["create_sentence_numpy"])
     runs["create_sentence_numpy"].append(wall)
     res["create_sentence_numpy"] = {"bytes": sum(os.path.getsize(os.path.join(d, f))
                                                  for f in os.listdir(d))}
   for key, walls in runs.items():
-    res[key].update(wall_s=min(walls), runs_s=walls)
+    res[key].update(wall_s=min(walls), runs_s=walls, cpu_s=min(cpus[key]), cpu_runs_s=cpus[key])
+  if args.create_only:
+    res["machine"]["load_avg_end"] = os.getloadavg()
+    _report(res)
+    return
 
   # 2. PTB figures.
   from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
@@ -328,7 +344,7 @@ def _scaling_and_memory(args, res):
         pairs[what].append((one["wall_s"], two["wall_s"]))
         if what == "create":
           pairs["create_process"].append((one["process_wall_s"], two["process_wall_s"]))
-          shares.append((two["cpu_main_s"], two["cpu_workers_s"]))
+          shares.append((two["cpu_main_s"], two["cpu_workers_s"], two["cpu_main_in_run_s"]))
     res["scaling"] = {k: {"pairs_s": v, "speedups": [a / b for a, b in v]}
                       for k, v in pairs.items()}
     res["cpu_shares"] = shares
@@ -359,11 +375,15 @@ def _scaling_and_memory(args, res):
             f"(median {sorted(sp)[len(sp) // 2]:.2f}x) |")
   if res.get("cpu_shares"):
     # Amdahl: the main process's CPU seconds stay serial, the workers' divide.
-    fr = [m / (m + w) for m, w in res["cpu_shares"]]
-    proj = {n: [1.0 / (f + (1 - f) / n) for f in fr] for n in (2, 4, 16)}
-    print(f"| main process share of CPU seconds, create with 2 workers | "
-          f"{min(fr):.1%}-{max(fr):.1%} | Amdahl speed-up at 2/4/16 workers: "
-          + " / ".join(f"{min(v):.1f}-{max(v):.1f}x" for v in proj.values()) + " |")
+    for label, fr in (
+        ("incl. interpreter start and imports",
+         [m / (m + w) for m, w, _ in res["cpu_shares"]]),
+        ("in the run (without interpreter start)",
+         [r / (r + w) for _, w, r in res["cpu_shares"]])):
+      proj = {n: [1.0 / (f + (1 - f) / n) for f in fr] for n in (2, 4, 16)}
+      print(f"| main process share of CPU seconds, create with 2 workers, {label} | "
+            f"{min(fr):.1%}-{max(fr):.1%} | Amdahl speed-up at 2/4/16 workers: "
+            + " / ".join(f"{min(v):.1f}-{max(v):.1f}x" for v in proj.values()) + " |")
   if "memory" in res:
     print(f"\n# peak RSS, create on PTB x{args.memory_scale} "
           f"({res['memory']['corpus_mb']:.0f} MB)")
@@ -375,11 +395,12 @@ def _scaling_and_memory(args, res):
 
 def _report(r):
   b = r["baseline_create"]
-  ptb = r["ptb"]
+  ptb = r.get("ptb")
   print(f"# w2v_data benchmark {r['date']} (cpus {r['machine']['cpus']}, load "
         f"{r['machine']['load_avg_start'][0]:.1f} -> {r['machine']['load_avg_end'][0]:.1f}; "
         "best of the timed runs; epochs after a first, warm-up epoch)")
-  print("\n| step | w2v_data | baseline | speed-up |\n|---|---|---|---|")
+  print("\n| step | w2v_data | baseline | speed-up | CPU s (w2v_data / baseline) | CPU ratio |"
+        "\n|---|---|---|---|---|---|")
   for key, label in (("create_sentence", "create, sentence layout (default)"),
                      ("create_sentence_1worker", "create, sentence layout, 1 worker"),
                      ("create_sentence_numpy", "create, sentence layout, numpy path "
@@ -388,7 +409,10 @@ def _report(r):
                      ("create_center_1worker", "create, center layout, 1 worker")):
     if key in r:
       print(f"| {label} | {r[key]['wall_s']:.2f} s | {b['wall_s']:.2f} s | "
-            f"{b['wall_s'] / r[key]['wall_s']:.1f}x |")
+            f"{b['wall_s'] / r[key]['wall_s']:.1f}x | {r[key]['cpu_s']:.2f} / {b['cpu_s']:.2f} | "
+            f"{b['cpu_s'] / r[key]['cpu_s']:.1f}x |")
+  if "epoch_sentence" not in r:
+    return
   for key, label in (("epoch_sentence", "epoch, batch 512, sentence layout"),
                      ("epoch_sentence_pad60", "epoch, sentence layout, pad_to=60"),
                      ("epoch_sentence_fresh", "epoch, sentence layout, fresh negatives"),
