@@ -43,7 +43,13 @@ def _crc_tables() -> np.ndarray:
   return t
 
 
-_njit = numba.njit(cache=True, nogil=True)
+def _njit(fn):
+  try:
+    return numba.njit(cache=True, nogil=True)(fn)
+  except RuntimeError:  # no writable cache directory: compile in every process
+    return numba.njit(nogil=True)(fn)
+
+
 _CRC = _crc_tables()
 _U = np.uint64
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
