@@ -14,6 +14,7 @@ import os
 from absl import flags
 
 from bert_data.config import BertConfig
+from bert_data import pipeline
 from textrecords import cli
 from textrecords import text_input
 from textrecords.run_options import run_options_from_flags
@@ -91,12 +92,8 @@ def _summary(config: BertConfig, summary: dict):
                     decode_errors=cli.decode_errors(summary))
 
 
-def main(argv):
-  from bert_data import pipeline  # pylint: disable=import-outside-toplevel
-  cli.generator_main(argv, FLAGS, config_from_flags, pipeline.create, _summary,
-                     output="output_files", output_flag="--output_file", folder=False)
-
-
+main = cli.generator(config_from_flags, pipeline.create, _summary, output="output_files",
+                     output_flag="--output_file", folder=False)
 entry_point = cli.entry_point(define_flags, main)  # the `bert-data-create` console script
 
 

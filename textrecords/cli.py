@@ -191,6 +191,23 @@ def generator_main(argv, flag_values, make_config: Callable, create: Callable,
   report(line, summary, quiet=config.quiet, summary_json=summary_json)
 
 
+def generator(make_config: Callable, create: Callable, summarize: Callable, *,
+              output: str, output_flag: str, folder: bool) -> Callable:
+  """A generator's `main(argv)`: `generator_main` with these arguments and the
+  parsed flags.
+
+  The main counts as make_config's module's (its `--help` shows that module's
+  doc and flags).
+  """
+
+  def main(argv):
+    generator_main(argv, FLAGS, make_config, create, summarize, output=output,
+                   output_flag=output_flag, folder=folder)
+
+  main.__module__ = make_config.__module__
+  return main
+
+
 def decode_note(counts: dict) -> str:
   """", 3 lines with invalid UTF-8 replaced" from a dict with replaced_lines /
   skipped_lines (as `text_input.DecodeErrorCounts.as_dict`), or ''.

@@ -11,6 +11,7 @@ import os
 
 from absl import flags
 
+from w2v_data import pipeline
 from textrecords import cli
 from textrecords.run_options import run_options_from_flags
 from w2v_data import schema
@@ -66,12 +67,8 @@ def _summary(config: W2vConfig, meta: dict):
                 "decode_errors": cli.decode_errors(c)}
 
 
-def main(argv):
-  from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
-  cli.generator_main(argv, FLAGS, config_from_flags, pipeline.create, _summary,
-                     output="output_dir", output_flag="--output_dir", folder=True)
-
-
+main = cli.generator(config_from_flags, pipeline.create, _summary, output="output_dir",
+                     output_flag="--output_dir", folder=True)
 entry_point = cli.entry_point(define_flags, main)  # the `w2v-data-create` console script
 
 
