@@ -166,9 +166,13 @@ class RecordSource:
     first = np.flatnonzero(new_run)
     last = np.append(first[1:], idx.size) - 1
     chunks = []
+    fi = int(f[0])
     try:
-      for a, b, fi in zip(begin[first].tolist(), end[last].tolist(), f[first].tolist()):
-        chunks.append(os.pread(self._fd(fi), b - a, a))
+      files = f[first].tolist()
+      fds = {k: self._fd(k) for k in set(files)}
+      pread = os.pread
+      for a, b, fi in zip(begin[first].tolist(), end[last].tolist(), files):
+        chunks.append(pread(fds[fi], b - a, a))
     except OSError as e:
       raise UserError(f"cannot read {self.paths[fi]}: {e.strerror}") from e
     data = b"".join(chunks) if len(chunks) > 1 else chunks[0]
@@ -189,13 +193,14 @@ def _frames_ok(data: bytes, at: np.ndarray, size: np.ndarray) -> bool:
   length = head[:, :8].copy().view("<u8")[:, 0]
   if np.any(length != (size - 16).astype(np.uint64)):
     return False
-  want_head = head[:, 8:].copy().view("<u4")[:, 0].tolist()
-  want_data = buf[(at + size - 4)[:, None] + np.arange(4)].view("<u4")[:, 0].tolist()
-  crc = tfrecord.masked_crc
-  for a, b, h, d in zip(at.tolist(), (at + size).tolist(), want_head, want_data):
-    if crc(data[a:a + 8]) != h or crc(data[a + 12:b - 4]) != d:
-      return False
-  return True
+  want_head = head[:, 8:].copy().view("<u4")[:, 0]
+  want_data = buf[(at + size - 4)[:, None] + np.arange(4)].view("<u4")[:, 0]
+  crc, n = tfrecord.crc32c, len(at)
+  starts, stops = at.tolist(), (at + size - 4).tolist()
+  got_head = np.fromiter((crc(data[a:a + 8]) for a in starts), np.uint64, n)
+  got_data = np.fromiter((crc(data[a + 12:b]) for a, b in zip(starts, stops)), np.uint64, n)
+  return bool((tfrecord.mask_crc(got_head) == want_head).all() and
+              (tfrecord.mask_crc(got_data) == want_data).all())
 
 
 def _check_framed(raw: bytes, size: int) -> Optional[str]:
