@@ -8,6 +8,7 @@ import pytest
 
 from textrecords import example_codec
 from textrecords import example_decoder as ED
+from textrecords import example_kernels
 from textrecords import features as F
 from textrecords import reader
 from textrecords import tfrecord
@@ -54,21 +55,28 @@ def _check_values(cols, vals):
                                 np.float32([x for v in vals for x in v["floats"]]))
 
 
+# The fast path runs through the numba kernels when numba is installed,
+# else through the numpy walk: both are tested where numba is.
+PATHS = [False] + ([True] if example_kernels.available() else [])
+
+
 def test_docstring_examples():
-  result = doctest.testmod(ED)
-  assert result.failed == 0 and result.attempted >= 3
+  for mod in (ED, example_kernels):
+    result = doctest.testmod(mod)
+    assert result.failed == 0 and result.attempted >= 1, mod.__name__
 
 
-def test_fast_path_equals_general_path_on_varied_records():
+@pytest.mark.parametrize("compiled", PATHS)
+def test_fast_path_equals_general_path_on_varied_records(compiled):
   recs, vals = _records(200)
-  dec = ED.ExampleDecoder(SCHEMA)
+  dec = ED.ExampleDecoder(SCHEMA, compiled=compiled)
   batch = ED.RecordBatch.from_records(recs)
   fast = dec.decode_fast(batch)
   assert fast is not None, "records we write must take the fast path"
   _same_columns(fast, dec.decode_general(recs))
   _check_values(fast, vals)
-  # Several templates were needed (lengths of other varint widths).
-  assert max(len(known) for known in dec._layout[1]) > 1  # pylint: disable=protected-access
+  if not compiled:  # several templates were needed (lengths of other varint widths)
+    assert max(len(known) for known in dec._layout[1]) > 1  # pylint: disable=protected-access
   # The cached layout serves the next batch; small batches and one record too.
   for lo, hi in ((0, 1), (5, 37), (199, 200)):
     part = dec.decode(recs[lo:hi])
@@ -76,7 +84,8 @@ def test_fast_path_equals_general_path_on_varied_records():
     _check_values(part, vals[lo:hi])
 
 
-def test_extra_features_are_skipped_by_the_fast_path():
+@pytest.mark.parametrize("compiled", PATHS)
+def test_extra_features_are_skipped_by_the_fast_path(compiled):
   wide = SCHEMA + (F.FeatureSpec("aaa_extra", F.INT64, None),
                    F.FeatureSpec("zzz", F.FLOAT, None))
   rng = np.random.default_rng(1)
@@ -84,7 +93,7 @@ def test_extra_features_are_skipped_by_the_fast_path():
   vals = [dict(_values(rng, i), aaa_extra=[1, 2, 300][:i % 4], zzz=[0.5] * (i % 2))
           for i in range(30)]
   recs = [enc.encode(v) for v in vals]
-  dec = ED.ExampleDecoder(SCHEMA)
+  dec = ED.ExampleDecoder(SCHEMA, compiled=compiled)
   fast = dec.decode_fast(ED.RecordBatch.from_records(recs))
   assert fast is not None
   _same_columns(fast, dec.decode_general(recs))
@@ -97,10 +106,11 @@ def _unpacked(values):
   return example_codec._len_delimited(0x1A, body)  # pylint: disable=protected-access
 
 
-def test_other_encodings_take_the_general_path():
+@pytest.mark.parametrize("compiled", PATHS)
+def test_other_encodings_take_the_general_path(compiled):
   recs, vals = _records(12)
   schema_order, _ = _records(12, key_order="schema")
-  dec = ED.ExampleDecoder(SCHEMA)
+  dec = ED.ExampleDecoder(SCHEMA, compiled=compiled)
   # Entries in another order (as protobuf's pure-Python backend writes them)
   # mixed into one batch: the fast walk refuses the batch, the general path
   # decodes it.
@@ -117,9 +127,10 @@ def test_other_encodings_take_the_general_path():
   _check_values(dec.decode([odd] + recs[1:3]), [want] + vals[1:3])
 
 
-def test_bad_records_raise_decode_errors():
+@pytest.mark.parametrize("compiled", PATHS)
+def test_bad_records_raise_decode_errors(compiled):
   recs, _ = _records(4)
-  dec = ED.ExampleDecoder(SCHEMA)
+  dec = ED.ExampleDecoder(SCHEMA, compiled=compiled)
   short = example_codec.ExampleEncoder(SCHEMA[:3]).encode(
       {"ids": [1] * 6, "var": [], "w": [0.0] * 3})
   with pytest.raises(ED.DecodeError, match="no feature 'floats'"):

@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from textrecords import example_codec
+from textrecords import example_kernels
 from textrecords import features as F
 
 # Feature message field tags: bytes_list = 1, float_list = 2, int64_list = 3.
@@ -136,9 +137,18 @@ def decode_varints(data: np.ndarray) -> np.ndarray:
 class ExampleDecoder:
   """Decodes batches of serialized Examples of one schema into numpy columns."""
 
-  def __init__(self, schema: Sequence[F.FeatureSpec]):
+  def __init__(self, schema: Sequence[F.FeatureSpec], compiled: Optional[bool] = None):
+    """Args:
+      schema: the features to decode.
+      compiled: the fast path through the numba kernels
+        (`example_kernels`); default: when numba is installed. False: the
+        numpy walk (same arrays).
+    """
     self.schema = tuple(schema)
     self._want = {s.name.encode("utf-8"): s for s in self.schema}
+    self.compiled = example_kernels.available() if compiled is None else compiled
+    if self.compiled and not example_kernels.available():
+      raise ImportError("compiled decoding needs numba: pip install 'textrecords[fast]'")
 
   def payloads(self, record: bytes) -> Dict[str, bytes]:
     """Each schema feature's packed payload in one record.
@@ -296,6 +306,8 @@ class ExampleDecoder:
     buf = np.frombuffer(batch.data, np.uint8)
     if buf.size == 0:
       return None
+    if self.compiled:
+      return self._decode_compiled(buf, batch)
     cached = getattr(self, "_layout", None)
     found = _walk(buf, batch.starts, batch.ends, *cached) if cached is not None else None
     if found is None:
@@ -309,9 +321,51 @@ class ExampleDecoder:
       self._layout = cached
     return self._columns(buf, found, len(batch))
 
+  def _decode_compiled(self, buf, batch: RecordBatch) -> Optional[Dict[str, Column]]:
+    """`decode_fast` through `example_kernels` (same arrays, or None)."""
+    b = len(batch)
+    out_start = np.empty((len(self.schema), b), np.int64)
+    out_size = np.empty((len(self.schema), b), np.int64)
+    for attempt in range(2):
+      kernel_layout = getattr(self, "_kernel_layout", None)
+      if kernel_layout is None or attempt:
+        layout = self.layout(batch[0])
+        if layout is None:
+          return None
+        number = {s.name: i for i, s in enumerate(self.schema)}
+        prefixes = [p for p, _ in layout]
+        kernel_layout = self._kernel_layout = (
+            np.concatenate(prefixes),
+            np.concatenate(([0], np.cumsum([p.size for p in prefixes]))).astype(np.int64),
+            np.array([-1 if spec is None else number[spec.name] for _, spec in layout],
+                     np.int64),
+            np.array([0 if spec is None else _LIST_TAG[spec.dtype] for _, spec in layout],
+                     np.uint8))
+      if example_kernels.walk(buf, batch.starts, batch.ends, *kernel_layout, out_start,
+                              out_size):
+        break
+    else:
+      return None
+    out = {}
+    for i, spec in enumerate(self.schema):
+      starts, sizes = out_start[i], out_size[i]
+      if spec.dtype == F.INT64:
+        got = example_kernels.decode_ranges(buf, starts, sizes)
+        if got is None:
+          raise DecodeError("truncated varint")
+        values, lengths = got
+      else:
+        if np.any(sizes % 4):
+          raise DecodeError(f"feature {spec.name!r}: float payload not a multiple of 4 bytes")
+        values = buf[_ranges(starts, sizes)].view("<f4").astype(np.float32)
+        lengths = sizes // 4
+      out[spec.name] = _shaped(spec, values, lengths, b)
+    return out
+
   def __getstate__(self):
     state = dict(self.__dict__)
     state.pop("_layout", None)
+    state.pop("_kernel_layout", None)
     return state
 
   def _columns(self, buf, found, b: int) -> Dict[str, Column]:
