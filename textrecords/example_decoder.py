@@ -355,10 +355,7 @@ class ExampleDecoder:
           raise DecodeError("truncated varint")
         values, lengths = got
       else:
-        if np.any(sizes % 4):
-          raise DecodeError(f"feature {spec.name!r}: float payload not a multiple of 4 bytes")
-        values = buf[_ranges(starts, sizes)].view("<f4").astype(np.float32)
-        lengths = sizes // 4
+        values, lengths = _floats(buf, spec, starts, sizes)
       out[spec.name] = _shaped(spec, values, lengths, b)
     return out
 
@@ -375,10 +372,7 @@ class ExampleDecoder:
       if spec.dtype == F.INT64:
         values, lengths = _gather_varints(buf, starts, sizes, spec.length)
       else:
-        if np.any(sizes % 4):
-          raise DecodeError(f"feature {spec.name!r}: float payload not a multiple of 4 bytes")
-        values = buf[_ranges(starts, sizes)].view("<f4").astype(np.float32)
-        lengths = sizes // 4
+        values, lengths = _floats(buf, spec, starts, sizes)
       out[spec.name] = _shaped(spec, values, lengths, b)
     return out
 
@@ -404,6 +398,13 @@ class ExampleDecoder:
       values = np.array([v for l in lists for v in l], dtype=object)
       lengths = np.fromiter(map(len, lists), np.int64, len(lists))
     return _shaped(spec, values, lengths, len(parts))
+
+
+def _floats(buf: np.ndarray, spec: F.FeatureSpec, starts: np.ndarray, sizes: np.ndarray):
+  """(float32 values, count per record) of packed float payloads."""
+  if np.any(sizes % 4):
+    raise DecodeError(f"feature {spec.name!r}: float payload not a multiple of 4 bytes")
+  return buf[_ranges(starts, sizes)].view("<f4").astype(np.float32), sizes // 4
 
 
 def _shaped(spec: F.FeatureSpec, values: np.ndarray, lengths: np.ndarray, b: int) -> Column:

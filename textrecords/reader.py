@@ -28,6 +28,7 @@ Nothing here imports TensorFlow.
 
 import inspect
 import os
+import pickle
 import struct
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
@@ -603,6 +604,140 @@ class ReadDecode:
     return self(planned)
 
 
+class GroupedPlan:
+  """`group` consecutive batches of a `BatchPlan` per element (the last
+  element may hold fewer): what grain's worker processes hand over at once."""
+
+  def __init__(self, plan: BatchPlan, group: int):
+    self.plan, self.group = plan, group
+
+  def __len__(self) -> int:
+    return -(-len(self.plan) // self.group)
+
+  def __getitem__(self, k):
+    k = int(k)
+    return [self.plan[j] for j in range(k * self.group,
+                                        min(len(self.plan), (k + 1) * self.group))]
+
+  def __repr__(self) -> str:
+    return f"GroupedPlan({self.plan!r}, group={self.group})"
+
+
+class ReadDecodePacked(ReadDecode):
+  """`ReadDecode` over a `GroupedPlan` element in a grain worker: its
+  batches leave as one uint8 array (`pack_tree`). grain moves each array
+  through its own shared-memory block and each element through queues,
+  which cost the main process as much as decoding and, on a busy machine,
+  milliseconds of latency per element; `_Unpacking` splits them again."""
+
+  def __call__(self, group):
+    return pack_tree([super(ReadDecodePacked, self).__call__(planned) for planned in group])
+
+
+def pack_tree(tree) -> np.ndarray:
+  """A tree of numpy arrays (dicts, tuples, lists) as one uint8 array:
+  uint64 length of a pickled (structure, dtypes, shapes, offsets), that
+  pickle, then each array's bytes (8-aligned).
+
+  >>> t = unpack_tree(pack_tree(({"a": np.arange(3)}, np.ones((2, 2), np.float32))))
+  >>> t[0]["a"].tolist(), t[1].shape, t[1].dtype.name
+  ([0, 1, 2], (2, 2), 'float32')
+  """
+  leaves = []
+
+  def spec(node):
+    if isinstance(node, dict):
+      return ("dict", [(k, spec(v)) for k, v in node.items()])
+    if isinstance(node, (tuple, list)):
+      return (type(node).__name__, [spec(v) for v in node])
+    arr = np.ascontiguousarray(node)
+    leaves.append(arr)
+    return ("leaf", len(leaves) - 1)
+
+  structure = spec(tree)
+  offsets, at = [], 0
+  for arr in leaves:
+    offsets.append(at)
+    at += -(-arr.nbytes // 8) * 8
+  meta = pickle.dumps((structure, [(a.dtype.str, a.shape) for a in leaves], offsets))
+  head = 8 + -(-len(meta) // 8) * 8
+  out = np.zeros(head + at, np.uint8)
+  out[:8] = np.frombuffer(struct.pack("<Q", len(meta)), np.uint8)
+  out[8:8 + len(meta)] = np.frombuffer(meta, np.uint8)
+  for arr, off in zip(leaves, offsets):
+    out[head + off:head + off + arr.nbytes] = arr.reshape(-1).view(np.uint8)
+  return out
+
+
+def unpack_tree(packed: np.ndarray):
+  """The tree `pack_tree` packed, its arrays views into `packed`."""
+  (n,) = struct.unpack("<Q", packed[:8].tobytes())
+  structure, kinds, offsets = pickle.loads(packed[8:8 + n].tobytes())
+  head = 8 + -(-n // 8) * 8
+
+  def build(node):
+    kind, body = node
+    if kind == "dict":
+      return {k: build(v) for k, v in body}
+    if kind in ("tuple", "list"):
+      items = [build(v) for v in body]
+      return tuple(items) if kind == "tuple" else items
+    dtype, shape = kinds[body]
+    dtype = np.dtype(dtype)
+    start = head + offsets[body]
+    count = int(np.prod(shape, dtype=np.int64))
+    return packed[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
+
+  return build(structure)
+
+
+class _Unpacking:
+  """A grain DataLoader whose workers send packed groups of batches:
+  iterating gives the batches one by one; anything else is the DataLoader's."""
+
+  def __init__(self, loader):
+    self.loader = loader
+
+  def __iter__(self):
+    return _UnpackingIterator(iter(self.loader))
+
+  def __getattr__(self, name):
+    return getattr(self.loader, name)
+
+
+class _UnpackingIterator:
+  """grain's iterator, its groups unpacked into batches. `get_state()` is
+  grain's state before the current group plus the batches taken from it;
+  `set_state` resumes there."""
+
+  def __init__(self, it):
+    self.it = it
+    self._state = it.get_state()  # before the pending group
+    self._pending, self._taken = [], 0
+
+  def __iter__(self):
+    return self
+
+  def __next__(self):
+    if self._taken == len(self._pending):
+      self._state = self.it.get_state()
+      self._pending, self._taken = unpack_tree(next(self.it)), 0
+    self._taken += 1
+    return self._pending[self._taken - 1]
+
+  def get_state(self):
+    return {"grain": self._state, "taken": self._taken}
+
+  def set_state(self, state):
+    self.it.set_state(state["grain"])
+    self._state, self._pending, self._taken = state["grain"], [], 0
+    for _ in range(state["taken"]):
+      next(self)
+
+  def __getattr__(self, name):
+    return getattr(self.it, name)
+
+
 def _plan(source: GrainSource, batch_size: int, training: bool, seed: Optional[int],
           drop_remainder: Optional[bool], shard_index: int, num_shards: int,
           num_epochs: Optional[int]) -> BatchPlan:
@@ -632,18 +767,27 @@ def grain_dataset(source: GrainSource, decode: Callable, batch_size: int, *,
   return grain.MapDataset.source(plan).map(ReadDecode(source.records, decode))
 
 
+TRANSFER_BATCHES = 8  # batches a grain worker hands over at once
+
+
 def grain_loader(source: GrainSource, decode: Callable, batch_size: int, *,
                  training: bool = False, seed: Optional[int] = None,
                  drop_remainder: Optional[bool] = None, shard_index: int = 0,
                  num_shards: int = 1, num_epochs: Optional[int] = 1, worker_count: int = 0):
   """A `grain.DataLoader` (checkpointable, multi-process) of decoded batches,
   the same as `grain_dataset`'s: its elements are `BatchPlan` batches, each
-  read and decoded by one map in a worker."""
+  read and decoded by one map. With workers, each worker handles
+  `TRANSFER_BATCHES` batches at a time and sends them packed in one array;
+  the returned loader's iterator gives them one by one (its `get_state` /
+  `set_state` count batches within a group)."""
   grain = _require_grain()
   plan = _plan(source, batch_size, training, seed, drop_remainder, shard_index, num_shards,
                num_epochs)
+  packed = bool(worker_count)
+  if packed:
+    plan = GroupedPlan(plan, TRANSFER_BATCHES)
   sampler = grain.samplers.IndexSampler(len(plan), shuffle=False, num_epochs=1)
-  ops = [_grain_map(grain)(source.records, decode)]
+  ops = [_grain_map(grain, ReadDecodePacked if packed else ReadDecode)(source.records, decode)]
   if worker_count and not flags.FLAGS.is_parsed():
     # grain's worker processes read absl flags (defaults are fine): a program
     # not started by absl.app.run has not parsed them.
@@ -651,15 +795,16 @@ def grain_loader(source: GrainSource, decode: Callable, batch_size: int, *,
   # grain's default read-ahead (16 threads, 500 elements) polls its whole
   # buffer for every element; one thread, a few batches ahead, suffices here.
   read = grain.ReadOptions(num_threads=1, prefetch_buffer_size=4)
-  return grain.DataLoader(data_source=plan, sampler=sampler, operations=ops,
-                          worker_count=worker_count, read_options=read)
+  loader = grain.DataLoader(data_source=plan, sampler=sampler, operations=ops,
+                            worker_count=worker_count, read_options=read)
+  return _Unpacking(loader) if packed else loader
 
 
-def _grain_map(grain):
-  """`ReadDecode`, registered as a (virtual) `grain.transforms.Map`."""
-  if not issubclass(ReadDecode, grain.transforms.Map):
-    grain.transforms.Map.register(ReadDecode)
-  return ReadDecode
+def _grain_map(grain, cls=ReadDecode):
+  """`cls` (a ReadDecode), registered as a (virtual) `grain.transforms.Map`."""
+  if not issubclass(cls, grain.transforms.Map):
+    grain.transforms.Map.register(cls)
+  return cls
 
 
 # ----------------------------------------------------------------- PyTorch
