@@ -75,7 +75,7 @@ def to_state(rng: _random.Random) -> np.ndarray:
 def set_state(rng: _random.Random, state: np.ndarray) -> None:
   """Puts the state back into `rng` (its gauss cache is kept)."""
   _, _, gauss = rng.getstate()
-  rng.setstate((3, tuple(int(x) for x in state.tolist()), gauss))
+  rng.setstate((3, tuple(state.tolist()), gauss))
 
 
 @jit(inline=True)

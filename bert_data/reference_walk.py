@@ -274,5 +274,6 @@ class Walk:
                           self.pool, capacity, *out)
     R.set_state(rng, st)
     tokens, lengths, num_as, is_random, positions, labels, counts = out
-    return (tokens[:nt].copy(), lengths[:ni].copy(), num_as[:ni].copy(), is_random[:ni].copy(),
-            positions[:npred].copy(), labels[:npred].copy(), counts[:ni].copy())
+    # Views of this call's buffers (a pickled view carries only its own items).
+    return (tokens[:nt], lengths[:ni], num_as[:ni], is_random[:ni], positions[:npred],
+            labels[:npred], counts[:ni])
