@@ -24,7 +24,13 @@ def available() -> bool:
 
 
 def _compiled(fn):
-  return fn if numba is None else numba.njit(cache=True, nogil=True)(fn)
+  """fn compiled by numba (cached beside the module when it can be), or fn."""
+  if numba is None:
+    return fn
+  try:
+    return numba.njit(cache=True, nogil=True)(fn)
+  except RuntimeError:  # no writable cache directory: compile in each process
+    return numba.njit(nogil=True)(fn)
 
 
 @_compiled
