@@ -386,17 +386,16 @@ def _whole_word_choice(tf, cand, starts, limit, order, keys, by_position, p: Dyn
   """Positions (B, L) bool chosen by the whole-word / n-gram walk.
 
   Words are numbered by their start; word w's priority is `order` at its
-  start (so the walk visits words in a uniformly random order: `by_position`
-  lists the starts in that order) and its
-  drawn n-gram length comes from stream `_NGRAM` there. The walk is
-  executed one taken n-gram per loop step: each step takes, per row, the
-  first word after the last taken one (in priority order) whose shortened
-  n-gram fits the budget left and overlaps nothing taken; words passed over
-  were exactly the ones the sequential walk would skip, since nothing is
-  taken between two takes.
+  start (so the walk visits words in a uniformly random order:
+  `by_position` lists the starts in that order) and its drawn n-gram length
+  comes from stream `_NGRAM` there. The walk is executed as written, one
+  word per loop step for all rows at once: shorten the drawn n-gram while
+  it does not fit the budget left, take it unless it overlaps a taken word.
+  Each step is a few ops on (B,) and (B, N) vectors, which XLA runs in
+  microseconds; the loop ends once every row's budget is spent or its words
+  are visited.
   """
   seq = p.max_seq_length
-  big = tf.constant(1 << 30, tf.int64)
   starts = starts & cand
   col = tf.range(seq, dtype=tf.int64)[None, :]
   num_words = tf.reduce_sum(tf.cast(starts, tf.int64), axis=1)            # (B,)
@@ -425,10 +424,8 @@ def _whole_word_choice(tf, cand, starts, limit, order, keys, by_position, p: Dyn
   sizes = [at(cand_before, at(word_pos_ext, widx + n)) - first for n in range(1, n_max + 1)]
   fits_end = [widx + n <= num_words[:, None] for n in range(1, n_max + 1)]
   safe_pos = tf.minimum(word_pos, seq - 1)
-  # Words in visiting order (then the non-words in index order), and ranks.
+  # Words in visiting order (then the non-words in index order).
   by_priority = tf.where(is_word, tf.gather(word_of, by_position, batch_dims=1), widx)
-  rank = tf.reshape(tf.math.unsorted_segment_sum(
-      widx, rows * seq + by_priority, batch * seq), [batch, seq])             # (B, L)
   if n_max > 1:
     cum = masking.ngram_weights(n_max)
     avail = tf.minimum(tf.cast(n_max, tf.int64), num_words[:, None] - widx)
@@ -439,31 +436,34 @@ def _whole_word_choice(tf, cand, starts, limit, order, keys, by_position, p: Dyn
   else:
     drawn = tf.ones_like(widx)
 
-  def step(covered, left, cursor, active):
-    cov_i = tf.cast(covered, tf.int64)
-    cov_before = tf.concat([tf.zeros_like(cov_i[:, :1]), _running_count(tf, cov_i, seq)],
-                           axis=1)
-    n_eff = tf.zeros_like(widx)
-    size = tf.zeros_like(widx)
-    for n in range(1, n_max + 1):
-      ok = (n <= drawn) & (sizes[n - 1] <= left[:, None]) & fits_end[n - 1]
-      n_eff = tf.where(ok, tf.fill(tf.shape(n_eff), _i64(tf, n)), n_eff)
-      size = tf.where(ok, sizes[n - 1], size)
-    overlap = at(cov_before, widx + n_eff) - at(cov_before, widx) > 0
-    valid = is_word & (n_eff > 0) & ~overlap & (rank > cursor[:, None])
-    best = tf.reduce_min(tf.where(valid, rank, big), axis=1)
-    took = active & (best < big)
-    w_star = tf.gather(by_priority, tf.minimum(best, seq - 1), batch_dims=1)
-    n_star = tf.gather(n_eff, w_star, batch_dims=1)
-    size_star = tf.gather(size, w_star, batch_dims=1)
-    new_cov = (widx >= w_star[:, None]) & (widx < (w_star + n_star)[:, None]) & took[:, None]
-    return (covered | new_cov, left - tf.where(took, size_star, tf.zeros_like(size_star)),
-            tf.where(took, best, cursor), took)
+  # The walk, one word (in visiting order) per loop step, each step on (B,)
+  # vectors: cheap under XLA.
+  span = tf.range(n_max, dtype=tf.int64)[None, :]                         # (1, N)
+  sizes_t = tf.stack(sizes, axis=2)                                       # (B, L, N)
+  fits_t = tf.stack(fits_end, axis=2)
+  nums = tf.range(1, n_max + 1, dtype=tf.int64)[None, :]
 
-  state = (tf.zeros_like(starts), tf.cast(limit, tf.int64),
-           tf.fill([batch], tf.constant(-1, tf.int64)), tf.ones([batch], tf.bool))
-  covered, _, _, _ = tf.while_loop(
-      lambda c, l, k, a: tf.reduce_any(a), step, state,
-      maximum_iterations=p.max_predictions_per_seq)
+  def step(r, covered, left):
+    w = by_priority[:, r]                                                 # (B,)
+    sz = tf.gather(sizes_t, w, batch_dims=1)                              # (B, N)
+    fit = tf.gather(fits_t, w, batch_dims=1)
+    ok = (nums <= tf.gather(drawn, w, batch_dims=1)[:, None]) & (sz <= left[:, None]) & fit
+    n_eff = tf.reduce_max(tf.where(ok, nums, tf.zeros_like(nums)), axis=1)
+    size = tf.reduce_sum(tf.where(nums == n_eff[:, None], sz, tf.zeros_like(sz)), axis=1)
+    idx = tf.minimum(w[:, None] + span, seq - 1)                          # (B, N)
+    inside = span < n_eff[:, None]
+    overlap = tf.reduce_any(tf.gather(covered, idx, batch_dims=1) & inside, axis=1)
+    took = (r < num_words) & (n_eff > 0) & ~overlap
+    rows_n = tf.broadcast_to(rows, tf.shape(idx, out_type=tf.int64))
+    covered = tf.tensor_scatter_nd_max(
+        tf.cast(covered, tf.int32), tf.reshape(tf.stack([rows_n, idx], axis=2), [-1, 2]),
+        tf.reshape(tf.cast(inside & took[:, None], tf.int32), [-1])) > 0
+    return r + 1, covered, left - tf.where(took, size, tf.zeros_like(size))
+
+  last = tf.reduce_max(num_words)
+  _, covered, _ = tf.while_loop(
+      lambda r, c, l: (r < last) & tf.reduce_any((l > 0) & (r < num_words)), step,
+      (tf.constant(0, tf.int64), tf.zeros_like(starts), tf.cast(limit, tf.int64)),
+      maximum_iterations=seq)
   return cand & (word_of >= 0) & tf.gather(covered, tf.maximum(word_of, 0), batch_dims=1)
 
