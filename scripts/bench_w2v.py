@@ -235,6 +235,8 @@ def main():
     res[key].update(wall_s=min(walls), runs_s=walls, cpu_s=min(cpus[key]), cpu_runs_s=cpus[key])
   if args.create_only:
     res["machine"]["load_avg_end"] = os.getloadavg()
+    with open(os.path.join(args.work_dir, "results.json"), "w") as f:
+      json.dump(res, f, indent=2)
     _report(res)
     return
 
