@@ -49,6 +49,7 @@ setup(
         "fast": ["numba>=0.60"],
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
                  "sentencepiece>=0.2", "fsspec>=2023.1", "s3fs>=2023.1", "moto[server]>=5",
+                 "gcsfs>=2023.1", "gcp-storage-emulator>=2024",
                  "grain>=0.2,<0.3", "apache-beam[tfrecord]>=2.77,<2.78", "numba>=0.60"],
     },
 )

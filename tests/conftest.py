@@ -1,8 +1,12 @@
 """Shared fixtures: paths to bundled test data, a CLI runner."""
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -11,6 +15,37 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(TESTDATA, "vocab_uncased.txt")
 SAMPLE_TEXT = os.path.join(TESTDATA, "bert_sample_text.txt")
 GOLDEN = os.path.join(TESTDATA, "bert_golden")
+
+
+def free_port() -> int:
+  s = socket.socket()
+  s.bind(("127.0.0.1", 0))
+  port = s.getsockname()[1]
+  s.close()
+  return port
+
+
+@contextlib.contextmanager
+def local_server(argv, probe_url: str, what: str):
+  """Runs a storage emulator (`argv`) until the block ends; waits until
+  `probe_url` answers (any HTTP status) first."""
+  proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    deadline = time.monotonic() + 30
+    while True:
+      try:
+        urllib.request.urlopen(probe_url, timeout=1)
+        break
+      except urllib.error.HTTPError:
+        break
+      except OSError:
+        if time.monotonic() > deadline or proc.poll() is not None:
+          raise RuntimeError(f"{what} did not start")
+        time.sleep(0.1)
+    yield
+  finally:
+    proc.terminate()
+    proc.wait(timeout=30)
 
 
 def run_cli(module, *args, timeout=300, env_extra=None):

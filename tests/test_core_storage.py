@@ -90,8 +90,10 @@ def test_glob_exists_list_on_memory(mem):
 
 # --- one-line errors, nothing written (CLI) ----------------------------------------------------
 
-def _bert_cli(cwd, staging_dir, *flags):
+def _bert_cli(cwd, staging_dir, *flags, pythonpath=None):
   env = dict(ENV, TEXTRECORDS_STAGING_DIR=str(staging_dir))
+  if pythonpath:
+    env["PYTHONPATH"] = os.pathsep.join([pythonpath, ROOT])
   given = {f.split("=")[0] for f in flags}  # a flag given twice is an error: flags replace defaults
   defaults = [f for f in (f"--vocab_file={VOCAB}", "--max_seq_length=32", "--dupe_factor=1",
                           "--quiet") if f.split("=")[0] not in given]
@@ -112,16 +114,20 @@ def test_cli_unknown_scheme(tmp_path, flags, message):
   assert os.listdir(tmp_path) == []  # no ./xyz:/ folder, no staging
 
 
-@pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs installed")
 @pytest.mark.parametrize("flags", [
     (f"--input_file={SAMPLE_TEXT}", "--output_file=gs://bucket/t.tfrecord"),
     ("--input_file=gs://bucket/corpus/*.txt", "--output_file=out/t.tfrecord"),
 ])
 def test_cli_missing_extra(tmp_path, flags):
-  rc, lines = _bert_cli(tmp_path, tmp_path / "staging", *flags)
+  shadow = tmp_path / "shadow" / "gcsfs"  # gcsfs as if not installed
+  shadow.mkdir(parents=True)
+  (shadow / "__init__.py").write_text("raise ImportError('No module named gcsfs')\n")
+  run_dir = tmp_path / "run"
+  run_dir.mkdir()
+  rc, lines = _bert_cli(run_dir, run_dir / "staging", *flags, pythonpath=str(shadow.parent))
   assert rc == 2 and len(lines) == 1, lines
   assert "gcsfs" in lines[0] and "pip install 'textrecords[gcs]'" in lines[0]
-  assert os.listdir(tmp_path) == []
+  assert os.listdir(run_dir) == []
 
 
 def test_cli_file_urls_equal_local_paths(tmp_path):
@@ -168,6 +174,14 @@ def test_w2v_memory_in_and_out_equals_local(tmp_path, staging, mem):
       assert got == h.read(), f["name"]
   assert not any(n.startswith(".") for n in storage.list_dir(out))  # no temp names left
   assert not staging.exists() or os.listdir(staging) == []  # staging removed
+  # the TF-free reader reads memory:// and file:// as the local folder
+  from w2v_data import reader  # pylint: disable=import-outside-toplevel
+  want = list(reader.numpy_batches(local, 3, training=True, seed=1))
+  for loc in (out, f"{out}/meta.json", "file://" + local):
+    got = list(reader.numpy_batches(loc, 3, training=True, seed=1))
+    assert len(got) == len(want) and all(
+        (g[0][k] == w[0][k]).all() and (g[1] == w[1]).all()
+        for g, w in zip(got, want) for k in w[0]), loc
 
 
 def test_w2v_memory_exists_needs_overwrite(tmp_path, staging, mem):
@@ -225,7 +239,7 @@ def _failing(fs, method, after):
   return real, dying
 
 
-@pytest.mark.parametrize("method", ["put_file", "mv"])
+@pytest.mark.parametrize("method", ["put_file", "copy"])
 def test_failed_upload_never_leaves_new_metadata(tmp_path, staging, mem, method):
   """A publish that dies while uploading keeps the earlier dataset whole; one
   that dies while moving uploads into place leaves no metadata. A rerun with

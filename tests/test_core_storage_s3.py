@@ -12,10 +12,10 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 import pytest
 
+from conftest import free_port, local_server
 from textrecords import metadata
 
 s3fs = pytest.importorskip("s3fs")
@@ -31,30 +31,12 @@ CREDS = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
 _LOG = re.compile(r"^[IWE]\d{4} ")  # absl-formatted log lines of boto
 
 
-def _free_port() -> int:
-  s = socket.socket()
-  s.bind(("127.0.0.1", 0))
-  port = s.getsockname()[1]
-  s.close()
-  return port
-
-
 @pytest.fixture(scope="module")
 def s3_server():
-  port = _free_port()
-  proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                           str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  port = free_port()
   endpoint = f"http://127.0.0.1:{port}"
-  try:
-    deadline = time.monotonic() + 30
-    while True:
-      try:
-        urllib.request.urlopen(endpoint + "/moto-api/", timeout=1)
-        break
-      except OSError:
-        if time.monotonic() > deadline or proc.poll() is not None:
-          raise RuntimeError("moto server did not start")
-        time.sleep(0.1)
+  with local_server([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                    f"{endpoint}/moto-api/", "the moto server"):
     fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing",
                            skip_instance_cache=True)
     fs.mkdir("bkt")
@@ -62,9 +44,6 @@ def s3_server():
       for k, v in dict(CREDS, AWS_ENDPOINT_URL=endpoint).items():
         mp.setenv(k, v)
       yield endpoint, fs
-  finally:
-    proc.terminate()
-    proc.wait(timeout=30)
 
 
 def _env(endpoint, cwd):
@@ -148,33 +127,107 @@ def _same_files(fs, url_meta, local_meta):
               if p.rsplit("/", 1)[-1].startswith(".")]  # no temp names left
 
 
-@pytest.mark.parametrize("tool, out_flag, name, meta, flags", [
-    ("w2v_data.create", "--output_dir", "w2v", "meta.json",
-     (f"--input_file={TINY}", "--min_freq=2", "--num_shards=2", "--num_workers=1")),
-    ("bert_data.create", "--output_file", "t.tfrecord", "t.tfrecord.meta.json",
-     (f"--input_file={SAMPLE_TEXT}", f"--vocab_file={VOCAB}", "--max_seq_length=32",
-      "--dupe_factor=1", "--num_workers=1")),
-    ("mt_data.create", "--output_dir", "mt", "meta.json",
-     (f"--input_file={PAIRS}", "--num_train=30", "--num_val=12", "--num_workers=1")),
-])
-def test_generators_write_s3_like_local(s3_server, tmp_path, tool, out_flag, name, meta, flags):
+TOOLS = {
+    "w2v": ("w2v_data.create", "--output_dir", "w2v", "meta.json",
+            (f"--input_file={TINY}", "--min_freq=2", "--num_shards=2", "--num_workers=1")),
+    "bert": ("bert_data.create", "--output_file", "t.tfrecord", "t.tfrecord.meta.json",
+             (f"--input_file={SAMPLE_TEXT}", f"--vocab_file={VOCAB}", "--max_seq_length=32",
+              "--dupe_factor=1", "--num_workers=1")),
+    "mt": ("mt_data.create", "--output_dir", "mt", "meta.json",
+           (f"--input_file={PAIRS}", "--num_train=30", "--num_val=12", "--num_workers=1")),
+}
+
+
+@pytest.fixture(scope="module")
+def made(s3_server, tmp_path_factory):
+  """Each generator's output written locally and to s3:// by CLI:
+  {package: (local location, URL, local metadata, URL metadata)}."""
+  endpoint, _ = s3_server
+  out = {}
+  for pkg, (tool, out_flag, name, meta, flags) in TOOLS.items():
+    tmp = tmp_path_factory.mktemp(pkg)
+    local, url = str(tmp / "local" / name), f"s3://bkt/{pkg}/{name}"
+    for loc in (local, url):
+      rc, lines = _cli(tool, endpoint, tmp, *flags, f"{out_flag}={loc}")
+      assert rc == 0, lines
+    folder = meta == "meta.json"
+    out[pkg] = (local, url, os.path.join(local if folder else os.path.dirname(local), meta),
+                f"{url if folder else url.rsplit('/', 1)[0]}/{meta}")
+  return out
+
+
+@pytest.mark.parametrize("pkg", sorted(TOOLS))
+def test_generators_write_s3_like_local(s3_server, made, tmp_path, pkg):
   endpoint, fs = s3_server
-  rc, lines = _cli(tool, endpoint, tmp_path, *flags, f"{out_flag}={tmp_path / 'local' / name}")
-  assert rc == 0, lines
-  url = f"s3://bkt/{tool}/{name}"
-  rc, lines = _cli(tool, endpoint, tmp_path, *flags, f"{out_flag}={url}")
-  assert rc == 0, lines
-  fs.invalidate_cache()
-  folder = url if meta == "meta.json" else url.rsplit("/", 1)[0]
-  local_meta = os.path.join(tmp_path / "local" / (name if meta == "meta.json" else ""), meta)
-  _same_files(fs, f"{folder}/{meta}", local_meta)
+  tool, out_flag, _, _, flags = TOOLS[pkg]
+  local, url, local_meta, url_meta = made[pkg]
+  _same_files(fs, url_meta, local_meta)
   # an existing URL output is refused without --overwrite, one line, exit 2
   rc, lines = _cli(tool, endpoint, tmp_path, *flags, f"{out_flag}={url}")
   assert rc == 2 and len(lines) == 1 and "pass --overwrite" in lines[0], lines
 
 
+def _tool_out(endpoint, cwd, tool, *flags):
+  p = subprocess.run([sys.executable, "-m", tool, *flags], cwd=cwd, env=_env(endpoint, cwd),
+                     capture_output=True, text=True, timeout=180)
+  assert p.returncode == 0, p.stderr
+  return p.stdout
+
+
+def test_inspect_and_stats_read_s3(s3_server, made, tmp_path):
+  """bert_data.inspect/stats and mt_data.stats on s3:// print what they print
+  for the local copy (paths aside)."""
+  endpoint, _ = s3_server
+  local, url, _, _ = made["bert"]
+  for tool, extra in (("bert_data.inspect", ["--max_records=4", f"--vocab_file={VOCAB}"]),
+                      ("bert_data.stats", [f"--vocab_file={VOCAB}"])):
+    got = _tool_out(endpoint, tmp_path, tool, f"--input_file={url}", *extra)
+    want = _tool_out(endpoint, tmp_path, tool, f"--input_file={local}", *extra)
+    assert "record 3" in got or "tokens_per_instance" in got, got
+    assert got.replace(url, "LOC") == want.replace(local, "LOC")
+  local, url, _, _ = made["mt"]
+  got = json.loads(_tool_out(endpoint, tmp_path, "mt_data.stats", f"--output_dir={url}"))
+  want = json.loads(_tool_out(endpoint, tmp_path, "mt_data.stats", f"--output_dir={local}"))
+  assert got == want and got["source"]["sequences"] == 42
+
+
+def _batches(pkg, location, **kw):
+  import importlib  # pylint: disable=import-outside-toplevel
+  reader = importlib.import_module(f"{pkg}_data.reader")
+  return list(reader.numpy_batches(location, 4, **kw))
+
+
+def _equal(a, b):
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  if isinstance(a, dict):
+    return sorted(a) == sorted(b) and all(_equal(a[k], b[k]) for k in a)
+  if isinstance(a, (tuple, list)):
+    return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+  return np.array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("pkg", sorted(TOOLS))
+def test_numpy_batches_read_s3_like_local(made, pkg):
+  local, url, _, _ = made[pkg]
+  for kw in ({"training": False}, {"training": True, "seed": 3}):
+    want = _batches(pkg, local, **kw)
+    assert want
+    assert _equal(_batches(pkg, url, **kw), want)
+
+
+@pytest.mark.parametrize("pkg", sorted(TOOLS))
+def test_make_dataset_on_s3_is_one_line(made, pkg):
+  import importlib  # pylint: disable=import-outside-toplevel
+  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
+  make_dataset = importlib.import_module(f"{pkg}_data").make_dataset
+  _, url, _, _ = made[pkg]
+  args = (url, "train", 2) if pkg == "mt" else (url, 2)
+  with pytest.raises(UserError, match=r"tf.data cannot read s3:// URLs .*copy the dataset"):
+    make_dataset(*args)
+
+
 def test_unreachable_endpoint_one_line(tmp_path):
-  rc, lines = _cli("w2v_data.create", f"http://127.0.0.1:{_free_port()}", tmp_path,
+  rc, lines = _cli("w2v_data.create", f"http://127.0.0.1:{free_port()}", tmp_path,
                    f"--input_file={TINY}", "--output_dir=s3://bkt/x")
   assert rc == 2 and len(lines) == 1 and "cannot reach the storage" in lines[0], lines
   assert os.listdir(tmp_path) == []

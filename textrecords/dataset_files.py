@@ -16,6 +16,7 @@ from typing import List, Optional
 
 from textrecords import layout as L
 from textrecords import metadata
+from textrecords import storage
 from textrecords import tf_input
 from textrecords.errors import UserError
 
@@ -52,7 +53,7 @@ def find(location: str, *, allow_list: bool = False) -> List[Found]:
     UserError: nothing there, a folder without metadata, or bad metadata.
   """
   items = [p.strip() for p in location.split(",")] if allow_list else [location]
-  items = [p for p in items if p]
+  items = [storage.check(p) for p in items if p]  # file:// -> local path
   if not items:
     raise UserError(f"{location!r}: no dataset given")
   out: List[Found] = []

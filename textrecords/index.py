@@ -25,6 +25,7 @@ Example:
   [0, 18, 37]
 """
 
+import contextlib
 import json
 import mmap
 import os
@@ -35,6 +36,7 @@ from typing import Optional
 import numpy as np
 
 from textrecords import layout as L
+from textrecords import storage
 from textrecords import tfrecord
 from textrecords.errors import UserError
 
@@ -50,7 +52,7 @@ def index_path(record_path: str) -> str:
 
 
 def is_gzip(path: str) -> bool:
-  with open(path, "rb") as f:
+  with storage.open_read(path) as f:
     return f.read(2) == _GZIP_MAGIC
 
 
@@ -63,7 +65,7 @@ def scan(path: str, check_data: bool = False) -> np.ndarray:
   Raises:
     UserError: a GZIP file, or a corrupt/truncated record (naming file and record).
   """
-  size = os.path.getsize(path)
+  size = storage.size(path)
   if size == 0:
     return np.zeros(1, np.uint64)
   if is_gzip(path):
@@ -72,7 +74,7 @@ def scan(path: str, check_data: bool = False) -> np.ndarray:
                     "for random access)")
   offsets = []
   masked_crc = tfrecord.masked_crc
-  with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+  with _mapped(path) as m:
     pos = 0
     while pos < size:
       if pos + 12 > size:
@@ -102,6 +104,17 @@ def offsets_from_starts(starts, size: int) -> np.ndarray:
   """
   parts = [np.asarray(s, np.int64) + base for base, s in starts]
   return np.concatenate(parts + [np.array([size], np.int64)]).astype(np.uint64)
+
+
+@contextlib.contextmanager
+def _mapped(path: str):
+  """The bytes of `path`: mmapped if local, downloaded once if a URL."""
+  if storage.is_url(path):
+    yield storage.read_bytes(path)
+    return
+  with open(storage.local_path(path), "rb") as f, mmap.mmap(
+      f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+    yield m
 
 
 def encode(offsets: np.ndarray, record_name: str, size: int, sha256: str) -> bytes:
@@ -147,8 +160,10 @@ def decode(data: bytes, where: str) -> RecordIndex:
 
 
 def load(path: str) -> RecordIndex:
+  if storage.is_url(path):
+    return decode(storage.read_bytes(path), path)
   try:
-    with open(path, "rb") as f:
+    with open(storage.local_path(path), "rb") as f:
       data = f.read()
   except OSError as e:
     raise UserError(f"cannot read index {path}: {e.strerror}") from e

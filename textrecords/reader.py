@@ -41,6 +41,7 @@ from textrecords import index as index_lib
 from textrecords import layout as L
 from textrecords import metadata
 from textrecords import seeding
+from textrecords import storage
 from textrecords import tfrecord
 from textrecords.errors import UserError
 
@@ -96,20 +97,34 @@ class RecordSource:
   def __del__(self):
     for fd in getattr(self, "_fds", {}).values():
       try:
-        os.close(fd)
+        if isinstance(fd, int):
+          os.close(fd)
+        else:
+          fd.close()
       except Exception:  # pylint: disable=broad-except  (also at interpreter exit)
         pass
 
-  def _fd(self, f: int) -> int:
+  def _fd(self, f: int):
+    """This process's open file `f`: an fd, or a file object for a URL."""
     key = (os.getpid(), f)
     fd = self._fds.get(key)
     if fd is None:
-      try:
-        fd = os.open(self.paths[f], os.O_RDONLY)
-      except OSError as e:
-        raise UserError(f"cannot read {self.paths[f]}: {e.strerror}") from e
+      if storage.is_url(self.paths[f]):
+        fd = storage.open_read(self.paths[f])
+      else:
+        try:
+          fd = os.open(storage.local_path(self.paths[f]), os.O_RDONLY)
+        except OSError as e:
+          raise UserError(f"cannot read {self.paths[f]}: {e.strerror}") from e
       self._fds[key] = fd
     return fd
+
+  def _read(self, f: int, start: int, n: int) -> bytes:
+    fd = self._fd(f)
+    if isinstance(fd, int):
+      return os.pread(fd, n, start)
+    fd.seek(start)
+    return fd.read(n)
 
   def locate(self, i: int) -> Tuple[int, int]:
     """(file number, record number in that file) of global record `i`."""
@@ -124,7 +139,7 @@ class RecordSource:
     f, j = self.locate(i)
     start, stop = int(self._offsets[f][j]), int(self._offsets[f][j + 1])
     try:
-      raw = os.pread(self._fd(f), stop - start, start)
+      raw = self._read(f, start, stop - start)
     except OSError as e:
       raise UserError(f"cannot read {self.paths[f]}: {e.strerror}") from e
     problem = _check_framed(raw, stop - start)
@@ -236,7 +251,7 @@ def _offsets_for(rec: dataset_files.RecordFile, verify: str, index_mode: str,
       if idx_name in infos:  # listed: its own size/sha256 are checked too
         metadata.verified_files(meta, lay, [idx_name], verify)
       idx = index_lib.load(idx_path)
-      size = info["bytes"] if info else os.path.getsize(rec.path)
+      size = info["bytes"] if info else storage.size(rec.path)
       if idx.header["bytes"] != size:
         problem = (f"{idx_path} is stale: made for {idx.header['bytes']} bytes, "
                    f"{rec.name} has {size}")
@@ -278,7 +293,7 @@ def open_source(entries: Sequence[dataset_files.RecordFile], *, verify: str = "c
   for rec in entries:
     meta = rec.found.meta
     if (meta is not None and meta.get("compression")) or (
-        os.path.getsize(rec.path) and index_lib.is_gzip(rec.path)):
+        storage.size(rec.path) and index_lib.is_gzip(rec.path)):
       raise UserError(f"{rec.path}: GZIP-compressed records can only be read sequentially "
                       "(numpy_batches with training=False); write the dataset without "
                       "--compression for random access")

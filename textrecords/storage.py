@@ -26,7 +26,7 @@ import dataclasses
 import fnmatch
 import glob as _glob
 import hashlib
-import importlib.util
+import importlib
 import json
 import os
 import re
@@ -88,10 +88,19 @@ def check(path: str, flag: str = "") -> str:
                     f"{', '.join(s + '://' for s in SCHEMES)} or a local path")
   module, extra = _BACKENDS[scheme]
   for needed in ("fsspec", module):
-    if needed and importlib.util.find_spec(needed) is None:
+    if needed and not _importable(needed):
       raise UserError(f"{where}: {scheme}:// needs the Python package {needed}, which is "
                       f"not installed: pip install 'textrecords[{extra}]'")
   return path
+
+
+def _importable(module: str) -> bool:
+  """True if `module` imports (a broken or shadowed install counts as missing)."""
+  try:
+    importlib.import_module(module)
+  except ImportError:
+    return False
+  return True
 
 
 def filesystem(path: str):
@@ -374,7 +383,7 @@ def publish(local_meta: str, meta_url: str, *, overwrite: bool = True) -> List[s
     if old_meta is not None:  # 4
       fs.rm(meta_url)
     for tmp, dst, want in uploads:  # 5
-      fs.mv(tmp, dst)
+      _move(fs, tmp, dst)
       _check_size(fs, dst, want)
       written.append(dst)
     for n in sorted(earlier - set(names) - {meta_name}):  # 6
@@ -382,7 +391,7 @@ def publish(local_meta: str, meta_url: str, *, overwrite: bool = True) -> List[s
         fs.rm(join(url_dir, n))
     tmp = join(url_dir, f".{meta_name}.tmp-{tag}")  # 7
     fs.put_file(local_meta, tmp)
-    fs.mv(tmp, meta_url)
+    _move(fs, tmp, meta_url)
     _check_size(fs, meta_url, len(meta_bytes))
     written.append(meta_url)
     fs.rm(record_url)  # 8
@@ -391,6 +400,13 @@ def publish(local_meta: str, meta_url: str, *, overwrite: bool = True) -> List[s
   except Exception as e:  # pylint: disable=broad-except
     raise UserError(f"cannot upload to {url_dir}: {e}") from e
   return written
+
+
+def _move(fs, src: str, dst: str):
+  """Server-side copy, then delete (what S3's and GCS's moves are; gcsfs's
+  own mv first tries GCS's moveTo, which emulators lack)."""
+  fs.copy(src, dst)
+  fs.rm(src)
 
 
 def _check_size(fs, url: str, want: int):

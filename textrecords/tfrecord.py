@@ -292,14 +292,23 @@ class _HashingFile:
 file_sha256 = hashing.file_sha256
 
 
+def _open_records(path: str, compression: str):
+  """A binary reader of `path` (local or URL), gunzipped for GZIP."""
+  from textrecords import storage  # pylint: disable=import-outside-toplevel
+  if not storage.is_url(path):
+    path = storage.local_path(path)
+    return gzip.open(path, "rb") if compression == "GZIP" else open(path, "rb")
+  raw = storage.open_read(path)
+  return gzip.GzipFile(fileobj=raw, mode="rb") if compression == "GZIP" else raw
+
+
 def read_records(path: str, compression: str = "") -> Iterator[bytes]:
   """Yields the records of a TFRecord file, checking both CRCs.
 
   Raises:
     UserError: naming the file and record index on truncation or CRC mismatch.
   """
-  opener = gzip.open if compression == "GZIP" else open
-  with opener(path, "rb") as f:
+  with _open_records(path, compression) as f:
     index = 0
     while True:
       try:

@@ -1,0 +1,109 @@
+"""gs:// against a GCS emulator on localhost (gcp-storage-emulator, started and
+stopped here; gcsfs pointed at it with STORAGE_EMULATOR_HOST; no network):
+the generators write there byte-equal to a local run, an overwrite with fewer
+shards leaves none of the old shards, and the TF-free readers read it back.
+TensorFlow's own gs:// reader has no endpoint setting (TF 2.21), so
+make_dataset is not run against the emulator."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import free_port, local_server
+from textrecords import metadata
+
+gcsfs = pytest.importorskip("gcsfs")
+pytest.importorskip("gcp_storage_emulator")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(ROOT, "tests", "testdata", "w2v_tiny.txt")
+SAMPLE_TEXT = os.path.join(ROOT, "bert_data", "sample", "sample_corpus.txt")
+VOCAB = os.path.join(ROOT, "bert_data", "sample", "vocab.txt")
+# No Google credentials lookup on a metadata server (there is none here).
+QUIET = dict(NO_GCE_CHECK="True", GCE_METADATA_HOST="127.0.0.1:9", GOOGLE_CLOUD_PROJECT="test")
+_LOG = re.compile(r"^[IWE]\d{4} ")  # absl-formatted log lines of the google libraries
+
+
+@pytest.fixture(scope="module")
+def gcs():
+  port = free_port()
+  host = f"http://127.0.0.1:{port}"
+  with local_server([sys.executable, "-m", "gcp_storage_emulator", "start", "-H", "127.0.0.1",
+                     "--port", str(port), "--in-memory", "--default-bucket=bkt", "-q"],
+                    f"{host}/storage/v1/b/bkt", "the GCS emulator"):
+    with pytest.MonkeyPatch.context() as mp:  # for the project's own reads in this process
+      for k, v in dict(QUIET, STORAGE_EMULATOR_HOST=host).items():
+        mp.setenv(k, v)
+      yield host, gcsfs.GCSFileSystem(skip_instance_cache=True)
+
+
+def _cli(host, cwd, tool, *flags):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, STORAGE_EMULATOR_HOST=host,
+             TEXTRECORDS_STAGING_DIR=str(cwd / "staging"), **QUIET)
+  p = subprocess.run([sys.executable, "-m", tool, "--quiet", *flags], cwd=cwd, env=env,
+                     capture_output=True, text=True, timeout=180)
+  lines = [l for l in p.stderr.splitlines()
+           if l.strip() and not _LOG.match(l) and "oneDNN" not in l
+           and not l.startswith("WARNING: All log messages")
+           and "Could not determine bucket type" not in l]
+  return p.returncode, lines
+
+
+def _names(fs, url):
+  fs.invalidate_cache()
+  return sorted(p.rsplit("/", 1)[-1] for p in fs.ls(url[len("gs://"):], detail=False))
+
+
+def _same_files(fs, url_meta, local_dir):
+  fs.invalidate_cache()
+  meta = metadata.read(url_meta)  # through the project's reader (fsspec)
+  url_dir = url_meta.rsplit("/", 1)[0]
+  for f in meta["files"]:
+    with open(os.path.join(local_dir, f["name"]), "rb") as h:
+      assert fs.cat_file(f"{url_dir}/{f['name']}"[len("gs://"):]) == h.read(), f["name"]
+  assert _names(fs, url_dir) == sorted([f["name"] for f in meta["files"]] + [url_meta.rsplit(
+      "/", 1)[1]])  # no temp names, no record, nothing of an earlier dataset
+
+
+def test_w2v_on_gcs_like_local_and_overwrite_with_fewer_shards(gcs, tmp_path):
+  host, fs = gcs
+  flags = (f"--input_file={TINY}", "--min_freq=2", "--num_workers=1")
+  url = "gs://bkt/w2v"
+  rc, lines = _cli(host, tmp_path, "w2v_data.create", *flags, "--num_shards=4",
+                   f"--output_dir={url}")
+  assert rc == 0, lines
+  assert "train.tfrecord-00003-of-00004" in _names(fs, url)
+  fs.pipe_file("bkt/w2v/notes.txt", b"mine")  # not the dataset's: stays
+  rc, lines = _cli(host, tmp_path, "w2v_data.create", *flags, "--num_shards=2",
+                   f"--output_dir={url}", "--overwrite")
+  assert rc == 0, lines
+  assert fs.cat_file("bkt/w2v/notes.txt") == b"mine"
+  fs.rm("bkt/w2v/notes.txt")
+  local = tmp_path / "local"
+  rc, lines = _cli(host, tmp_path, "w2v_data.create", *flags, "--num_shards=2",
+                   f"--output_dir={local}")
+  assert rc == 0, lines
+  _same_files(fs, f"{url}/meta.json", local)
+  from w2v_data import reader  # pylint: disable=import-outside-toplevel
+  got = list(reader.numpy_batches(url, 5, training=True, seed=2))
+  want = list(reader.numpy_batches(str(local), 5, training=True, seed=2))
+  assert len(got) == len(want) > 0
+  for g, w in zip(got, want):
+    assert all((g[0][k] == w[0][k]).all() for k in w[0]) and (g[1] == w[1]).all()
+
+
+def test_bert_on_gcs_like_local(gcs, tmp_path):
+  host, fs = gcs
+  flags = (f"--input_file={SAMPLE_TEXT}", f"--vocab_file={VOCAB}", "--max_seq_length=32",
+           "--dupe_factor=1", "--num_workers=1", "--num_shards=2")
+  for out in ("gs://bkt/bert/t.tfrecord", str(tmp_path / "local" / "t.tfrecord")):
+    rc, lines = _cli(host, tmp_path, "bert_data.create", *flags, f"--output_file={out}")
+    assert rc == 0, lines
+  _same_files(fs, "gs://bkt/bert/t.tfrecord.meta.json", tmp_path / "local")
+  # --resume on the complete output: nothing to do
+  rc, lines = _cli(host, tmp_path, "bert_data.create", *flags, "--resume",
+                   "--output_file=gs://bkt/bert/t.tfrecord")
+  assert rc == 0, lines
