@@ -710,7 +710,7 @@ def create(config: BertConfig, engine: engine_lib.EngineOptions = engine_lib.LOC
   once) and leaves no corpus or tokenizer behind in module state.
   """
   config.validate()
-  engine.validate()
+  engine.validate(config.output_files)
   if engine.is_beam and config.reference_compatible:
     raise UserError("--reference_compatible with --engine=beam: the reference's order comes "
                     "from one sequential RNG; use --engine=local")

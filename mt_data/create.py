@@ -170,7 +170,7 @@ def _create(cfg, log, engine):
   if log is None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # pylint: disable=unnecessary-lambda-assignment
   cfg.validate()
-  engine.validate()
+  engine.validate([cfg.output_dir])
   if engine.is_beam and cfg.tokenizer != "word":
     raise UserError(f"--tokenizer={cfg.tokenizer} with --engine=beam: BPE training needs "
                     "every train pair in one process; use --engine=local")

@@ -220,9 +220,12 @@ def read_bytes(path: str) -> bytes:
 
 # -- outputs to URLs: local staging, then publish
 
+STAGING_ENV = "TEXTRECORDS_STAGING_DIR"
+
+
 def staging_root() -> str:
   """Local folder for staged URL outputs ($TEXTRECORDS_STAGING_DIR or ~/.cache)."""
-  return os.environ.get("TEXTRECORDS_STAGING_DIR") or os.path.join(
+  return os.environ.get(STAGING_ENV) or os.path.join(
       os.path.expanduser("~"), ".cache", "textrecords", "staging")
 
 

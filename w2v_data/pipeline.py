@@ -132,7 +132,7 @@ def create(config: W2vConfig,
       another run writing the same output.
   """
   config.validate()
-  engine.validate()
+  engine.validate([config.output_dir])
   if engine.is_beam and config.model in schema.PV_MODELS:
     raise UserError(f"--model={config.model} with --engine=beam: document ids must be checked "
                     "for uniqueness in one pass; use --engine=local")
