@@ -54,6 +54,7 @@ def _env(endpoint, cwd):
 def _cli(tool, endpoint, cwd, *flags):
   p = subprocess.run([sys.executable, "-m", tool, "--quiet", *flags], cwd=cwd,
                      env=_env(endpoint, cwd), capture_output=True, text=True, timeout=180)
+  assert "Found credentials" not in p.stderr, p.stderr  # boto's INFO lines are not shown
   lines = [l for l in p.stderr.splitlines()
            if l.strip() and not _LOG.match(l) and "oneDNN" not in l
            and not l.startswith("WARNING: All log messages")]

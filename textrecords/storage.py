@@ -28,6 +28,7 @@ import glob as _glob
 import hashlib
 import importlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -103,9 +104,22 @@ def _importable(module: str) -> bool:
   return True
 
 
+# Client libraries that log routine INFO lines ("Found credentials in
+# environment variables") which absl would print on every run.
+_CHATTY_LOGGERS = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google.auth")
+
+
+def _quiet_clients():
+  for name in _CHATTY_LOGGERS:
+    logger = logging.getLogger(name)
+    if logger.level == logging.NOTSET:  # the user's own logging settings win
+      logger.setLevel(logging.WARNING)
+
+
 def filesystem(path: str):
   """The fsspec filesystem of a URL (after `check`)."""
   check(path)
+  _quiet_clients()
   import fsspec  # pylint: disable=import-outside-toplevel
   scheme, _ = split_scheme(path)
   try:
