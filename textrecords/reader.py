@@ -188,7 +188,8 @@ class RecordSource:
       fds = {k: self._fd(k) for k in set(files)}
       pread = os.pread
       for a, b, fi in zip(begin[first].tolist(), end[last].tolist(), files):
-        chunks.append(pread(fds[fi], b - a, a))
+        fd = fds[fi]  # an fd, or a file object for a URL
+        chunks.append(pread(fd, b - a, a) if isinstance(fd, int) else self._read(fi, a, b - a))
     except OSError as e:
       raise UserError(f"cannot read {self.paths[fi]}: {e.strerror}") from e
     data = b"".join(chunks) if len(chunks) > 1 else chunks[0]
