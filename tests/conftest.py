@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -15,6 +16,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(TESTDATA, "vocab_uncased.txt")
 SAMPLE_TEXT = os.path.join(TESTDATA, "bert_sample_text.txt")
 GOLDEN = os.path.join(TESTDATA, "bert_golden")
+W2V_TINY = os.path.join(TESTDATA, "w2v_tiny.txt")
+BUNDLED_TEXT = os.path.join(REPO, "bert_data", "sample", "sample_corpus.txt")
+BUNDLED_VOCAB = os.path.join(REPO, "bert_data", "sample", "vocab.txt")
+_LIBRARY_LOG = re.compile(r"^[IWE]\d{4} ")  # absl-formatted log lines of TF, boto, google libs
+
+
+def message_lines(stderr: str, *noise: str):
+  """The lines of a CLI's stderr that are ours: library log lines and `noise` dropped."""
+  return [l for l in stderr.splitlines()
+          if l.strip() and not _LIBRARY_LOG.match(l) and "oneDNN" not in l
+          and not l.startswith("WARNING: All log messages")
+          and not any(n in l for n in noise)]
 
 
 def free_port() -> int:

@@ -6,25 +6,20 @@ TensorFlow's own gs:// reader has no endpoint setting (TF 2.21), so
 make_dataset is not run against the emulator."""
 
 import os
-import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import free_port, local_server
+from conftest import BUNDLED_TEXT as SAMPLE_TEXT, BUNDLED_VOCAB as VOCAB, REPO as ROOT
+from conftest import W2V_TINY as TINY, free_port, local_server, message_lines
 from textrecords import metadata
 
 gcsfs = pytest.importorskip("gcsfs")
 pytest.importorskip("gcp_storage_emulator")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = os.path.join(ROOT, "tests", "testdata", "w2v_tiny.txt")
-SAMPLE_TEXT = os.path.join(ROOT, "bert_data", "sample", "sample_corpus.txt")
-VOCAB = os.path.join(ROOT, "bert_data", "sample", "vocab.txt")
 # No Google credentials lookup on a metadata server (there is none here).
 QUIET = dict(NO_GCE_CHECK="True", GCE_METADATA_HOST="127.0.0.1:9", GOOGLE_CLOUD_PROJECT="test")
-_LOG = re.compile(r"^[IWE]\d{4} ")  # absl-formatted log lines of the google libraries
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +40,7 @@ def _cli(host, cwd, tool, *flags):
              TEXTRECORDS_STAGING_DIR=str(cwd / "staging"), **QUIET)
   p = subprocess.run([sys.executable, "-m", tool, "--quiet", *flags], cwd=cwd, env=env,
                      capture_output=True, text=True, timeout=180)
-  lines = [l for l in p.stderr.splitlines()
-           if l.strip() and not _LOG.match(l) and "oneDNN" not in l
-           and not l.startswith("WARNING: All log messages")
-           and "Could not determine bucket type" not in l]
-  return p.returncode, lines
+  return p.returncode, message_lines(p.stderr, "Could not determine bucket type")
 
 
 def _names(fs, url):

@@ -5,7 +5,6 @@ files equal a local run's byte for byte."""
 import json
 import os
 import random
-import re
 import signal
 import socket
 import subprocess
@@ -15,20 +14,16 @@ import time
 
 import pytest
 
-from conftest import free_port, local_server
+from conftest import BUNDLED_TEXT as SAMPLE_TEXT, BUNDLED_VOCAB as VOCAB, REPO as ROOT
+from conftest import TESTDATA, W2V_TINY as TINY, free_port, local_server, message_lines
 from textrecords import metadata
 
 s3fs = pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = os.path.join(ROOT, "tests", "testdata", "w2v_tiny.txt")
-PAIRS = os.path.join(ROOT, "tests", "testdata", "mt_pairs.txt")
-SAMPLE_TEXT = os.path.join(ROOT, "bert_data", "sample", "sample_corpus.txt")
-VOCAB = os.path.join(ROOT, "bert_data", "sample", "vocab.txt")
+PAIRS = os.path.join(TESTDATA, "mt_pairs.txt")
 CREDS = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
              AWS_DEFAULT_REGION="us-east-1", AWS_MAX_ATTEMPTS="1")
-_LOG = re.compile(r"^[IWE]\d{4} ")  # absl-formatted log lines of boto
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +50,7 @@ def _cli(tool, endpoint, cwd, *flags):
   p = subprocess.run([sys.executable, "-m", tool, "--quiet", *flags], cwd=cwd,
                      env=_env(endpoint, cwd), capture_output=True, text=True, timeout=180)
   assert "Found credentials" not in p.stderr, p.stderr  # boto's INFO lines are not shown
-  lines = [l for l in p.stderr.splitlines()
-           if l.strip() and not _LOG.match(l) and "oneDNN" not in l
-           and not l.startswith("WARNING: All log messages")]
-  return p.returncode, lines
+  return p.returncode, message_lines(p.stderr)
 
 
 class _Gate:
