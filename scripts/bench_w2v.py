@@ -16,7 +16,10 @@ Measures:
   - with --scaling_repeats=R: 1 vs 2 workers (issue 13), R interleaved pairs
     of whole `create` processes, and of the parallel read alone (read, clean,
     count, encode to ids: `corpus.load_corpus`) in fresh processes; reports
-    every ratio and their range;
+    every ratio and their range, and the two phases of create (read and
+    count; sample, encode and write) timed apart; with --scaling_scale=S
+    also on PTB concatenated S times (where the fixed cost of starting
+    Python weighs less);
   - with --memory_scale=S: peak RSS of the main process and of the largest
     worker (getrusage) for create on PTB concatenated S times, with 1, 2 and 4
     workers.
@@ -24,6 +27,10 @@ Measures:
 Usage:
   python scripts/bench_w2v.py --ptb=/path/to/ptb.train.txt [--work_dir=/tmp/bench_w2v]
   python scripts/bench_w2v.py --ptb=... --skip_main --scaling_repeats=5 --memory_scale=10
+
+Before timing, the packages' modules are compiled to bytecode (as `pip
+install` does): a checkout run with PYTHONDONTWRITEBYTECODE=1 would otherwise
+compile them from source in every timed process (about 50 ms).
 """
 
 import argparse
@@ -179,10 +186,14 @@ def main():
                  help="1 vs 2 worker pairs to time (0: skip)")
   p.add_argument("--memory_scale", type=int, default=0,
                  help="peak memory on PTB x this many copies (0: skip)")
+  p.add_argument("--scaling_scale", type=int, default=1,
+                 help="also time 1 vs 2 workers on PTB x this many copies (1: PTB only)")
   args = p.parse_args()
   if args.measure:
     _measure(args.ptb, json.loads(args.measure))
     return
+  if not args.baseline_only:
+    _compile_bytecode()
   if args.skip_main:
     res = {"date": time.strftime("%Y-%m-%d"), "machine": {
         "cpus": os.cpu_count(), "python": platform.python_version(),
@@ -293,6 +304,13 @@ def main():
     _scaling_and_memory(args, res)
 
 
+def _compile_bytecode():
+  """Writes the .pyc files of the packages the timed processes import."""
+  import compileall  # pylint: disable=import-outside-toplevel
+  for package in ("textrecords", "w2v_data"):
+    compileall.compile_dir(os.path.join(ROOT, package), quiet=1)
+
+
 def _measure(path, spec):
   """Runs in a fresh process: times load_corpus or create; prints JSON with peak RSS."""
   import resource  # pylint: disable=import-outside-toplevel
@@ -305,10 +323,23 @@ def _measure(path, spec):
     c = corpus_lib.load_corpus(path.split(","), 10, num_workers=spec["workers"])
     out = {"tokens": int(c.raw_tokens)}
   else:
+    count_corpus = corpus_lib.count_corpus
+    phases = {}
+
+    def timed_count(*a, **kw):  # phase 1: read, clean and count (parallel)
+      start = time.perf_counter()
+      try:
+        return count_corpus(*a, **kw)
+      finally:
+        phases["count_s"] = time.perf_counter() - start
+
+    corpus_lib.count_corpus = timed_count
     meta = pipeline.create(W2vConfig(input_file=path, output_dir=spec["out"], overwrite=True,
                                      quiet=True, num_workers=spec["workers"]))
-    out = {"centers": meta["counts"]["centers"]}
+    out = {"centers": meta["counts"]["centers"], **phases}
   out["wall_s"] = time.perf_counter() - t0
+  if "count_s" in out:  # phase 2: vocab, then sample, encode and write (parallel)
+    out["rest_s"] = out["wall_s"] - out["count_s"]
   out["cpu_main_in_run_s"] = time.process_time() - cpu0  # without interpreter start, imports
   # VmHWM: this process's peak RSS since exec (getrusage's SELF maxrss would
   # carry over the peak of the process that started us, across exec).
@@ -337,26 +368,33 @@ def _scaling_and_memory(args, res):
   """1 vs 2 workers (interleaved pairs) and peak memory on a scaled corpus."""
   out_dir = os.path.join(args.work_dir, "scaling")
   if args.scaling_repeats:
-    pairs = collections.defaultdict(list)
-    shares = []  # (main CPU s, workers' CPU s) of each 2-worker create
-    for _ in range(args.scaling_repeats):
-      for what in ("read", "create"):
-        one = _run_measure(args, args.ptb, what=what, workers=1, out=out_dir)
-        two = _run_measure(args, args.ptb, what=what, workers=2, out=out_dir)
-        pairs[what].append((one["wall_s"], two["wall_s"]))
-        if what == "create":
-          pairs["create_process"].append((one["process_wall_s"], two["process_wall_s"]))
-          shares.append((two["cpu_main_s"], two["cpu_workers_s"], two["cpu_main_in_run_s"]))
-    res["scaling"] = {k: {"pairs_s": v, "speedups": [a / b for a, b in v]}
-                      for k, v in pairs.items()}
-    res["cpu_shares"] = shares
+    corpora = [("PTB", args.ptb)]
+    if args.scaling_scale > 1:
+      corpora.append((f"PTB x{args.scaling_scale}",
+                      _concatenated(args.ptb, args.scaling_scale, args.work_dir)))
+    res["scaling_corpora"] = {}
+    for name, path in corpora:
+      pairs = collections.defaultdict(list)
+      shares = []  # (main CPU s, workers' CPU s) of each 2-worker create
+      for _ in range(args.scaling_repeats):
+        for what in ("read", "create"):
+          one = _run_measure(args, path, what=what, workers=1, out=out_dir)
+          two = _run_measure(args, path, what=what, workers=2, out=out_dir)
+          pairs[what].append((one["wall_s"], two["wall_s"]))
+          if what == "create":
+            pairs["create_process"].append((one["process_wall_s"], two["process_wall_s"]))
+            for phase in ("count_s", "rest_s"):
+              pairs["create_" + phase].append((one[phase], two[phase]))
+            shares.append((two["cpu_main_s"], two["cpu_workers_s"], two["cpu_main_in_run_s"]))
+      res["scaling_corpora"][name] = {
+          "scaling": {k: {"pairs_s": v, "speedups": [a / b for a, b in v]}
+                      for k, v in pairs.items()},
+          "cpu_shares": shares}
+      if path != args.ptb:
+        os.remove(path)
+    res.update(res["scaling_corpora"]["PTB"])
   if args.memory_scale:
-    big = os.path.join(args.work_dir, f"ptb_x{args.memory_scale}.txt")
-    with open(args.ptb, "rb") as f:
-      data = f.read()
-    with open(big, "wb") as f:
-      for _ in range(args.memory_scale):
-        f.write(data)
+    big = _concatenated(args.ptb, args.memory_scale, args.work_dir)
     res["memory"] = {"corpus_mb": os.path.getsize(big) / 1e6, "runs": {}}
     for w in (1, 2, 4):
       res["memory"]["runs"][w] = _run_measure(args, big, what="create", workers=w,
@@ -365,27 +403,8 @@ def _scaling_and_memory(args, res):
   res["machine"]["load_avg_end_scaling"] = os.getloadavg()
   with open(os.path.join(args.work_dir, "results_scaling.json"), "w") as f:
     json.dump(res, f, indent=2)
-  print(f"\n# 1 vs 2 workers (load {res['machine']['load_avg_start'][0]:.1f} -> "
-        f"{os.getloadavg()[0]:.1f}; 2-core shared machine)")
-  for key, label in (("read", "read+clean+count+encode (load_corpus)"),
-                     ("create", "create (in a fresh process, without interpreter start)"),
-                     ("create_process", "create, whole process")):
-    if key in res.get("scaling", {}):
-      sp = res["scaling"][key]["speedups"]
-      walls = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in res["scaling"][key]["pairs_s"])
-      print(f"| {label} | 1w/2w s: {walls} | speed-up {min(sp):.2f}x-{max(sp):.2f}x "
-            f"(median {sorted(sp)[len(sp) // 2]:.2f}x) |")
-  if res.get("cpu_shares"):
-    # Amdahl: the main process's CPU seconds stay serial, the workers' divide.
-    for label, fr in (
-        ("incl. interpreter start and imports",
-         [m / (m + w) for m, w, _ in res["cpu_shares"]]),
-        ("in the run (without interpreter start)",
-         [r / (r + w) for _, w, r in res["cpu_shares"]])):
-      proj = {n: [1.0 / (f + (1 - f) / n) for f in fr] for n in (2, 4, 16)}
-      print(f"| main process share of CPU seconds, create with 2 workers, {label} | "
-            f"{min(fr):.1%}-{max(fr):.1%} | Amdahl speed-up at 2/4/16 workers: "
-            + " / ".join(f"{min(v):.1f}-{max(v):.1f}x" for v in proj.values()) + " |")
+  for name, scaled in res.get("scaling_corpora", {}).items():
+    _report_scaling(name, scaled, res["machine"]["load_avg_start"][0])
   if "memory" in res:
     print(f"\n# peak RSS, create on PTB x{args.memory_scale} "
           f"({res['memory']['corpus_mb']:.0f} MB)")
@@ -395,12 +414,55 @@ def _scaling_and_memory(args, res):
             f"{r['wall_s']:.1f} s |")
 
 
+def _concatenated(path: str, copies: int, work_dir: str) -> str:
+  """A file holding `copies` copies of `path` (in work_dir)."""
+  out = os.path.join(work_dir, f"{os.path.basename(path)}_x{copies}")
+  with open(path, "rb") as f:
+    data = f.read()
+  with open(out, "wb") as f:
+    for _ in range(copies):
+      f.write(data)
+  return out
+
+
+def _median(values):
+  v = sorted(values)
+  return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+
+def _report_scaling(name, res, load_start):
+  print(f"\n# 1 vs 2 workers on {name} (load {load_start:.1f} -> {os.getloadavg()[0]:.1f}; "
+        "2-core shared machine; interleaved pairs)")
+  print("| what | 1w/2w s per pair | speed-up per pair | median 1w / median 2w |\n"
+        "|---|---|---|---|")
+  for key, label in (("create_process", "create, whole process"),
+                     ("create", "create (in a fresh process, without interpreter start)"),
+                     ("create_count_s", "create phase 1: read, clean, count"),
+                     ("create_rest_s", "create phase 2: vocab, sample, encode, write"),
+                     ("read", "read+clean+count+ids (load_corpus)")):
+    if key in res["scaling"]:
+      pairs = res["scaling"][key]["pairs_s"]
+      sp = res["scaling"][key]["speedups"]
+      walls = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in pairs)
+      print(f"| {label} | {walls} | {min(sp):.2f}x-{max(sp):.2f}x (median "
+            f"{_median(sp):.2f}x) | {_median([a for a, _ in pairs]) / _median([b for _, b in pairs]):.2f}x |")
+  # Amdahl: the main process's CPU seconds stay serial, the workers' divide.
+  for label, fr in (
+      ("incl. interpreter start and imports", [m / (m + w) for m, w, _ in res["cpu_shares"]]),
+      ("in the run (without interpreter start)",
+       [r / (r + w) for _, w, r in res["cpu_shares"]])):
+    proj = {n: [1.0 / (f + (1 - f) / n) for f in fr] for n in (2, 4, 16)}
+    print(f"| main process share of CPU seconds, create with 2 workers, {label} | "
+          f"{min(fr):.1%}-{max(fr):.1%} | Amdahl speed-up at 2/4/16 workers: "
+          + " / ".join(f"{min(v):.1f}-{max(v):.1f}x" for v in proj.values()) + " |")
+
+
 def _report(r):
   b = r["baseline_create"]
   ptb = r.get("ptb")
   print(f"# w2v_data benchmark {r['date']} (cpus {r['machine']['cpus']}, load "
         f"{r['machine']['load_avg_start'][0]:.1f} -> {r['machine']['load_avg_end'][0]:.1f}; "
-        "best of the timed runs; epochs after a first, warm-up epoch)")
+        "best of the timed runs, and their medians; epochs after a first, warm-up epoch)")
   print("\n| step | w2v_data | baseline | speed-up | CPU s (w2v_data / baseline) | CPU ratio |"
         "\n|---|---|---|---|---|---|")
   for key, label in (("create_sentence", "create, sentence layout (default)"),
@@ -410,8 +472,10 @@ def _report(r):
                      ("create_center", "create, center layout"),
                      ("create_center_1worker", "create, center layout, 1 worker")):
     if key in r:
-      print(f"| {label} | {r[key]['wall_s']:.2f} s | {b['wall_s']:.2f} s | "
-            f"{b['wall_s'] / r[key]['wall_s']:.1f}x | {r[key]['cpu_s']:.2f} / {b['cpu_s']:.2f} | "
+      med, base_med = _median(r[key]["runs_s"]), _median(b["runs_s"])
+      print(f"| {label} | {r[key]['wall_s']:.2f} s (median {med:.2f}) | {b['wall_s']:.2f} s "
+            f"(median {base_med:.2f}) | {b['wall_s'] / r[key]['wall_s']:.1f}x (medians "
+            f"{base_med / med:.1f}x) | {r[key]['cpu_s']:.2f} / {b['cpu_s']:.2f} | "
             f"{b['cpu_s'] / r[key]['cpu_s']:.1f}x |")
   if "epoch_sentence" not in r:
     return

@@ -62,6 +62,32 @@ def test_initializer_runs_in_each_worker():
                                    initargs=(100,))) == [101, 102, 103]
 
 
+def _allocator_settings(_):
+  """Whether this process's glibc allocator serves a 48 MiB block from the
+  heap (mallinfo2 does not report the threshold): tested by where it lands.
+  By default it never does (glibc's adaptive threshold stops at 32 MiB)."""
+  import ctypes  # pylint: disable=import-outside-toplevel
+  libc = ctypes.CDLL(None)
+  libc.malloc.restype = ctypes.c_void_p
+  libc.sbrk.restype = ctypes.c_void_p
+  size = 48 << 20
+  p = libc.malloc(size)
+  top = libc.sbrk(0)
+  libc.free(ctypes.c_void_p(p))
+  return p < top  # below the heap's end: from the heap, not a fresh mapping
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux/glibc allocator")
+def test_reuse_memory_makes_workers_keep_large_blocks_on_the_heap():
+  # A 48 MiB block is mapped on its own by default, and comes from the heap
+  # (whose freed memory is kept for reuse) with reuse_memory.
+  assert list(parallel.ordered_map(_allocator_settings, [0, 1], 2)) == [False, False]
+  assert list(parallel.ordered_map(_allocator_settings, [0, 1], 2,
+                                   reuse_memory=True)) == [True, True]
+  assert list(parallel.ordered_map(_square_slow_first, range(5), 2,
+                                   reuse_memory=True)) == [0, 1, 4, 9, 16]
+
+
 def test_large_items_and_results_do_not_deadlock():
   big = [bytes(3 << 20) for _ in range(6)]  # larger than any pipe buffer
   assert [len(r) for r in parallel.ordered_map(bytes, big, 2)] == [3 << 20] * 6

@@ -1,6 +1,7 @@
 """The compiled (numba) kernels against the numpy code: the same arrays, the same bytes."""
 
 import os
+import random
 
 import numpy as np
 import pytest
@@ -134,6 +135,64 @@ def test_kernel_encoder_matches_numpy_on_big_values_and_empty_lists(monkeypatch,
     monkeypatch.setattr(compiled, "ENABLED", enabled)
     with pytest.raises(ValueError, match="negative"):
       records.encode_int64_records([("a", np.array([1, -1]), np.array([2]))])
+
+
+_WHITESPACE = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+_LETTERS = ["a", "b", "é", "ß", "漢", "😀", "\u200b", "\x7f", "Ā", "\u2060", "\x1b"]
+
+
+def test_space_table_holds_every_whitespace_character():
+  # str.split() splits at exactly these; the kernel's table must hold them all.
+  table = corpus_lib.space_table()
+  assert all(ord(w) < len(table) for w in _WHITESPACE)
+  assert [chr(c) for c in np.flatnonzero(table)] == _WHITESPACE
+
+
+def _random_text(rng, distinct):
+  parts = []
+  for _ in range(rng.randint(0, 120)):
+    r = rng.random()
+    if r < 0.3:
+      parts.append(rng.choice(_WHITESPACE) * rng.randint(1, 2))  # "\n" among them
+    elif r < 0.35:
+      parts.append(rng.choice(["\n", "\r\n", "\n\n"]))
+    else:
+      parts.append("".join(rng.choice(_LETTERS) for _ in range(rng.randint(1, 3))))
+  if distinct:  # more distinct tokens than the kernel's first hash table holds
+    parts += [f" w{i} " for i in range(distinct)] + [" w7 "] * 5
+    rng.shuffle(parts)
+  return "".join(parts)
+
+
+def _same_counts(a, b):
+  assert a.tokens == b.tokens and a.num_lines == b.num_lines
+  assert a.doc_names == b.doc_names and a.error == b.error and a.unclean == b.unclean
+  for x, y in ((a.counts, b.counts), (a.local_ids, b.local_ids)):
+    assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+def test_kernel_counting_equals_python_split(monkeypatch, kernel_source):
+  rng = random.Random(7)
+  docs = corpus_lib.ReadMode("documents", True)
+  for trial in range(150):
+    text = _random_text(rng, 3000 if trial % 25 == 0 else 0)
+    data = text.encode("utf-8")
+    # Documents with ids: every line gets an id and some text.
+    tsv = "".join(f"d{i}\t{line}x\n" for i, line in enumerate(text.split("\n")))
+    for args in ((data, True), (data, False), (tsv.encode("utf-8"), True, docs)):
+
+      def count(args=args):
+        if compiled.ENABLED:
+          compiled.kernels()
+          assert compiled.loaded() is not None
+        return corpus_lib.count_chunk(*args)
+
+      fast, slow = _both(monkeypatch, count)
+      _same_counts(fast, slow)
+  # The Python reference is str.split() per line.
+  lines = text.split("\n")
+  ref = corpus_lib.count_chunk(data, True)
+  assert ref.num_lines == len(lines) and len(ref.tokens) == len(set(text.split()))
 
 
 def _files(out):

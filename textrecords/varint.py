@@ -28,7 +28,10 @@ def _encode_slow(n: int) -> bytes:
       return bytes(out)
 
 
-SMALL: List[bytes] = [_encode_slow(i) for i in range(1 << 14)]  # varints of 0..16383
+# Varints of 0..16383: one byte below 128, else two (low 7 bits with the top
+# bit set, then the rest); built without the loop above (import cost).
+SMALL: List[bytes] = ([bytes((i,)) for i in range(128)]
+                      + [bytes((i & 0x7F | 0x80, i >> 7)) for i in range(128, 1 << 14)])
 
 
 def encode(n: int) -> bytes:

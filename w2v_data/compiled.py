@@ -22,7 +22,6 @@ True
 
 import hashlib
 import importlib.machinery
-import importlib.metadata
 import importlib.util
 import os
 import shutil
@@ -36,6 +35,7 @@ AVAILABLE = importlib.util.find_spec("numba") is not None
 _MODE = os.environ.get("TEXTRECORDS_NUMBA", "1")
 ENABLED = AVAILABLE and _MODE != "0"
 MODEL_CODES = {"skipgram": 0, "cbow": 1, "pv_dm": 2, "pv_dbow": 3}
+KERNELS = ("count_kernel", "sample_kernel", "encode_kernel", "alias_kernel")
 
 _LOADED = []
 _LOADING = []  # the background thread of `start_loading`
@@ -43,7 +43,7 @@ _LOCK = threading.Lock()
 
 
 def kernels():
-  """The kernels (sample_kernel, encode_kernel, alias_kernel) when in use, else None."""
+  """The kernels (the functions named in KERNELS) when in use, else None."""
   if not ENABLED:
     return None
   with _LOCK:
@@ -52,13 +52,25 @@ def kernels():
   return _LOADED[0]
 
 
+def loaded():
+  """The kernels if this process has loaded them already, else None (loads nothing)."""
+  return _LOADED[0] if ENABLED and _LOADED else None
+
+
+def load_if_built() -> bool:
+  """Loads the kernels now if that is quick (built ahead of time already: a
+  few ms, no numba import); returns whether they are loaded."""
+  if ENABLED and not _LOADED and not _LOADING and _MODE != "jit" and _built_path():
+    kernels()
+  return loaded() is not None
+
+
 def _load():
   if _MODE != "jit":
     mod = _ahead_of_time_module()
     if mod is not None:
-      return types.SimpleNamespace(sample_kernel=mod.sample_kernel,
-                                   encode_kernel=mod.encode_kernel,
-                                   alias_kernel=mod.alias_kernel, source="aot")
+      return types.SimpleNamespace(**{name: getattr(mod, name) for name in KERNELS},
+                                   source="aot")
   return jit_kernels()
 
 
@@ -66,18 +78,28 @@ def jit_kernels():
   """The kernels in numba's JIT (loaded, or compiled on a first run, into numba's cache)."""
   from w2v_data import kernels as jit  # pylint: disable=import-outside-toplevel
   jit.prepare()
-  return types.SimpleNamespace(sample_kernel=jit.sample_kernel,
-                               encode_kernel=jit.encode_kernel,
-                               alias_kernel=jit.alias_kernel, source="jit")
+  return types.SimpleNamespace(**{name: getattr(jit, name) for name in KERNELS}, source="jit")
 
 
 def _source_key() -> str:
   spec = importlib.util.find_spec("w2v_data.kernels")
   with open(spec.origin, "rb") as f:
     source = f.read()
-  numba_version = importlib.metadata.version("numba")
-  h = hashlib.sha256(source + f"|{numba_version}|{sys.version}|{sys.platform}".encode())
+  h = hashlib.sha256(source + f"|{_numba_version()}|{sys.version}|{sys.platform}".encode())
   return h.hexdigest()[:16]
+
+
+def _numba_version() -> str:
+  """numba's version file (read, not imported: importing numba or
+  importlib.metadata costs more than the whole lookup of a built module)."""
+  spec = importlib.util.find_spec("numba")
+  for folder in spec.submodule_search_locations or []:
+    path = os.path.join(folder, "_version.py")
+    if os.path.exists(path):
+      with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+  from importlib import metadata  # pylint: disable=import-outside-toplevel
+  return metadata.version("numba")
 
 
 def _cache_dirs():
@@ -86,16 +108,32 @@ def _cache_dirs():
   return [here, os.path.join(home, "textrecords")]
 
 
+def _module_name() -> str:
+  return f"_w2v_kernels_{_source_key()}"
+
+
+def _built_path():
+  """The built module's path, if a cache folder holds it (and no `.failed` comes first)."""
+  name = _module_name()
+  for d in _cache_dirs():
+    path = os.path.join(d, name + importlib.machinery.EXTENSION_SUFFIXES[0])
+    if os.path.exists(path):
+      return path
+    if os.path.exists(os.path.join(d, name + ".failed")):
+      return None
+  return None
+
+
 def _ahead_of_time_module():
   """The compiled extension module: imported, else built (once) and imported; None if
   it cannot be built here."""
-  name = f"_w2v_kernels_{_source_key()}"
+  name = _module_name()
   suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
   dirs = _cache_dirs()
+  path = _built_path()
+  if path is not None:
+    return _import(name, path)
   for d in dirs:
-    path = os.path.join(d, name + suffix)
-    if os.path.exists(path):
-      return _import(name, path)
     if os.path.exists(os.path.join(d, name + ".failed")):
       return None
   for d in dirs:

@@ -34,9 +34,12 @@ from textrecords import storage
 from textrecords import text_input
 from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
+from w2v_data import compiled
 from w2v_data import schema
 
-CHUNK_BYTES = 1 << 20  # bytes per read unit (the output does not depend on it)
+CHUNK_BYTES = 1 << 20  # bytes per read unit at most (the output does not depend on it)
+MIN_CHUNK_BYTES = 1 << 18
+CHUNKS_PER_WORKER = 2  # at least, where chunks stay >= MIN_CHUNK_BYTES
 _END = "\x00"  # marks the end of each line in a chunk's token list
 
 
@@ -151,6 +154,30 @@ def _lines_to_counts(text: str, num_lines: int, doc_names=None) -> ChunkCounts:
                      num_lines=num_lines, doc_names=doc_names)
 
 
+def _bytes_to_counts(data: bytes, num_lines: int, doc_names=None) -> ChunkCounts:
+  """`_lines_to_counts` of `data` (valid UTF-8 without NUL): the same result,
+  from the compiled kernel when this process has it loaded."""
+  kern = compiled.loaded()
+  if kern is None:
+    return _lines_to_counts(data.decode("utf-8"), num_lines, doc_names)
+  local, first, length, counts = kern.count_kernel(np.frombuffer(data, np.uint8).copy(),
+                                                   space_table())
+  tokens = [data[a:a + n].decode("utf-8") for a, n in zip(first.tolist(), length.tolist())]
+  return ChunkCounts(tokens=tokens, counts=counts, local_ids=local, num_lines=num_lines,
+                     doc_names=doc_names)
+
+
+_SPACE = []
+
+
+def space_table() -> np.ndarray:
+  """bool per code point up to U+3000: whitespace as `str.split()` sees it
+  (no code point above U+3000 is whitespace; a test checks all of them)."""
+  if not _SPACE:
+    _SPACE.append(np.array([chr(c).isspace() for c in range(0x3001)], dtype=np.bool_))
+  return _SPACE[0]
+
+
 def _bad(line: int, message: str) -> ChunkCounts:
   return ChunkCounts([], np.zeros(0, np.int64), np.zeros(0, np.int32), 0,
                      error=(line, message))
@@ -176,20 +203,22 @@ def count_chunk(data: bytes, last: bool, mode: ReadMode = SENTENCES) -> ChunkCou
   if b"\x00" in data:
     return ChunkCounts([], np.zeros(0, np.int64), np.zeros(0, np.int32), 0, unclean=True)
   try:
-    text = data.decode("utf-8")
+    text = None if data.isascii() else data.decode("utf-8")
   except UnicodeDecodeError:
     return ChunkCounts([], np.zeros(0, np.int64), np.zeros(0, np.int32), 0, unclean=True)
   if mode.kind == "sentences":
     # d2l: after the file's final newline comes one more (empty) sentence.
-    if not last or text.endswith("\n"):
-      text = text[:-1] if text.endswith("\n") else text
+    if not last or data.endswith(b"\n"):
+      data = data[:-1] if data.endswith(b"\n") else data
       extra = last
     else:
       extra = False
-    num = text.count("\n") + 1 + (1 if extra else 0)
+    num = data.count(b"\n") + 1 + (1 if extra else 0)
     if extra:
-      text += "\n"
-    return _lines_to_counts(text, num)
+      data += b"\n"
+    return _bytes_to_counts(data, num)
+  if text is None:
+    text = data.decode("ascii")
   if text.endswith("\n"):
     text = text[:-1]
   lines = text.split("\n")
@@ -207,7 +236,26 @@ def count_chunk(data: bytes, last: bool, mode: ReadMode = SENTENCES) -> ChunkCou
   for i, line in enumerate(lines):
     if not line.strip():
       return _bad(i, "empty document text (every line must hold a document)")
-  return _lines_to_counts("\n".join(lines), len(lines), names)
+  return _bytes_to_counts("\n".join(lines).encode("utf-8"), len(lines), names)
+
+
+def read_chunk_bytes(files: Sequence[str], num_workers: int) -> int:
+  """The read unit's size: CHUNK_BYTES, or less so that every worker gets
+  CHUNKS_PER_WORKER units (the last units do not keep one worker busy alone),
+  but not below MIN_CHUNK_BYTES.
+
+  >>> read_chunk_bytes([], 1) == CHUNK_BYTES
+  True
+  """
+  if num_workers <= 1:
+    return CHUNK_BYTES
+  total = 0
+  for path in files:
+    try:
+      total += storage.size(path)
+    except OSError:
+      pass  # reported when the file is read
+  return int(min(CHUNK_BYTES, max(MIN_CHUNK_BYTES, total // (CHUNKS_PER_WORKER * num_workers))))
 
 
 def file_chunks(path: str, chunk_bytes: int) -> List[Tuple[int, int]]:
@@ -346,15 +394,16 @@ class CountedCorpus:
 
   Attributes:
     tokens, counts, raw_tokens, line_of, doc_names: as in `Corpus`.
-    pieces: per read chunk, in input order, (its distinct tokens, its local
-      ids with -1 at each line end) as `count_chunk` returns them.
+    pieces: per read chunk, in input order, (int32: the global id of each of
+      its distinct tokens, its local ids with -1 at each line end as
+      `count_chunk` returns them).
     piece_lines: sentences (lines) of each piece.
   """
   tokens: List[str]
   counts: np.ndarray
   raw_tokens: int
   line_of: "LineMap"
-  pieces: List[Tuple[List[str], np.ndarray]]
+  pieces: List[Tuple[np.ndarray, np.ndarray]]
   piece_lines: List[int]
   doc_names: Optional[List[str]] = None
 
@@ -367,20 +416,17 @@ class CountedCorpus:
     """Tokens that are not <unk> (equal to `Corpus.num_tokens`)."""
     return int(self.counts[1:].sum())
 
-  def index(self) -> Dict[str, int]:
-    return {t: i for i, t in enumerate(self.tokens)}
-
 
 class PieceIds:
   """One piece's tokens as global ids, per line; built in a worker from a CountedCorpus piece.
 
-  >>> p = PieceIds(["a", "x", "b"], np.array([0, 1, -1, 2, -1, -1], np.int32), {"a": 3, "b": 4})
+  >>> p = PieceIds(np.array([3, 0, 4], np.int32), np.array([0, 1, -1, 2, -1, -1], np.int32))
   >>> [(i.tolist(), n.tolist()) for i, n in [p.lines(0, 3), p.lines(1, 2)]]
   [([3, 4], [1, 1, 0]), ([4], [1])]
   """
 
-  def __init__(self, local_tokens: Sequence[str], local_ids: np.ndarray, index: Dict[str, int]):
-    remap = np.array([index.get(t, 0) for t in local_tokens] + [-1], dtype=np.int32)
+  def __init__(self, global_of_local: np.ndarray, local_ids: np.ndarray):
+    remap = np.append(global_of_local.astype(np.int32), np.int32(-1))  # local -1 -> -1
     self.ids = remap[local_ids]
     self.ends = np.flatnonzero(self.ids < 0)  # line j ends at ends[j]
 
@@ -408,10 +454,9 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
       a `min_freq` that leaves no word besides <unk>.
   """
   c = count_corpus(files, min_freq, on_decode_error, num_workers, mode, chunk_bytes, counts)
-  index = c.index()
   ids, lengths = [], []
-  for local_tokens, local_ids in c.pieces:
-    chunk_ids, chunk_lengths = global_ids(local_tokens, local_ids, index)
+  for (global_of_local, local_ids), num_lines in zip(c.pieces, c.piece_lines):
+    chunk_ids, chunk_lengths = PieceIds(global_of_local, local_ids).lines(0, num_lines)
     ids.append(chunk_ids)
     lengths.append(chunk_lengths)
   return Corpus(tokens=c.tokens, counts=c.counts, ids=np.concatenate(ids),
@@ -433,9 +478,13 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
   Raises:
     UserError: as `load_corpus`.
   """
+  if compiled.loaded() is not None:
+    space_table()  # built once, before the workers fork
+  if not chunk_bytes:
+    chunk_bytes = read_chunk_bytes(files, num_workers)
   units = []
   for path in files:
-    chunks = file_chunks(path, chunk_bytes or CHUNK_BYTES)
+    chunks = file_chunks(path, chunk_bytes)
     units.extend(_ReadUnit(path, a, b, i == len(chunks) - 1, mode)
                  for i, (a, b) in enumerate(chunks))
   # Counts merged in input order: token -> slot in first-occurrence order,
@@ -448,8 +497,8 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
   doc_names: Optional[List[str]] = [] if mode.kind == "documents" else None
   doc_index: Dict[str, int] = {}
   in_file: List[ChunkCounts] = []  # the current file's chunks so far
-  for i, (unit, result) in enumerate(zip(units, parallel.ordered_map(_read_unit, units,
-                                                                     num_workers))):
+  results = parallel.ordered_map(_read_unit, units, num_workers, reuse_memory=True)
+  for i, (unit, result) in enumerate(zip(units, results)):
     if i == 0 and started is not None:
       started()
     if result.error is not None and not any(r.unclean for r in in_file):
@@ -466,12 +515,12 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
     else:
       line_of.add(unit.path, first, sum(r.num_lines for r in in_file), None)
     for r in in_file:
-      slots = [slot.setdefault(t, len(slot)) for t in r.tokens]
+      slots = np.array([slot.setdefault(t, len(slot)) for t in r.tokens], dtype=np.int32)
       if len(slot) > len(total):
         total = np.concatenate([total, np.zeros(max(len(slot), 2 * len(total)) - len(total),
                                                 np.int64)])
       total[slots] += r.counts  # a chunk's tokens are distinct
-      pieces.append((r.tokens, r.local_ids))
+      pieces.append((slots, r.local_ids))
       piece_lines.append(r.num_lines)
       if doc_names is not None:
         names = r.doc_names or [str(len(doc_names) + i) for i in range(r.num_lines)]
@@ -486,5 +535,10 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
   counter = collections.Counter(dict(zip(slot, total[:len(slot)].tolist())))
   raw_tokens = int(total.sum())
   tokens, counts = vocab_and_counts(counter, raw_tokens, min_freq, files)
+  # Slot -> global id (0: <unk>); then each piece's local -> global ids.
+  global_of_slot = np.zeros(len(slot), dtype=np.int32)
+  for i, t in enumerate(tokens[1:], 1):
+    global_of_slot[slot[t]] = i
+  pieces = [(global_of_slot[slots], local_ids) for slots, local_ids in pieces]
   return CountedCorpus(tokens=tokens, counts=counts, raw_tokens=raw_tokens, line_of=line_of,
                        pieces=pieces, piece_lines=piece_lines, doc_names=doc_names)

@@ -1,12 +1,15 @@
-"""numba kernels for w2v_data's two hot loops: sampling and record encoding.
+"""numba kernels for w2v_data's hot loops: counting, sampling and record encoding.
 
 Used through `w2v_data.compiled` (which decides whether they are used:
 numba installed, the `fast` extra, and not turned off; and how: compiled
 ahead of time by `python -m w2v_data.kernels OUT_DIR NAME`, or in numba's
-JIT); importing this module imports numba. The numpy code in `sampling` and `records` is the
-reference: these loops give the same arrays and the same bytes (tests run
-both and compare).
+JIT); importing this module imports numba. The Python and numpy code in
+`corpus`, `sampling` and `records` is the reference: these loops give the
+same arrays and the same bytes (tests run both and compare).
 
+  count_kernel: a chunk of text split into tokens at whitespace (as
+    `str.split()`), each numbered by first occurrence through a hash table
+    of the token bytes, with counts; see `corpus.count_chunk`.
   sample_kernel: per sentence, subsampling with stream 1, window sizes with
     stream 2, contexts in sentence order, noise words from the alias table
     with stream 3 (redraws: stream 3 + (attempt << 8)), excluding the
@@ -14,6 +17,7 @@ both and compare).
     PV-DM) or the target (PV-DBOW); see `sampling.SkipGramSampler.sample`.
   encode_kernel: framed tf.train.Example records of int64 lists; see
     `records.encode_int64_records`.
+  alias_kernel: the noise distribution's alias table; see `sampling.AliasTable`.
 
 Compiled code is cached on disk (numba's `cache=True`: the package's
 __pycache__, or numba's cache folder where that is not writable).
@@ -357,6 +361,115 @@ def encode_kernel(values, value_start, lengths, key_bytes, key_start):
   return buf, rec_off
 
 
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+@_njit
+def count_kernel(data, space):
+  """Splits UTF-8 text into tokens as `str.split()` does and numbers them.
+
+  data: the text's bytes (valid UTF-8, no NUL); "\\n" ends a line. space:
+  bool per code point below len(space), True for whitespace (`str.isspace`;
+  none lies above). Returns (local_ids int32: per token its index among the
+  distinct tokens in first-occurrence order, and -1 after every line, the
+  last included; first int64: byte offset of each distinct token's first
+  occurrence; length int64: its bytes; counts int64: its occurrences).
+  See `corpus.count_chunk` (the same result from Python strings). One loop
+  with no calls inside: a call that passes an array costs two atomic
+  reference count updates, more than the work per byte.
+
+  >>> ids, first, length, counts = count_kernel(np.frombuffer(b"a bb\\na", np.uint8).copy(),
+  ...                                           np.array([c in (10, 32) for c in range(128)]))
+  >>> ids.tolist(), first.tolist(), length.tolist(), counts.tolist()
+  ([0, 1, -1, 0, -1], [0, 2], [1, 2], [2, 1])
+  """
+  n = len(data)
+  num_space = len(space)
+  ids = np.empty(n + 1, dtype=np.int32)
+  most = n // 2 + 1  # distinct tokens at most
+  first = np.empty(most, dtype=np.int64)
+  length = np.empty(most, dtype=np.int64)
+  hashes = np.empty(most, dtype=np.uint64)
+  counts = np.zeros(most, dtype=np.int64)
+  mask = np.int64(1023)
+  table = np.full(mask + 1, -1, dtype=np.int32)
+  distinct = 0
+  m = 0
+  start = np.int64(-1)
+  h = _FNV_OFFSET
+  i = np.int64(0)
+  while i <= n:
+    # The width in bytes of the whitespace character at i (0: not whitespace).
+    width = np.int64(1)
+    newline = True
+    if i < n:
+      b = np.int64(data[i])
+      newline = b == 10
+      if b < 0x80:
+        width = np.int64(1) if b < num_space and space[b] else np.int64(0)
+      elif b < 0xC0 or b >= 0xF0:  # inside a character, or above every space
+        width = np.int64(0)
+      else:
+        if b < 0xE0:
+          cp = ((b & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+          width = np.int64(2)
+        else:
+          cp = (((b & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6)
+                | (np.int64(data[i + 2]) & 0x3F))
+          width = np.int64(3)
+        if cp >= num_space or not space[cp]:
+          width = np.int64(0)
+      if width == 0:
+        if start < 0:
+          start = i
+          h = _FNV_OFFSET
+        h = (h ^ _U(b)) * _FNV_PRIME
+        i += 1
+        continue
+    if start >= 0:  # the token data[start:i] ends
+      size = i - start
+      slot = np.int64(h & _U(mask))
+      while True:
+        t = table[slot]
+        if t < 0:
+          t = distinct
+          table[slot] = t
+          first[t] = start
+          length[t] = size
+          hashes[t] = h
+          distinct += 1
+          if 2 * distinct > mask:  # grow and re-insert
+            mask = 2 * mask + 1
+            table = np.full(mask + 1, -1, dtype=np.int32)
+            for u in range(distinct):
+              slot = np.int64(hashes[u] & _U(mask))
+              while table[slot] >= 0:
+                slot = (slot + 1) & mask
+              table[slot] = u
+          break
+        if hashes[t] == h and length[t] == size:
+          same = True
+          a = first[t]
+          for j in range(size):
+            if data[a + j] != data[start + j]:
+              same = False
+              break
+          if same:
+            break
+        slot = (slot + 1) & mask
+      counts[t] += 1
+      ids[m] = t
+      m += 1
+      start = -1
+    if newline:
+      ids[m] = -1
+      m += 1
+    i += width
+  return ids[:m].copy(), first[:distinct].copy(), length[:distinct].copy(), \
+      counts[:distinct].copy()
+
+
 @_njit
 def alias_kernel(scaled):
   """Vose's alias construction of `sampling.AliasTable`, step for step (same floats).
@@ -408,6 +521,7 @@ def prepare():
   for model in (0, 1, 3):
     sample_kernel(ids, lengths, keys, keep, threshold, alias, 1, 2, 1, model, True, 2)
   alias_kernel(np.array([0.5, 1.5]))
+  count_kernel(np.frombuffer(b"a b\n", np.uint8).copy(), np.array([c <= 32 for c in range(128)]))
   encode_kernel(np.array([1, 300], dtype=np.int64), np.array([0, 2], dtype=np.int64),
                 np.array([[2]], dtype=np.int64), np.frombuffer(b"\x0a\x01a", np.uint8).copy(),
                 np.array([0, 3], dtype=np.int64))
@@ -418,6 +532,7 @@ SAMPLE_SIGNATURE = ("Tuple((int32[:], int64[:], int64[:], int32[:], int32[:], in
                     "int64, int64, int64, boolean, int64)")
 ENCODE_SIGNATURE = "Tuple((uint8[:], int64[:]))(int64[:], int64[:], int64[:, :], uint8[:], int64[:])"
 ALIAS_SIGNATURE = "Tuple((float64[:], int64[:]))(float64[:])"
+COUNT_SIGNATURE = "Tuple((int32[:], int64[:], int64[:], int64[:]))(uint8[:], boolean[:])"
 
 
 def build_module(output_dir: str, name: str):
@@ -436,6 +551,7 @@ def build_module(output_dir: str, name: str):
     cc.export("sample_kernel", SAMPLE_SIGNATURE)(sample_kernel.py_func)
     cc.export("encode_kernel", ENCODE_SIGNATURE)(encode_kernel.py_func)
     cc.export("alias_kernel", ALIAS_SIGNATURE)(alias_kernel.py_func)
+    cc.export("count_kernel", COUNT_SIGNATURE)(count_kernel.py_func)
     cc.compile()
 
 

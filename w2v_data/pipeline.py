@@ -48,10 +48,9 @@ class _Item:
 _STATE = {}
 
 
-def _init_worker(counted, index, sampler, layout, parts_dir):
+def _init_worker(counted, sampler, layout, parts_dir):
   _STATE.clear()
-  _STATE.update(pieces=counted.pieces, index=index, sampler=sampler, layout=layout,
-                parts_dir=parts_dir)
+  _STATE.update(pieces=counted.pieces, sampler=sampler, layout=layout, parts_dir=parts_dir)
 
 
 def _work(item: _Item):
@@ -67,8 +66,7 @@ def _work(item: _Item):
   else:
     cached = st.get("piece")
     if cached is None or cached[0] != item.piece:  # a piece's items come one after the other
-      tokens, local_ids = st["pieces"][item.piece]
-      cached = st["piece"] = (item.piece, corpus_lib.PieceIds(tokens, local_ids, st["index"]))
+      cached = st["piece"] = (item.piece, corpus_lib.PieceIds(*st["pieces"][item.piece]))
     ids, lengths = cached[1].lines(item.lo - item.first, item.hi - item.first)
   out, counts = units.sample_chunk(sampler, ids, lengths, item.lo, st["layout"], item.write,
                                    with_starts=True)
@@ -165,10 +163,14 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
           if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
   decode_errors = text_input.DecodeErrorCounts()
-  # numba loads in a thread while the read workers run (forked before it).
+  # Kernels built ahead of time load in a few ms, before the read workers
+  # fork (they count with them); numba's JIT (or a first build) loads in a
+  # thread while the read workers count in Python.
+  compiled_now = compiled.load_if_built()
   corpus = corpus_lib.count_corpus(files, config.min_freq, config.on_decode_error,
                                    num_workers=config.num_workers, mode=mode,
-                                   counts=decode_errors, started=compiled.start_loading)
+                                   counts=decode_errors,
+                                   started=None if compiled_now else compiled.start_loading)
   num_sentences = corpus.num_sentences
   progress.update(lambda: f"w2v_data: read {num_sentences:,} sentences, "
                   f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
@@ -207,7 +209,7 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
     for item, data, starts, counts in parallel.ordered_map(
         _work, _items(corpus.piece_lines, config.num_shards, finished), config.num_workers,
         initializer=_init_worker,
-        initargs=(corpus, corpus.index(), sampler, config.layout, parts_dir)):
+        initargs=(corpus, sampler, config.layout, parts_dir), reuse_memory=True):
       units.add_counts(totals, counts)
       file_centers[item.shard] += counts["centers"]
       done += item.hi - item.lo
