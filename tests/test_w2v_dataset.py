@@ -118,6 +118,8 @@ def test_known_epoch_length(outputs):
     assert int(ds.cardinality()) == -(-centers // 10) == sum(1 for _ in ds)
     ds = w2v_data.make_dataset(d, 10, seed=0, drop_remainder=True)
     assert int(ds.cardinality()) == centers // 10 == sum(1 for _ in ds)
+    # tf.data's autotuning is off (steady epochs on few cores; see _with_cardinality).
+    assert ds.options().autotune.enabled is False
 
 
 @pytest.mark.parametrize("model", ["cbow", "pv_dm", "pv_dbow"])
