@@ -289,10 +289,16 @@ def main():
   import w2v_data  # pylint: disable=import-outside-toplevel
   for layout in ("sentence", "center"):
     d = os.path.join(args.work_dir, layout)
-    for name, kw in (("", {}), ("_pad60", {"pad_to": 60}), ("_fresh", {"negatives": "fresh"})):
+    for name, kw in (("", {}), ("_autotune", {}), ("_pad60", {"pad_to": 60}),
+                     ("_fresh", {"negatives": "fresh"})):
       if layout == "center" and name:
         continue
       ds = w2v_data.make_dataset(d, 512, seed=0, **kw)
+      if name == "_autotune":  # tf.data's autotuning back on (make_dataset turns it off)
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        options = tf.data.Options()
+        options.autotune.enabled = True
+        ds = ds.with_options(options)
       times, n = _epochs(ds, 1 + args.repeats)
       res[f"epoch_{layout}{name}"] = {"first_s": times[0], "second_s": min(times[1:]),
                                       "runs_s": times, "centers": n}
@@ -323,6 +329,9 @@ def _measure(path, spec):
     c = corpus_lib.load_corpus(path.split(","), 10, num_workers=spec["workers"])
     out = {"tokens": int(c.raw_tokens)}
   else:
+    if spec.get("release_memory"):  # workers give freed memory back (glibc's default)
+      from textrecords import parallel  # pylint: disable=import-outside-toplevel
+      parallel.keep_freed_memory = lambda *a, **kw: False
     count_corpus = corpus_lib.count_corpus
     phases = {}
 
@@ -353,6 +362,8 @@ def _measure(path, spec):
   me = resource.getrusage(resource.RUSAGE_SELF)
   out["cpu_main_s"] = me.ru_utime + me.ru_stime
   out["cpu_workers_s"] = children.ru_utime + children.ru_stime
+  out["minor_faults"] = me.ru_minflt + children.ru_minflt
+  out["system_cpu_s"] = me.ru_stime + children.ru_stime
   print(json.dumps(out))
 
 
@@ -383,9 +394,16 @@ def _scaling_and_memory(args, res):
           pairs[what].append((one["wall_s"], two["wall_s"]))
           if what == "create":
             pairs["create_process"].append((one["process_wall_s"], two["process_wall_s"]))
-            for phase in ("count_s", "rest_s"):
+            for phase in ("count_s", "rest_s", "minor_faults", "system_cpu_s"):
               pairs["create_" + phase].append((one[phase], two[phase]))
             shares.append((two["cpu_main_s"], two["cpu_workers_s"], two["cpu_main_in_run_s"]))
+      if path == args.ptb:  # 2 workers, with and without keep_freed_memory
+        for _ in range(args.scaling_repeats):
+          kept = _run_measure(args, path, what="create", workers=2, out=out_dir)
+          released = _run_measure(args, path, what="create", workers=2, out=out_dir,
+                                  release_memory=True)
+          for key in ("wall_s", "minor_faults", "system_cpu_s"):
+            pairs["memory_kept_vs_released_" + key].append((released[key], kept[key]))
       res["scaling_corpora"][name] = {
           "scaling": {k: {"pairs_s": v, "speedups": [a / b for a, b in v]}
                       for k, v in pairs.items()},
@@ -446,6 +464,21 @@ def _report_scaling(name, res, load_start):
       walls = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in pairs)
       print(f"| {label} | {walls} | {min(sp):.2f}x-{max(sp):.2f}x (median "
             f"{_median(sp):.2f}x) | {_median([a for a, _ in pairs]) / _median([b for _, b in pairs]):.2f}x |")
+  for key, label, first, second in (
+      ("create_minor_faults", "minor page faults", "1 worker", "2 workers"),
+      ("create_system_cpu_s", "system CPU s", "1 worker", "2 workers"),
+      ("memory_kept_vs_released_wall_s", "2 workers, wall s", "workers release freed memory",
+       "keep it (default)"),
+      ("memory_kept_vs_released_minor_faults", "2 workers, minor page faults",
+       "workers release freed memory", "keep it (default)"),
+      ("memory_kept_vs_released_system_cpu_s", "2 workers, system CPU s",
+       "workers release freed memory", "keep it (default)")):
+    if key in res["scaling"]:
+      pairs = res["scaling"][key]["pairs_s"]
+      fmt = ",.0f" if "faults" in key else ".2f"
+      print(f"| create, {label} (main process and workers) | median: {first} "
+            f"{_median([a for a, _ in pairs]):{fmt}}, {second} "
+            f"{_median([b for _, b in pairs]):{fmt}} |")
   # Amdahl: the main process's CPU seconds stay serial, the workers' divide.
   for label, fr in (
       ("incl. interpreter start and imports", [m / (m + w) for m, w, _ in res["cpu_shares"]]),
@@ -480,11 +513,14 @@ def _report(r):
   if "epoch_sentence" not in r:
     return
   for key, label in (("epoch_sentence", "epoch, batch 512, sentence layout"),
+                     ("epoch_sentence_autotune", "epoch, sentence layout, tf.data autotuning "
+                      "on"),
                      ("epoch_sentence_pad60", "epoch, sentence layout, pad_to=60"),
                      ("epoch_sentence_fresh", "epoch, sentence layout, fresh negatives"),
                      ("epoch_center", "epoch, batch 512, center layout")):
     e = r[key]
-    print(f"| {label} | {e['second_s']:.2f} s (1st epoch {e['first_s']:.2f} s) | "
+    print(f"| {label} | {e['second_s']:.2f} s (median {_median(e['runs_s'][1:]):.2f} s; 1st "
+          f"epoch {e['first_s']:.2f} s) | "
           f"{r['baseline_epoch_s']:.2f} s | {r['baseline_epoch_s'] / e['second_s']:.1f}x |")
   print("\nbaseline phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in b["times"].items()))
   print("\n| PTB figure | w2v_data | d2l target |\n|---|---|---|")

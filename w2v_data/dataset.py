@@ -209,10 +209,10 @@ def _with_cardinality(tf, ds, meta, entries, opts):
 
   Batches are of centers: the metadata's per-file center counts give it.
   tf.data's autotuning is off for this pipeline (its parallel steps then run
-  one call per core, prefetch buffers keep their default size): with it on,
-  most epochs of PTB batches took 0.67-0.70 s on 2 cores and a few 0.36-0.46
-  s; with it off, every epoch 0.36-0.46 s (the autotuner's model updates and
-  buffer resizing compete for the cores). A caller can turn it back on with
+  one call per core, prefetch buffers keep their default size): an epoch of
+  PTB batches took 0.55 s at best, 0.68 s by the median, with it on 2 cores,
+  and 0.43 s / 0.46 s without it (`scripts/bench_w2v.py`; the autotuner's own
+  work competes for the cores). A caller can turn it back on with
   `ds.with_options(...)`.
   """
   per_file = meta.get("file_centers", {})
