@@ -486,12 +486,7 @@ def alias_kernel(scaled):
   ns = 0
   nl = 0
   for i in range(size):
-    if scaled[i] < 1.0:
-      small[ns] = i
-      ns += 1
-    else:
-      large[nl] = i
-      nl += 1
+    ns, nl = _file_column(i, scaled, small, large, ns, nl)
   while ns > 0 and nl > 0:
     ns -= 1
     nl -= 1
@@ -500,13 +495,19 @@ def alias_kernel(scaled):
     prob[sm] = scaled[sm]
     alias[sm] = lg
     scaled[lg] = scaled[lg] + scaled[sm] - 1.0
-    if scaled[lg] < 1.0:
-      small[ns] = lg
-      ns += 1
-    else:
-      large[nl] = lg
-      nl += 1
+    ns, nl = _file_column(lg, scaled, small, large, ns, nl)
   return prob, alias
+
+
+@_njit
+def _file_column(col, scaled, small, large, ns, nl):
+  """Pushes column `col` on the small (weight below 1) or the large stack; returns
+  the stacks' new sizes."""
+  if scaled[col] < 1.0:
+    small[ns] = col
+    return ns + 1, nl
+  large[nl] = col
+  return ns, nl + 1
 
 
 def prepare():
