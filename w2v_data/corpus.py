@@ -1,13 +1,15 @@
 """Reading text, building the frequency vocab and mapping tokens to ids, in parallel.
 
-Pure Python + numpy (no TensorFlow). Each input file is cut into chunks of
-about `CHUNK_BYTES` that end at line ends; `count_chunk` (a pure function of
-the chunk's bytes, run in worker processes) splits its lines into tokens and
-returns the chunk's own small vocab (tokens in first-occurrence order, their
-counts) and its tokens as local ids. The main process merges the chunks'
-counts in input order, which gives exactly the counts, and the
-first-occurrence order of ties, of one pass over the whole text; then each
-chunk's local ids are mapped to global ids with one array lookup. No Python
+Pure Python + numpy (no TensorFlow), with a compiled splitter when the
+`fast` extra is loaded (`kernels.count_kernel`: the same result). Each input
+file is cut into chunks (`read_chunk_bytes`, at most `CHUNK_BYTES`) that end
+at line ends; `count_chunk` (a pure function of the chunk's bytes, run in
+worker processes) splits its lines into tokens and returns the chunk's own
+small vocab (tokens in first-occurrence order, their counts) and its tokens
+as local ids. The main process merges the chunks' counts in input order,
+which gives exactly the counts, and the first-occurrence order of ties, of
+one pass over the whole text, and notes each chunk's local -> global ids (an
+array); each chunk's local ids are then mapped with one array lookup. No Python
 string of the corpus outlives its chunk: the corpus is held as int32 ids plus
 per-sentence lengths (4 bytes a token), which is what the vectorised sampler
 consumes. The result does not depend on the chunk size or worker count.
