@@ -303,7 +303,12 @@ def _read_unit(unit: _ReadUnit) -> ChunkCounts:
 
 def read_chunk(path: str, start: int, end: int, last: bool,
                mode: ReadMode = SENTENCES) -> ChunkCounts:
-  """`count_chunk` of bytes [start, end) of `path` (the read unit of both engines)."""
+  """`count_chunk` of bytes [start, end) of `path` (the read unit of both engines).
+
+  Counts with the compiled splitter if it is loaded or quick to load (built
+  ahead of time: a Beam worker loads it here once).
+  """
+  compiled.load_if_built()
   try:
     with storage.open_read(path) as f:
       f.seek(start)
