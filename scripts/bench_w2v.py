@@ -289,11 +289,14 @@ def main():
   import w2v_data  # pylint: disable=import-outside-toplevel
   for layout in ("sentence", "center"):
     d = os.path.join(args.work_dir, layout)
-    for name, kw in (("", {}), ("_autotune", {}), ("_pad60", {"pad_to": 60}),
+    for name, kw in (("", {}), ("_streamed", {"in_memory": False}),
+                     ("_autotune", {"in_memory": False}), ("_pad60", {"pad_to": 60}),
                      ("_fresh", {"negatives": "fresh"})):
-      if layout == "center" and name:
+      if layout == "center" and name not in ("", "_streamed"):
         continue
+      t0 = time.perf_counter()
       ds = w2v_data.make_dataset(d, 512, seed=0, **kw)
+      build_s = time.perf_counter() - t0
       if name == "_autotune":  # tf.data's autotuning back on (make_dataset turns it off)
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         options = tf.data.Options()
@@ -301,7 +304,7 @@ def main():
         ds = ds.with_options(options)
       times, n = _epochs(ds, 1 + args.repeats)
       res[f"epoch_{layout}{name}"] = {"first_s": times[0], "second_s": min(times[1:]),
-                                      "runs_s": times, "centers": n}
+                                      "runs_s": times, "centers": n, "build_s": build_s}
   res["machine"]["load_avg_end"] = os.getloadavg()
   with open(os.path.join(args.work_dir, "results.json"), "w") as f:
     json.dump(res, f, indent=2)
@@ -512,15 +515,18 @@ def _report(r):
             f"{b['cpu_s'] / r[key]['cpu_s']:.1f}x |")
   if "epoch_sentence" not in r:
     return
-  for key, label in (("epoch_sentence", "epoch, batch 512, sentence layout"),
-                     ("epoch_sentence_autotune", "epoch, sentence layout, tf.data autotuning "
-                      "on"),
+  for key, label in (("epoch_sentence", "epoch, batch 512, sentence layout (default: "
+                      "records held in memory)"),
+                     ("epoch_sentence_streamed", "epoch, sentence layout, in_memory=False"),
+                     ("epoch_sentence_autotune", "epoch, sentence layout, in_memory=False, "
+                      "tf.data autotuning on"),
                      ("epoch_sentence_pad60", "epoch, sentence layout, pad_to=60"),
                      ("epoch_sentence_fresh", "epoch, sentence layout, fresh negatives"),
-                     ("epoch_center", "epoch, batch 512, center layout")):
+                     ("epoch_center", "epoch, batch 512, center layout (held in memory)"),
+                     ("epoch_center_streamed", "epoch, center layout, in_memory=False")):
     e = r[key]
     print(f"| {label} | {e['second_s']:.2f} s (median {_median(e['runs_s'][1:]):.2f} s; 1st "
-          f"epoch {e['first_s']:.2f} s) | "
+          f"epoch {e['first_s']:.2f} s; make_dataset {e['build_s']:.2f} s) | "
           f"{r['baseline_epoch_s']:.2f} s | {r['baseline_epoch_s'] / e['second_s']:.1f}x |")
   print("\nbaseline phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in b["times"].items()))
   print("\n| PTB figure | w2v_data | d2l target |\n|---|---|---|")

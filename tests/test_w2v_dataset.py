@@ -101,6 +101,56 @@ def test_fresh_negatives(outputs):
   assert rel.max() < 5, (fresh[top], kept[top])
 
 
+def _batches(ds):
+  return [(x["center"].numpy(), x["contexts_negatives"].numpy(), y.numpy(), w.numpy())
+          for x, y, w in ds]
+
+
+_HELD_CASES = (dict(training=False), dict(seed=5), dict(seed=5, shuffle_buffer=16,
+                                                        drop_remainder=True),
+               dict(seed=5, pad_to=40), dict(seed=6, negatives="fresh"),
+               dict(seed=7, repeat=True))
+
+
+@pytest.mark.parametrize("layout", ["sentence", "center"])
+def test_in_memory_gives_the_streaming_batches(outputs, layout):
+  # Records parsed once and held in memory: the same batches, epoch after
+  # epoch (files and records reshuffled the same way; 2 shards interleaved).
+  d = outputs[layout]
+  for kw in _HELD_CASES:
+    streamed = w2v_data.make_dataset(d, 8, in_memory=False, **kw)
+    held = w2v_data.make_dataset(d, 8, in_memory=True, **kw)
+    if kw.get("repeat"):  # two and a half epochs
+      streamed, held = streamed.take(150), held.take(150)
+    epochs = [(_batches(streamed), _batches(held)) for _ in range(2)]
+    for a, b in epochs:
+      assert len(a) == len(b) > 1, kw
+      for x, y in zip(a, b):
+        assert all(u.dtype == v.dtype and np.array_equal(u, v) for u, v in zip(x, y)), kw
+    if kw.get("seed") is not None and not kw.get("repeat"):
+      assert not all(np.array_equal(x[1], y[1]) for x, y in zip(epochs[0][1], epochs[1][1]))
+
+
+def test_in_memory_by_default_for_small_data_only(outputs, monkeypatch):
+  from w2v_data import dataset as dataset_lib  # pylint: disable=import-outside-toplevel
+  made = []
+
+  class Spy(dataset_lib._HeldRows):  # pylint: disable=protected-access
+    def __init__(self, *a):
+      made.append(1)
+      super().__init__(*a)
+
+  monkeypatch.setattr(dataset_lib, "_HeldRows", Spy)
+  d = outputs["sentence"]
+  w2v_data.make_dataset(d, 8, seed=1)
+  assert made == [1]  # a few kB: held
+  monkeypatch.setattr(dataset_lib, "IN_MEMORY_BYTES", 100)
+  w2v_data.make_dataset(d, 8, seed=1)
+  assert made == [1]  # over the limit: streamed
+  w2v_data.make_dataset(d, 8, seed=1, in_memory=True)
+  assert made == [1, 1]
+
+
 def test_bad_arguments(outputs):
   d = outputs["sentence"]
   with pytest.raises(UserError, match="batch_size"):
@@ -177,3 +227,5 @@ def test_cbow_and_pv_batches_match_the_records(tmp_path, model):
   assert shuffled == rows(w2v_data.make_dataset(d, 16, seed=1))
   with pytest.raises(UserError, match="pad_to=None"):
     w2v_data.make_dataset(d, 16, pad_to=60)
+  with pytest.raises(UserError, match="in_memory=None"):
+    w2v_data.make_dataset(d, 16, in_memory=True)

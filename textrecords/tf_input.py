@@ -1,6 +1,6 @@
 """The TensorFlow edge of the readers: files -> shuffled, interleaved records."""
 
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from textrecords import storage
 from textrecords.errors import UserError
@@ -33,7 +33,8 @@ def _check_readable_by_tf(files: List[str]):
 def record_dataset(files: List[str], compression: str, *, training: bool,
                    seed: Optional[int] = None, input_context=None,
                    cycle_length: int = 8, parallel: bool = True,
-                   block_length: Optional[int] = None):
+                   block_length: Optional[int] = None,
+                   records_of: Optional[Callable] = None):
   """A `tf.data.Dataset` of serialized records from `files`.
 
   Training: files are sharded by `input_context` (one input pipeline per
@@ -44,16 +45,25 @@ def record_dataset(files: List[str], compression: str, *, training: bool,
     parallel: read the interleaved files in parallel (large records); False
       interleaves sequentially, cheaper per record for small records.
     block_length: records taken from a file before moving to the next.
+    records_of: instead of reading file i, take records_of(i) (an int64
+      scalar tensor -> a Dataset, e.g. indices of records held in memory):
+      the same order, shuffles and interleaving as reading the files.
   """
   tf = require_tf()
-  _check_readable_by_tf(files)
   files = shard_files(files, input_context)
-  comp = compression or None
-  ds = tf.data.Dataset.from_tensor_slices(files)
+  if records_of is None:
+    _check_readable_by_tf(files)
+    comp = compression or None
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    read = lambda f: tf.data.TFRecordDataset(f, compression_type=comp, buffer_size=_READ_BUFFER)
+  else:
+    ds = tf.data.Dataset.range(len(files))
+    read = records_of
   if not training or len(files) == 1:
+    if records_of is not None:
+      return ds.flat_map(read)
     return tf.data.TFRecordDataset(ds, compression_type=comp, buffer_size=_READ_BUFFER)
   ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-  read = lambda f: tf.data.TFRecordDataset(f, compression_type=comp, buffer_size=_READ_BUFFER)
   if not parallel:
     return ds.interleave(read, cycle_length=min(cycle_length, len(files)),
                          block_length=block_length)
@@ -77,7 +87,7 @@ def epoch_records(files: List[str], compression: str, options, *,
 
   Args:
     seed: overrides options.seed (e.g. a per-epoch seed tensor).
-    read_kw: cycle_length, parallel, block_length of `record_dataset`.
+    read_kw: cycle_length, parallel, block_length, records_of of `record_dataset`.
   """
   seed = options.seed if seed is _FROM_OPTIONS else seed
   ds = record_dataset(files, compression, training=options.training, seed=seed, **read_kw)

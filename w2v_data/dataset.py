@@ -36,6 +36,7 @@ from w2v_data import schema
 
 NEGATIVES_MODES = ("stored", "fresh")
 CHUNK_BATCHES = 8  # sentence layout: sentences are parsed ~this many batches at a time
+IN_MEMORY_BYTES = 256 << 20  # in_memory=None: held in memory up to this size
 
 
 def open_dataset(location: str) -> dataset_files.Found:
@@ -70,7 +71,8 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
                  seed: Optional[int] = None, shuffle_buffer: int = 10000,
                  drop_remainder: bool = False, repeat: bool = False,
                  input_context=None, verify: str = "checksum", skip_corrupt: bool = False,
-                 log=print, pad_to: Optional[int] = None, negatives: str = "stored"):
+                 log=print, pad_to: Optional[int] = None, negatives: str = "stored",
+                 in_memory: Optional[bool] = None):
   """A `tf.data.Dataset` of skip-gram batches from a `w2v_data.create` output.
 
   The shared arguments (batch_size, training, seed, shuffle_buffer,
@@ -99,6 +101,11 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
     skip_corrupt: skip (and log) files that fail the check instead of raising.
     input_context: a `tf.distribute.InputContext`, to shard files over hosts.
     log: where skip_corrupt messages go.
+    in_memory: skip-gram records: parse the records once, in this call, and
+      keep each center's row in memory ((longest row + 4) * 4 bytes a
+      center; PTB: 86 MB), so that epochs neither read nor parse files; the
+      batches are the same as without it. None: when that takes at most
+      IN_MEMORY_BYTES (256 MiB).
 
   Raises:
     UserError: bad arguments, missing/foreign/mismatched metadata, or missing,
@@ -120,9 +127,9 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
   found = open_dataset(output_dir)
   meta, meta_path = found.meta, found.layout.meta_path
   model = meta.get("model", schema.DEFAULT_MODEL)
-  if model != "skipgram" and (negatives != "stored" or pad_to is not None):
-    raise UserError(f"{meta_path}: --model={model} records take negatives='stored' and "
-                    "pad_to=None (their rows have a fixed width)")
+  if model != "skipgram" and (negatives != "stored" or pad_to is not None or in_memory):
+    raise UserError(f"{meta_path}: --model={model} records take negatives='stored', "
+                    "pad_to=None and in_memory=None (their rows have a fixed width)")
   counts = meta["counts"]
   longest = max(int(counts["max_row_length"]), 1)
   if pad_to is not None and pad_to < longest:
@@ -146,7 +153,7 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
 
   def expanded(parts, shuffle_seed=None, noise_seed=None):
     """Final per-center tensors at full width; n kept for trimming."""
-    center, row, n = parts
+    center, row, n = parts[:3]
     if shuffle_seed is not None:
       keys = tf.random.stateless_uniform(tf.shape(center), seed=shuffle_seed)
       order = tf.argsort(keys)
@@ -170,12 +177,14 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
       return tf.data.Dataset.zip((ds, _seeds(tf, seed2))).map(lambda d, s: (d, None, s))
     return ds
 
+  read_kw = {}
+
   # Small records: a sequential interleave costs less per record than a
   # parallel reader saves.
   def read(buffer=None):
     return tf_input.epoch_records(files, meta.get("compression", ""), opts,
                                   shuffle_buffer=buffer, cycle_length=4, parallel=False,
-                                  block_length=16)
+                                  block_length=16, **read_kw)
 
   finish = lambda d: _with_cardinality(tf, d, meta, entries, opts)  # noqa: E731
   if model != "skipgram":
@@ -183,12 +192,16 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
                            meta, spec, batch_size=batch_size, training=training,
                            drop_remainder=drop_remainder, with_seeds=with_seeds,
                            finish=finish)
+  parse_records = _parse_centers if layout == "center" else _parse_sentences
+  parse = lambda s: parse_records(tf, s, spec, k, longest)  # noqa: E731
+  if _use_memory(in_memory, _held_bytes(meta, entries, longest)):
+    held = _HeldRows(tf, files, meta.get("compression", ""), parse)
+    read_kw["records_of"] = held.records_of  # record indices instead of records
+    parse = held.rows_of
   if layout == "center":
     ds = with_seeds(read().batch(batch_size, drop_remainder=drop_remainder), False)
-    parse = lambda s: _parse_centers(tf, s, spec, k, longest)  # noqa: E731
   else:
     ds = with_seeds(_sentence_chunks(read, counts, batch_size, shuffle_buffer), training)
-    parse = lambda s: _parse_sentences(tf, s, spec, k, longest)  # noqa: E731
   ds = ds.map(lambda s, *seeds: expanded(parse(s), *seeds),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   if layout != "center":
@@ -202,6 +215,63 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
 
   ds = ds.map(trimmed, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   return finish(ds)
+
+
+def _held_bytes(meta, entries, longest: int) -> Optional[int]:
+  """Bytes `_HeldRows` takes for these files (None: the metadata does not say)."""
+  per_file = meta.get("file_centers", {})
+  if not all(e.name in per_file for e in entries):
+    return None
+  return sum(int(per_file[e.name]) for e in entries) * (longest * 4 + 16)
+
+
+def _use_memory(in_memory: Optional[bool], held_bytes: Optional[int]) -> bool:
+  """in_memory as given, or (None) whether the rows fit IN_MEMORY_BYTES.
+
+  >>> _use_memory(None, 86 << 20), _use_memory(None, 1 << 30), _use_memory(False, 1)
+  (True, False, False)
+  """
+  if in_memory is not None:
+    return bool(in_memory)
+  return held_bytes is not None and held_bytes <= IN_MEMORY_BYTES
+
+
+class _HeldRows:
+  """Every record of `files`, parsed once and held as per-center tensors.
+
+  `parse` (serialized records -> center, row, n, centers per record) is the
+  streaming pipeline's own; `rows_of(record indices)` then gives what
+  `parse` gives for those records, and `records_of(file index)` the
+  indices of a file's records, so the epochs take the streaming pipeline's
+  order, shuffles and batches without reading or parsing.
+  """
+
+  def __init__(self, tf, files, compression: str, parse):
+    self._tf = tf
+    parts, file_records = [], []
+    for path in files:
+      count = 0
+      for serialized in tf.data.TFRecordDataset(path, compression_type=compression or None,
+                                                buffer_size=1 << 20).batch(8192):
+        parts.append(parse(serialized))
+        count += int(parts[-1][3].shape[0])
+      file_records.append(count)
+    empty = parse(tf.constant([], tf.string))
+    self.center, self.row, self.n, per_record = (
+        tf.concat([p[i] for p in [empty] + parts], 0) for i in range(4))
+    self.record_start = tf.concat([[0], tf.cumsum(tf.cast(per_record, tf.int64))], 0)
+    self.file_start = tf.constant(np.cumsum([0] + file_records), tf.int64)
+
+  def records_of(self, i):
+    return self._tf.data.Dataset.range(self.file_start[i], self.file_start[i + 1])
+
+  def rows_of(self, records):
+    tf = self._tf
+    starts = tf.gather(self.record_start, records)
+    limits = tf.gather(self.record_start, records + 1)
+    index = tf.ragged.range(starts, limits).flat_values
+    return (tf.gather(self.center, index), tf.gather(self.row, index),
+            tf.gather(self.n, index))
 
 
 def _with_cardinality(tf, ds, meta, entries, opts):
@@ -296,14 +366,17 @@ def _dense_rows(tf, contexts, noise, longest):
 
 
 def _parse_centers(tf, serialized, spec, k, longest):
+  """(center, row, n, centers per record) of center-layout records."""
   parsed = tf.io.parse_example(serialized, spec)
   contexts = tf.cast(parsed[schema.CONTEXTS], tf.int32)
   noise = tf.cast(parsed[schema.NEGATIVES], tf.int32)
-  return (parsed[schema.CENTER][:, 0], _dense_rows(tf, contexts, noise, longest),
-          contexts.row_lengths())
+  center = parsed[schema.CENTER][:, 0]
+  return (center, _dense_rows(tf, contexts, noise, longest), contexts.row_lengths(),
+          tf.ones_like(center))
 
 
 def _parse_sentences(tf, serialized, spec, k, longest):
+  """(center, row, n, centers per record) of sentence-layout records."""
   parsed = tf.io.parse_example(serialized, spec)
   center = parsed[schema.CENTERS].flat_values
   n = parsed[schema.NUM_CONTEXTS].flat_values
@@ -311,7 +384,8 @@ def _parse_sentences(tf, serialized, spec, k, longest):
       tf.cast(parsed[schema.CONTEXTS].flat_values, tf.int32), n, validate=False)
   noise = tf.RaggedTensor.from_row_lengths(
       tf.cast(parsed[schema.NEGATIVES].flat_values, tf.int32), k * n, validate=False)
-  return center, _dense_rows(tf, contexts, noise, longest), n
+  return (center, _dense_rows(tf, contexts, noise, longest), n,
+          parsed[schema.CENTERS].row_lengths())
 
 
 def _noise_table(tf, counts, power: float):
