@@ -131,6 +131,24 @@ def test_in_memory_gives_the_streaming_batches(outputs, layout):
       assert not all(np.array_equal(x[1], y[1]) for x, y in zip(epochs[0][1], epochs[1][1]))
 
 
+def test_in_memory_with_gzip_and_empty_shards(tmp_path):
+  # 40 shards of 31 sentences: some empty files; GZIP records.
+  src = tmp_path / "in.txt"
+  with open(TINY, encoding="utf-8") as f:
+    src.write_text("".join(f.readlines()[:30]), encoding="utf-8")
+  d = str(tmp_path / "gz")
+  pipeline.create(W2vConfig(input_file=str(src), output_dir=d, min_freq=2, subsample_t=3e-2,
+                            max_window_size=3, num_noise_words=K, random_seed=3,
+                            num_workers=1, num_shards=40, compression="GZIP"))
+  meta = json.load(open(os.path.join(d, "meta.json")))
+  assert 0 in meta["file_centers"].values()
+  for kw in (dict(training=False), dict(seed=2)):
+    a = _batches(w2v_data.make_dataset(d, 8, in_memory=False, **kw))
+    b = _batches(w2v_data.make_dataset(d, 8, in_memory=True, **kw))
+    assert len(a) == len(b) > 1
+    assert all(np.array_equal(u, v) for x, y in zip(a, b) for u, v in zip(x, y))
+
+
 def test_in_memory_by_default_for_small_data_only(outputs, monkeypatch):
   from w2v_data import dataset as dataset_lib  # pylint: disable=import-outside-toplevel
   made = []

@@ -20,7 +20,7 @@ def shard_files(files: List[str], input_context) -> List[str]:
   return files[input_context.input_pipeline_id::n]
 
 
-def _check_readable_by_tf(files: List[str]):
+def check_readable_by_tf(files: List[str]):
   """UserError for a URL whose scheme tf.data (tf.io.gfile) cannot read."""
   for f in files:
     scheme, _ = storage.split_scheme(f)
@@ -52,7 +52,7 @@ def record_dataset(files: List[str], compression: str, *, training: bool,
   tf = require_tf()
   files = shard_files(files, input_context)
   if records_of is None:
-    _check_readable_by_tf(files)
+    check_readable_by_tf(files)
     comp = compression or None
     ds = tf.data.Dataset.from_tensor_slices(files)
     read = lambda f: tf.data.TFRecordDataset(f, compression_type=comp, buffer_size=_READ_BUFFER)

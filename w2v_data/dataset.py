@@ -247,6 +247,7 @@ class _HeldRows:
   """
 
   def __init__(self, tf, files, compression: str, parse):
+    tf_input.check_readable_by_tf(files)
     self._tf = tf
     parts, file_records = [], []
     for path in files:
