@@ -190,6 +190,20 @@ def test_read_chunks_and_workers_do_not_change_the_corpus(tmp_path, text):
     assert r.ids.tolist() == ref.ids.tolist() and r.lengths.tolist() == ref.lengths.tolist()
     assert [r.line_of[i] for i in range(r.num_sentences)] == \
         [ref.line_of[i] for i in range(ref.num_sentences)]
+  # Workers may leave each chunk's ids in files (the main process then holds
+  # paths): the same ids, read back where they are used.
+  ids_dir = tmp_path / "ids"
+  ids_dir.mkdir()
+  counted = corpus_lib.count_corpus([str(p)] * 2, 1, "replace", num_workers=2, chunk_bytes=3,
+                                    ids_dir=str(ids_dir))
+  held = [ids for _, ids in counted.pieces]
+  clean = b"\xff" not in text
+  assert all(isinstance(ids, str) for ids in held) if clean else \
+      not any(isinstance(ids, str) for ids in held)  # the line-by-line path holds arrays
+  ids = [corpus_lib.PieceIds(g, local).lines(0, n)
+         for (g, local), n in zip(counted.pieces, counted.piece_lines)]
+  assert np.concatenate([i for i, _ in ids]).tolist() == ref.ids.tolist()
+  assert np.concatenate([n for _, n in ids]).tolist() == ref.lengths.tolist()
   assert corpus_lib.file_chunks(str(p), 4)[-1][1] == len(text * 5)
   data = p.read_bytes()
   assert all(data[b - 1:b] == b"\n" for _, b in corpus_lib.file_chunks(str(p), 4)[:-1])

@@ -294,11 +294,29 @@ class _ReadUnit:
   end: int
   last: bool
   mode: ReadMode
+  ids_path: Optional[str] = None  # where the worker leaves the chunk's local ids
 
 
 def _read_unit(unit: _ReadUnit) -> ChunkCounts:
-  """Reads and counts one chunk; runs in a worker."""
-  return read_chunk(unit.path, unit.start, unit.end, unit.last, unit.mode)
+  """Reads and counts one chunk; runs in a worker.
+
+  With `unit.ids_path`, the local ids are written there (raw int32) and the
+  result carries that path instead of the array: the main process never
+  holds the corpus's ids, and a result is a few kB to send instead of 4
+  bytes a token.
+  """
+  result = read_chunk(unit.path, unit.start, unit.end, unit.last, unit.mode)
+  if unit.ids_path is not None and result.error is None and not result.unclean:
+    result.local_ids.tofile(unit.ids_path)
+    result.local_ids = unit.ids_path
+  return result
+
+
+def local_ids_of(local_ids) -> np.ndarray:
+  """A piece's local ids: the array, or read from the file a worker left them in."""
+  if isinstance(local_ids, str):
+    return np.fromfile(local_ids, dtype=np.int32)
+  return local_ids
 
 
 def read_chunk(path: str, start: int, end: int, last: bool,
@@ -403,14 +421,14 @@ class CountedCorpus:
     tokens, counts, raw_tokens, line_of, doc_names: as in `Corpus`.
     pieces: per read chunk, in input order, (int32: the global id of each of
       its distinct tokens, its local ids with -1 at each line end as
-      `count_chunk` returns them).
+      `count_chunk` returns them, or the path of the file holding them).
     piece_lines: sentences (lines) of each piece.
   """
   tokens: List[str]
   counts: np.ndarray
   raw_tokens: int
   line_of: "LineMap"
-  pieces: List[Tuple[np.ndarray, np.ndarray]]
+  pieces: List[Tuple[np.ndarray, object]]
   piece_lines: List[int]
   doc_names: Optional[List[str]] = None
 
@@ -432,9 +450,9 @@ class PieceIds:
   [([3, 4], [1, 1, 0]), ([4], [1])]
   """
 
-  def __init__(self, global_of_local: np.ndarray, local_ids: np.ndarray):
+  def __init__(self, global_of_local: np.ndarray, local_ids):
     remap = np.append(global_of_local.astype(np.int32), np.int32(-1))  # local -1 -> -1
-    self.ids = remap[local_ids]
+    self.ids = remap[local_ids_of(local_ids)]
     self.ends = np.flatnonzero(self.ids < 0)  # line j ends at ends[j]
 
   def lines(self, a: int, b: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -475,12 +493,14 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
                  num_workers: int = 1, mode: ReadMode = SENTENCES,
                  chunk_bytes: Optional[int] = None,
                  counts: Optional[text_input.DecodeErrorCounts] = None,
-                 started: Optional[Callable[[], None]] = None) -> CountedCorpus:
+                 started: Optional[Callable[[], None]] = None,
+                 ids_dir: Optional[str] = None) -> CountedCorpus:
   """`load_corpus` without the mapping to global ids (workers do that: `PieceIds`).
 
   `started`, if given, is called once the read is under way (its worker
   processes, if any, started), so that the caller can overlap other work
-  with it.
+  with it. `ids_dir`, with worker processes: each chunk's local ids stay in
+  a file there (the pieces then hold its path; see `local_ids_of`).
 
   Raises:
     UserError: as `load_corpus`.
@@ -494,6 +514,9 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
     chunks = file_chunks(path, chunk_bytes)
     units.extend(_ReadUnit(path, a, b, i == len(chunks) - 1, mode)
                  for i, (a, b) in enumerate(chunks))
+  if ids_dir is not None and num_workers > 1:
+    units = [dataclasses.replace(u, ids_path=os.path.join(ids_dir, f"ids-{i:07d}"))
+             for i, u in enumerate(units)]
   # Counts merged in input order: token -> slot in first-occurrence order,
   # and the slots' counts (one array add per chunk).
   slot: Dict[str, int] = {}

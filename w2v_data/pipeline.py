@@ -159,7 +159,6 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   if engine.is_beam:
     from w2v_data import beam_pipeline  # pylint: disable=import-outside-toplevel
     return beam_pipeline.create(config, files, writer, fingerprint, engine)
-  progress = cli.Progress(config.quiet)
   mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
           if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
   decode_errors = text_input.DecodeErrorCounts()
@@ -167,10 +166,28 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   # fork (they count with them); numba's JIT (or a first build) loads in a
   # thread while the read workers count in Python.
   compiled_now = compiled.load_if_built()
+  # With workers, a scratch folder holds each read chunk's ids (written by
+  # the worker that counted it, read by those that sample it) and the
+  # workers' part files.
+  parallel_run = config.num_workers > 1
+  scratch = writer.scratch_dir() if parallel_run else None
+  try:
+    return _count_and_write(config, files, out, writer, fingerprint, mode, decode_errors,
+                            compiled_now, scratch)
+  finally:
+    if scratch is not None:
+      shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _count_and_write(config, files, out, writer, fingerprint, mode, decode_errors,
+                     compiled_now, scratch):
+  """The local engine's run after the checks: count, then sample, encode and write."""
+  progress = cli.Progress(config.quiet)
   corpus = corpus_lib.count_corpus(files, config.min_freq, config.on_decode_error,
                                    num_workers=config.num_workers, mode=mode,
                                    counts=decode_errors,
-                                   started=None if compiled_now else compiled.start_loading)
+                                   started=None if compiled_now else compiled.start_loading,
+                                   ids_dir=scratch)
   num_sentences = corpus.num_sentences
   progress.update(lambda: f"w2v_data: read {num_sentences:,} sentences, "
                   f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
@@ -199,9 +216,9 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   handle: Optional[dataset_writer.FileHandle] = None
   done = 0
   # Workers map their sentences to global ids, sample, encode and write part
-  # files; this process appends the parts (copied in the kernel) and hashes.
-  parallel_run = config.num_workers > 1
-  parts_dir = writer.scratch_dir() if parallel_run else None
+  # files (in the scratch folder); this process appends the parts (copied in
+  # the kernel) and hashes.
+  parts_dir = scratch
   if not compiled.AVAILABLE:
     _log(config, "w2v_data: numba is not installed (extra `fast`): sampling with numpy")
   compiled.prepare()  # loaded once here; forked workers inherit it
@@ -232,8 +249,6 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   finally:
     if handle is not None:
       handle.abort()
-    if parts_dir is not None:
-      shutil.rmtree(parts_dir, ignore_errors=True)
     _STATE.clear()
 
   counts = {**units.summary_counts(config, num_sentences, corpus.raw_tokens,
