@@ -397,6 +397,39 @@ def vocab_and_counts(counter: "collections.Counter", raw_tokens: int, min_freq: 
   return tokens, counts
 
 
+def _slot_vocab(slot: Dict[str, int], total: np.ndarray, min_freq: int, files: Sequence[str]):
+  """`vocab_and_counts` of merged counts (token -> slot in first-occurrence
+  order, the slots' counts) with array operations, and each slot's global id
+  (0: <unk>).
+
+  A stable sort by count keeps ties in slot order, which is the
+  first-occurrence order `build_vocab` keeps: the same vocab, without a
+  Counter or a Python sort over every distinct token of the corpus.
+
+  >>> toks, counts, ids = _slot_vocab({"b": 0, "a": 1, "<unk>": 2, "c": 3},
+  ...                                 np.array([3, 2, 3, 1]), 2, [])
+  >>> toks, counts.tolist(), ids.tolist()
+  (['<unk>', 'b', 'a'], [4, 3, 2], [1, 2, 0, 0])
+  """
+  order = np.argsort(-total, kind="stable")
+  keep = order[total[order] >= min_freq]
+  unk = slot.get(schema.UNK)
+  if unk is not None:
+    keep = keep[keep != unk]
+  raw_tokens = int(total.sum())
+  if not raw_tokens or not len(keep):  # the errors, worded once
+    vocab_and_counts(collections.Counter(dict(zip(slot, total.tolist()))), raw_tokens,
+                     min_freq, files)
+  names = list(slot)
+  tokens = [schema.UNK] + [names[i] for i in keep.tolist()]
+  counts = np.zeros(len(tokens), dtype=np.int64)
+  counts[1:] = total[keep]
+  counts[0] = raw_tokens - int(counts[1:].sum())
+  global_of_slot = np.zeros(len(names), dtype=np.int32)
+  global_of_slot[keep] = np.arange(1, len(keep) + 1, dtype=np.int32)
+  return tokens, counts, global_of_slot
+
+
 def global_ids(local_tokens: Sequence[str], local_ids: np.ndarray, index: Dict[str, int]):
   """A chunk's local ids -> (global ids without <unk>, tokens kept per line).
 
@@ -562,13 +595,8 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
           doc_index[name] = len(doc_names)
           doc_names.append(name)
     in_file = []
-  counter = collections.Counter(dict(zip(slot, total[:len(slot)].tolist())))
+  tokens, counts, global_of_slot = _slot_vocab(slot, total[:len(slot)], min_freq, files)
   raw_tokens = int(total.sum())
-  tokens, counts = vocab_and_counts(counter, raw_tokens, min_freq, files)
-  # Slot -> global id (0: <unk>); then each piece's local -> global ids.
-  global_of_slot = np.zeros(len(slot), dtype=np.int32)
-  for i, t in enumerate(tokens[1:], 1):
-    global_of_slot[slot[t]] = i
   pieces = [(global_of_slot[slots], local_ids) for slots, local_ids in pieces]
   return CountedCorpus(tokens=tokens, counts=counts, raw_tokens=raw_tokens, line_of=line_of,
                        pieces=pieces, piece_lines=piece_lines, doc_names=doc_names)
