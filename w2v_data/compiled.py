@@ -60,7 +60,8 @@ def loaded():
 def load_if_built() -> bool:
   """Loads the kernels now if that is quick (built ahead of time already: a
   few ms, no numba import); returns whether they are loaded."""
-  if ENABLED and not _LOADED and not _LOADING and _MODE != "jit" and _built_path():
+  if ENABLED and not _LOADED and not _LOADING and _MODE != "jit" and _find_built(
+      _module_name())[0]:
     kernels()
   return loaded() is not None
 
@@ -112,16 +113,16 @@ def _module_name() -> str:
   return f"_w2v_kernels_{_source_key()}"
 
 
-def _built_path():
-  """The built module's path, if a cache folder holds it (and no `.failed` comes first)."""
-  name = _module_name()
+def _find_built(name: str):
+  """(path of the built module, or None; whether a `.failed` record comes first),
+  looking through the cache folders in order."""
   for d in _cache_dirs():
     path = os.path.join(d, name + importlib.machinery.EXTENSION_SUFFIXES[0])
     if os.path.exists(path):
-      return path
+      return path, False
     if os.path.exists(os.path.join(d, name + ".failed")):
-      return None
-  return None
+      return None, True
+  return None, False
 
 
 def _ahead_of_time_module():
@@ -130,12 +131,11 @@ def _ahead_of_time_module():
   name = _module_name()
   suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
   dirs = _cache_dirs()
-  path = _built_path()
+  path, failed = _find_built(name)
   if path is not None:
     return _import(name, path)
-  for d in dirs:
-    if os.path.exists(os.path.join(d, name + ".failed")):
-      return None
+  if failed:
+    return None
   for d in dirs:
     try:
       os.makedirs(d, exist_ok=True)
