@@ -207,3 +207,23 @@ def test_read_chunks_and_workers_do_not_change_the_corpus(tmp_path, text):
   assert corpus_lib.file_chunks(str(p), 4)[-1][1] == len(text * 5)
   data = p.read_bytes()
   assert all(data[b - 1:b] == b"\n" for _, b in corpus_lib.file_chunks(str(p), 4)[:-1])
+
+
+def test_slot_counts_undo_takes_a_files_chunks_back_out():
+  from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  m = corpus_lib._SlotCounts()  # pylint: disable=protected-access
+  m.add(["a", "b"], np.array([2, 1]))
+  before_slots, before_total = dict(m.slot), m.total[:2].copy()
+  mark = m.mark()
+  chunks = [corpus_lib.ChunkCounts(tokens=t, counts=np.array(c), local_ids=np.zeros(0, np.int32),
+                                   num_lines=1)
+            for t, c in ((["b", "c"], [4, 1]), (["d", "a", "c"], [1, 1, 2]))]
+  slots = [m.add(c.tokens, c.counts) for c in chunks]
+  assert m.total[:4].tolist() == [3, 5, 3, 1]
+  m.undo(mark, chunks, slots)
+  assert m.slot == before_slots and list(m.slot) == ["a", "b"]
+  assert m.total[:2].tolist() == before_total.tolist() and not m.total[2:].any()
+  # Growing past the first table keeps what was counted.
+  many = [f"w{i}" for i in range(3000)]
+  m.add(many, np.ones(3000, np.int64))
+  assert m.total[:2].tolist() == [2, 1] and m.total[2:3002].sum() == 3000

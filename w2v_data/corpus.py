@@ -242,9 +242,10 @@ def count_chunk(data: bytes, last: bool, mode: ReadMode = SENTENCES) -> ChunkCou
 
 
 def read_chunk_bytes(files: Sequence[str], num_workers: int) -> int:
-  """The read unit's size: CHUNK_BYTES, or less so that every worker gets
-  CHUNKS_PER_WORKER units (the last units do not keep one worker busy alone),
-  but not below MIN_CHUNK_BYTES.
+  """The read unit's size: at most CHUNK_BYTES, and such that the units come
+  in a multiple of `num_workers`, at least CHUNKS_PER_WORKER each (so the
+  last units do not keep one worker busy alone), but not below
+  MIN_CHUNK_BYTES.
 
   >>> read_chunk_bytes([], 1) == CHUNK_BYTES
   True
@@ -257,7 +258,9 @@ def read_chunk_bytes(files: Sequence[str], num_workers: int) -> int:
       total += storage.size(path)
     except OSError:
       pass  # reported when the file is read
-  return int(min(CHUNK_BYTES, max(MIN_CHUNK_BYTES, total // (CHUNKS_PER_WORKER * num_workers))))
+  units = max(-(-total // CHUNK_BYTES), CHUNKS_PER_WORKER * num_workers)
+  units = -(-units // num_workers) * num_workers
+  return int(max(MIN_CHUNK_BYTES, min(CHUNK_BYTES, -(-total // units))))
 
 
 def file_chunks(path: str, chunk_bytes: int) -> List[Tuple[int, int]]:
@@ -522,6 +525,43 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
                 doc_names=c.doc_names)
 
 
+class _SlotCounts:
+  """Token counts merged chunk by chunk: token -> slot (first-occurrence
+  order) and each slot's count; a file's chunks can be taken back out.
+
+  >>> m = _SlotCounts()
+  >>> m.add(["a", "b"], np.array([2, 1])).tolist(), m.add(["b", "c"], np.array([1, 5])).tolist()
+  ([0, 1], [1, 2])
+  >>> m.total[:3].tolist()
+  [2, 2, 5]
+  """
+
+  def __init__(self):
+    self.slot: Dict[str, int] = {}
+    self.total = np.zeros(1024, dtype=np.int64)
+
+  def add(self, tokens: List[str], counts: np.ndarray) -> np.ndarray:
+    """Counts a chunk's distinct tokens in; returns their slots (int32)."""
+    slot = self.slot
+    slots = np.array([slot.setdefault(t, len(slot)) for t in tokens], dtype=np.int32)
+    if len(slot) > len(self.total):
+      grown = np.zeros(max(len(slot), 2 * len(self.total)), np.int64)
+      grown[:len(self.total)] = self.total
+      self.total = grown
+    self.total[slots] += counts  # a chunk's tokens are distinct
+    return slots
+
+  def mark(self) -> int:
+    return len(self.slot)
+
+  def undo(self, mark: int, chunks: Sequence[ChunkCounts], slots: Sequence[np.ndarray]):
+    """Takes back the counts of `chunks` (added since `mark` with those slots)."""
+    for chunk, s in zip(chunks, slots):
+      self.total[s] -= chunk.counts
+    while len(self.slot) > mark:  # the slots first used since the mark, last first
+      self.slot.popitem()
+
+
 def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "strict",
                  num_workers: int = 1, mode: ReadMode = SENTENCES,
                  chunk_bytes: Optional[int] = None,
@@ -550,39 +590,41 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
   if ids_dir is not None and num_workers > 1:
     units = [dataclasses.replace(u, ids_path=os.path.join(ids_dir, f"ids-{i:07d}"))
              for i, u in enumerate(units)]
-  # Counts merged in input order: token -> slot in first-occurrence order,
-  # and the slots' counts (one array add per chunk).
-  slot: Dict[str, int] = {}
-  total = np.zeros(1024, dtype=np.int64)
-  pieces = []  # (chunk tokens, local ids) in input order
+  # Counts merged in input order, as each chunk arrives (while the workers
+  # read on): token -> slot in first-occurrence order, and the slots' counts
+  # (one array add per chunk).
+  merged = _SlotCounts()
+  pieces = []  # (chunk's slots, local ids) in input order
   piece_lines: List[int] = []
   line_of = LineMap()
   doc_names: Optional[List[str]] = [] if mode.kind == "documents" else None
   doc_index: Dict[str, int] = {}
   in_file: List[ChunkCounts] = []  # the current file's chunks so far
+  file_slots: List[np.ndarray] = []  # their slots, while the file reads clean
+  file_start = merged.mark()
   results = parallel.ordered_map(_read_unit, units, num_workers, reuse_memory=True)
   for i, (unit, result) in enumerate(zip(units, results)):
     if i == 0 and started is not None:
       started()
-    if result.error is not None and not any(r.unclean for r in in_file):
+    clean = not any(r.unclean for r in in_file)
+    if result.error is not None and clean:
       before = sum(r.num_lines for r in in_file)
       raise UserError(f"{unit.path}:{before + result.error[0] + 1}: {result.error[1]}")
     in_file.append(result)
+    if clean and not result.unclean:
+      file_slots.append(merged.add(result.tokens, result.counts))
     if not unit.last:
       continue
     first = line_of.count
     if any(r.unclean for r in in_file):  # invalid UTF-8 or NUL bytes somewhere
+      merged.undo(file_start, in_file[:len(file_slots)], file_slots)
       slow, linenos = slow_file(unit.path, on_decode_error, mode, counts)
       in_file = [slow]
+      file_slots = [merged.add(slow.tokens, slow.counts)]
       line_of.add(unit.path, first, len(linenos), linenos)
     else:
       line_of.add(unit.path, first, sum(r.num_lines for r in in_file), None)
-    for r in in_file:
-      slots = np.array([slot.setdefault(t, len(slot)) for t in r.tokens], dtype=np.int32)
-      if len(slot) > len(total):
-        total = np.concatenate([total, np.zeros(max(len(slot), 2 * len(total)) - len(total),
-                                                np.int64)])
-      total[slots] += r.counts  # a chunk's tokens are distinct
+    for r, slots in zip(in_file, file_slots):
       pieces.append((slots, r.local_ids))
       piece_lines.append(r.num_lines)
       if doc_names is not None:
@@ -594,8 +636,10 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
                             "{}:{})".format(*line_of[doc_index[name]]))
           doc_index[name] = len(doc_names)
           doc_names.append(name)
-    in_file = []
-  tokens, counts, global_of_slot = _slot_vocab(slot, total[:len(slot)], min_freq, files)
+    in_file, file_slots = [], []
+    file_start = merged.mark()
+  slot, total = merged.slot, merged.total[:len(merged.slot)]
+  tokens, counts, global_of_slot = _slot_vocab(slot, total, min_freq, files)
   raw_tokens = int(total.sum())
   pieces = [(global_of_slot[slots], local_ids) for slots, local_ids in pieces]
   return CountedCorpus(tokens=tokens, counts=counts, raw_tokens=raw_tokens, line_of=line_of,

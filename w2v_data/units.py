@@ -22,6 +22,17 @@ _MAX_KEYS = ("max_contexts",)
 _SUM_KEYS = ("centers", "pairs", "subsampled_tokens", "records")
 
 
+def sentence_starts(sentence: np.ndarray) -> np.ndarray:
+  """Where each sentence's centers start (centers come sentence by sentence).
+
+  >>> sentence_starts(np.array([4, 4, 7, 9, 9])).tolist()
+  [0, 2, 3]
+  """
+  if len(sentence) == 0:
+    return np.zeros(0, np.int64)
+  return np.flatnonzero(np.r_[True, sentence[1:] != sentence[:-1]])
+
+
 def encode_batch(batch: sampling.SkipGramBatch, num_noise_words: int,
                  layout: str = schema.DEFAULT_LAYOUT, model: str = schema.DEFAULT_MODEL,
                  with_starts: bool = False):
@@ -40,8 +51,7 @@ def encode_batch(batch: sampling.SkipGramBatch, num_noise_words: int,
         (schema.CONTEXTS, batch.contexts, batch.num_contexts),
         (schema.NEGATIVES, batch.negatives, k * batch.num_contexts),
     ], with_starts)
-  # Centers come sentence by sentence: one record per run of equal `sentence`.
-  first = np.flatnonzero(np.r_[True, batch.sentence[1:] != batch.sentence[:-1]])
+  first = sentence_starts(batch.sentence)  # one record per sentence
   per_sentence = np.diff(np.r_[first, n])
   contexts = np.add.reduceat(batch.num_contexts, first)
   if model == "skipgram":
@@ -72,7 +82,8 @@ def sample_chunk(sampler: sampling.SkipGramSampler, ids: np.ndarray, lengths: np
           if write else None)
   counts = {"centers": len(batch.centers), "pairs": batch.num_pairs,
             "subsampled_tokens": batch.subsampled_tokens,
-            "records": len(np.unique(batch.sentence)),
+            # (not np.unique: its first call imports numpy.ma, ~30 ms a worker)
+            "records": len(sentence_starts(batch.sentence)),
             "max_contexts": int(batch.num_contexts.max()) if len(batch.centers) else 0}
   return data, counts
 
