@@ -136,3 +136,17 @@ def test_abandoned_map_stops_its_workers():
   for pid in pids - {os.getpid()}:
     with pytest.raises(ProcessLookupError):
       os.kill(pid, 0)  # reaped: gone, not a zombie
+
+
+def test_finished_workers_exit_and_are_reaped():
+  pids = set(parallel.ordered_map(_pid, range(20), 2)) - {os.getpid()}
+  assert len(pids) == 2
+  deadline = time.monotonic() + 30
+  for pid in pids:  # reaped by a thread while the caller goes on: gone, not a zombie
+    while True:
+      try:
+        os.kill(pid, 0)
+      except ProcessLookupError:
+        break
+      assert time.monotonic() < deadline, f"worker {pid} was not reaped"
+      time.sleep(0.01)
