@@ -18,6 +18,7 @@ import zlib
 from typing import Iterator, Optional
 
 from textrecords import hashing
+from textrecords import writeback
 from textrecords.errors import UserError
 
 try:
@@ -137,6 +138,8 @@ class AtomicWriter:
     self.size = 0
     self.records = 0
     self.committed = False
+    # Written to disk as it grows: the fsync on commit waits for little.
+    self._writeback = writeback.Writeback(self._raw.fileno())
     # (file offset, record starts within the bytes written there) of every
     # write, while each write said where its records start; else None.
     self._record_starts = []
@@ -150,6 +153,7 @@ class AtomicWriter:
     self._raw.write(data)
     self._hash.update(data)
     self.size += len(data)
+    self._writeback.wrote(self.size)
 
   def write(self, data: bytes):
     self._record_starts = None  # where records start is not known any more
@@ -225,6 +229,7 @@ class AtomicWriter:
       raise UserError(f"cannot write {self.path}: {e.strerror}") from e
     self.size += size
     self.records += num_records
+    self._writeback.wrote(self.size)
 
   def commit(self) -> dict:
     """Flushes, fsyncs and renames into place; returns {name, bytes, sha256, records}."""
@@ -244,6 +249,7 @@ class AtomicWriter:
       if self._gz is not None:
         self._gz.close()
       self._raw.flush()
+      self._writeback.wait()
       os.fsync(self._raw.fileno())
       self._raw.close()
     except OSError as e:
@@ -258,6 +264,10 @@ class AtomicWriter:
     """Closes and removes the temp file; `path` is untouched. Idempotent."""
     if self.committed:
       return
+    try:
+      self._writeback.wait()  # no sync left running on the descriptor it closes
+    except OSError:
+      pass
     try:
       self._raw.close()
     except OSError:
