@@ -312,3 +312,28 @@ def test_training_scripts_on_missing_data_give_one_line(tmp_path, script, flag):
   lines = error_lines(r.stderr)
   assert len(lines) == 1 and lines[0].startswith("error: ") and missing in lines[0], lines
   assert "Traceback" not in r.stderr
+
+
+def test_a_finished_run_skips_cycle_collection_at_exit_an_error_still_exits_2(tmp_path):
+  # cli.run freezes the objects once main has returned (Python's shutdown
+  # would otherwise scan them all); an atexit handler sees it, and the exit
+  # status and output are those of main.
+  script = tmp_path / "tool.py"
+  script.write_text(
+      "import atexit, gc, sys\n"
+      "from textrecords import cli\n"
+      "from textrecords.errors import UserError\n"
+      "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, flush=True))\n"
+      "def main(argv):\n"
+      "  print('ran', flush=True)\n"
+      "  if len(argv) > 1:\n"
+      "    raise UserError('bad ' + argv[1])\n"
+      "cli.run(main)\n")
+  env = {**os.environ, "PYTHONPATH": REPO}
+  ok = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                      timeout=120)
+  assert ok.returncode == 0 and ok.stdout.split("\n")[:2] == ["ran", "frozen True"]
+  bad = subprocess.run([sys.executable, str(script), "x"], capture_output=True, text=True,
+                       env=env, timeout=120)
+  assert bad.returncode == 2 and bad.stderr.strip() == "error: bad x"
+  assert bad.stdout.split("\n")[:2] == ["ran", "frozen False"]

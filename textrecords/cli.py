@@ -7,6 +7,7 @@ flags refused, Ctrl-C as one line and exit 130, and the one-line error exit.
 """
 
 import functools
+import gc
 import json
 import os
 import sys
@@ -303,6 +304,18 @@ def run_script(main: Callable[[], Optional[int]]) -> int:
     return 130
 
 
+def _skip_collections_at_exit():
+  """The process exits next: its objects need no more cycle collection.
+
+  Python's shutdown runs the cycle collector over every object while it
+  tears the modules down (~30 ms of a w2v_data run's ~45 ms exit, after
+  numpy, absl and the generator's modules). Frozen objects are skipped; the
+  memory goes back to the system with the process, files were closed and
+  committed by then, and atexit handlers still run.
+  """
+  gc.freeze()
+
+
 def run(main: Callable):
   """Runs `main(argv)` under absl; user errors become one line and exit 2.
 
@@ -314,6 +327,7 @@ def run(main: Callable):
   def wrapped(argv):
     try:
       main(argv)
+      _skip_collections_at_exit()
     except UserError as e:
       print(f"error: {e}", file=sys.stderr)
       sys.exit(2)
