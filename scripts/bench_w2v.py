@@ -14,10 +14,12 @@ Measures:
     pairs, noise distribution) against d2l's.
 
   - with --scaling_repeats=R: 1 vs 2 workers (issue 13), R interleaved pairs
-    of whole `create` processes, and of the parallel read alone (read, clean,
+    of the command (`python -m w2v_data.create`), of whole `create` runs in
+    this script's processes, and of the parallel read alone (read, clean,
     count, encode to ids: `corpus.load_corpus`) in fresh processes; reports
-    every ratio and their range, and the two phases of create (read and
-    count; sample, encode and write) timed apart; with --scaling_scale=S
+    every ratio and their range, the two phases of create (read and count;
+    sample, encode and write) timed apart, and the most a perfect split of
+    the run in two could give the whole process; with --scaling_scale=S
     also on PTB concatenated S times (where the fixed cost of starting
     Python weighs less);
   - with --memory_scale=S: peak RSS of the main process and of the largest
@@ -392,6 +394,7 @@ def _scaling_and_memory(args, res):
       pairs = collections.defaultdict(list)
       shares = []  # (main CPU s, workers' CPU s) of each 2-worker create
       for _ in range(args.scaling_repeats):
+        pairs["create_cli"].append(tuple(_cli_create(path, w, out_dir) for w in (1, 2)))
         for what in ("read", "create"):
           one = _run_measure(args, path, what=what, workers=1, out=out_dir)
           two = _run_measure(args, path, what=what, workers=2, out=out_dir)
@@ -436,6 +439,14 @@ def _scaling_and_memory(args, res):
             f"{r['wall_s']:.1f} s |")
 
 
+def _cli_create(path: str, workers: int, out_dir: str) -> float:
+  """Wall seconds of the command a user runs: `python -m w2v_data.create`."""
+  wall, _ = _timed([sys.executable, "-m", "w2v_data.create", f"--input_file={path}",
+                    f"--output_dir={out_dir}", "--overwrite", "--quiet",
+                    f"--num_workers={workers}"])
+  return wall
+
+
 def _concatenated(path: str, copies: int, work_dir: str) -> str:
   """A file holding `copies` copies of `path` (in work_dir)."""
   out = os.path.join(work_dir, f"{os.path.basename(path)}_x{copies}")
@@ -457,7 +468,8 @@ def _report_scaling(name, res, load_start):
         "2-core shared machine; interleaved pairs)")
   print("| what | 1w/2w s per pair | speed-up per pair | median 1w / median 2w |\n"
         "|---|---|---|---|")
-  for key, label in (("create_process", "create, whole process"),
+  for key, label in (("create_cli", "create, the command (`python -m w2v_data.create`)"),
+                     ("create_process", "create, whole process (this script's process)"),
                      ("create", "create (in a fresh process, without interpreter start)"),
                      ("create_count_s", "create phase 1: read, clean, count"),
                      ("create_rest_s", "create phase 2: vocab, sample, encode, write"),
@@ -468,17 +480,18 @@ def _report_scaling(name, res, load_start):
       walls = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in pairs)
       print(f"| {label} | {walls} | {min(sp):.2f}x-{max(sp):.2f}x (median "
             f"{_median(sp):.2f}x) | {_median([a for a, _ in pairs]) / _median([b for _, b in pairs]):.2f}x |")
-  if "create_process" in res["scaling"] and "create" in res["scaling"]:
-    # The best any 2-worker run could do: everything in the run split
-    # perfectly in two, the rest of the process (interpreter start, imports,
-    # exit) as it is.
-    bounds = [whole / (whole - run + run / 2) for (whole, _), (run, _) in
-              zip(res["scaling"]["create_process"]["pairs_s"], res["scaling"]["create"]["pairs_s"])]
-    fixed = [whole - run for (whole, _), (run, _) in
-             zip(res["scaling"]["create_process"]["pairs_s"], res["scaling"]["create"]["pairs_s"])]
-    print(f"| create, whole process: upper bound if the run split perfectly in two (the "
-          f"1-worker process's {min(fixed):.2f}-{max(fixed):.2f} s outside the run unchanged) | "
-          f"| {min(bounds):.2f}x-{max(bounds):.2f}x (median {_median(bounds):.2f}x) | |")
+  for key in ("create_cli", "create_process"):
+    if key in res["scaling"] and "create" in res["scaling"]:
+      # The best any 2-worker run could do: everything in the run split
+      # perfectly in two, the rest of the process (interpreter start,
+      # imports, exit) as it is (the 1-worker runs of the same round).
+      rounds = list(zip(res["scaling"][key]["pairs_s"], res["scaling"]["create"]["pairs_s"]))
+      bounds = [whole / (whole - run + run / 2) for (whole, _), (run, _) in rounds]
+      fixed = [whole - run for (whole, _), (run, _) in rounds]
+      what = "the command" if key == "create_cli" else "this script's process"
+      print(f"| create, {what}: upper bound if the run split perfectly in two (the "
+            f"{min(fixed):.2f}-{max(fixed):.2f} s outside the run unchanged) | "
+            f"| {min(bounds):.2f}x-{max(bounds):.2f}x (median {_median(bounds):.2f}x) | |")
   for key, label, first, second in (
       ("create_minor_faults", "minor page faults", "1 worker", "2 workers"),
       ("create_system_cpu_s", "system CPU s", "1 worker", "2 workers"),
