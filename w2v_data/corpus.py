@@ -46,26 +46,34 @@ _END = "\x00"  # marks the end of each line in a chunk's token list
 
 
 @dataclasses.dataclass
-class Corpus:
-  """Sentences (or documents) as ids, `<unk>` (id 0) already dropped.
+class _Vocabulary:
+  """What both forms of a read corpus hold besides its tokens' ids.
 
   Attributes:
     tokens: the vocab; tokens[0] is "<unk>".
     counts: int64 [V]; counts[i] = occurrences of tokens[i] (counts[0]: tokens
       that mapped to <unk>, rare ones and literal "<unk>").
-    ids: int32, every non-<unk> token of every sentence, in order.
-    lengths: int64 [S], tokens of each sentence left in `ids`.
     raw_tokens: tokens before dropping <unk>.
     line_of: (file, line) of each sentence index, for error messages.
     doc_names: "documents" reading: the id of each document (line); else None.
   """
   tokens: List[str]
   counts: np.ndarray
-  ids: np.ndarray
-  lengths: np.ndarray
   raw_tokens: int
   line_of: "LineMap"
-  doc_names: Optional[List[str]] = None
+  doc_names: Optional[List[str]] = dataclasses.field(default=None, kw_only=True)
+
+
+@dataclasses.dataclass
+class Corpus(_Vocabulary):
+  """Sentences (or documents) as ids, `<unk>` (id 0) already dropped.
+
+  Attributes (besides `_Vocabulary`'s):
+    ids: int32, every non-<unk> token of every sentence, in order.
+    lengths: int64 [S], tokens of each sentence left in `ids`.
+  """
+  ids: np.ndarray
+  lengths: np.ndarray
 
   @property
   def num_sentences(self) -> int:
@@ -450,23 +458,17 @@ def global_ids(local_tokens: Sequence[str], local_ids: np.ndarray, index: Dict[s
 
 
 @dataclasses.dataclass
-class CountedCorpus:
+class CountedCorpus(_Vocabulary):
   """The vocab and the read chunks' local ids, before mapping them to global ids.
 
-  Attributes:
-    tokens, counts, raw_tokens, line_of, doc_names: as in `Corpus`.
+  Attributes (besides `_Vocabulary`'s):
     pieces: per read chunk, in input order, (int32: the global id of each of
       its distinct tokens, its local ids with -1 at each line end as
       `count_chunk` returns them, or the path of the file holding them).
     piece_lines: sentences (lines) of each piece.
   """
-  tokens: List[str]
-  counts: np.ndarray
-  raw_tokens: int
-  line_of: "LineMap"
   pieces: List[Tuple[np.ndarray, object]]
   piece_lines: List[int]
-  doc_names: Optional[List[str]] = None
 
   @property
   def num_sentences(self) -> int:
