@@ -82,7 +82,7 @@ def sample_chunk(sampler: sampling.SkipGramSampler, ids: np.ndarray, lengths: np
           if write else None)
   counts = {"centers": len(batch.centers), "pairs": batch.num_pairs,
             "subsampled_tokens": batch.subsampled_tokens,
-            # (not np.unique: its first call imports numpy.ma, ~30 ms a worker)
+            # (not np.unique: its first call imports numpy.ma, ~10 ms a worker)
             "records": len(sentence_starts(batch.sentence)),
             "max_contexts": int(batch.num_contexts.max()) if len(batch.centers) else 0}
   return data, counts
