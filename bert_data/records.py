@@ -6,7 +6,9 @@ equal the reference's when it runs with the pure-Python protobuf backend.
 Speed: every header byte of a feature's map entry depends only on the length
 of its packed payload, so headers are cached per length and a record is one
 `bytes.join` of headers and payloads. Ids come from a varint table; masks,
-segments and weights from caches keyed by their lengths.
+segments, weights and padding are zero-copy slices of one run of ones and one
+run of zeros, so memory grows linearly in `max_seq_length` (a table per
+length would grow with its square: 6.5 GB at 65536).
 """
 
 import struct
@@ -43,27 +45,43 @@ class _EntryHeaders(dict):
     return self[length]
 
 
+class _Runs:
+  """Zero-copy slices of one run of a repeated unit (`bytes.join` takes them).
+
+  >>> ones = _Runs(b"\\x01", 4)
+  >>> b"".join((ones[3], _Runs(b"\\x00", 4)[1]))
+  b'\\x01\\x01\\x01\\x00'
+  """
+
+  def __init__(self, unit: bytes, count: int):
+    self._unit = len(unit)
+    self._view = memoryview(unit * count)
+
+  def __getitem__(self, count: int) -> memoryview:
+    return self._view[:count * self._unit]
+
+
 class _SequenceParts:
-  """The cached parts both encoders write whole: input_mask, segment_ids and
+  """The parts both encoders write whole: input_mask, segment_ids and
   next_sentence_labels (entry header + payload), from `self._hdr`."""
 
   def _init_sequence_parts(self, seq: int, next_sentence: bool):
     self._seq = seq
-    mask_hdr = self._hdr[S.INPUT_MASK][seq]
-    self._mask = [mask_hdr + b"\x01" * n + b"\x00" * (seq - n) for n in range(seq + 1)]
+    self._mask_hdr = self._hdr[S.INPUT_MASK][seq]
     self._seg_hdr = self._hdr[S.SEGMENT_IDS][seq]
-    self._seg = {}
+    self._ones, self._zeros = _Runs(b"\x01", seq), _Runs(b"\x00", seq)
     # Without the label feature (packed records) the label writes nothing.
     self._nsp = ([self._hdr[S.NEXT_SENTENCE_LABELS][1] + bytes([v]) for v in (0, 1)]
                  if next_sentence else [b"", b""])
 
-  def _segments(self, num_a: int, n: int) -> bytes:
-    key = (num_a, n)
-    v = self._seg.get(key)
-    if v is None:
-      v = self._seg[key] = (self._seg_hdr + b"\x00" * num_a + b"\x01" * (n - num_a) +
-                            b"\x00" * (self._seq - n))
-    return v
+  def _mask(self, n: int) -> tuple:
+    """input_mask's entry for `n` real tokens, as parts for `bytes.join`."""
+    return self._mask_hdr, self._ones[n], self._zeros[self._seq - n]
+
+  def _segments(self, num_a: int, n: int) -> tuple:
+    """segment_ids' entry for `num_a` A tokens of `n`, as parts for `bytes.join`."""
+    zeros = self._zeros
+    return self._seg_hdr, zeros[num_a], self._ones[n - num_a], zeros[self._seq - n]
 
 
 class BertRecordEncoder(_SequenceParts):
@@ -89,9 +107,13 @@ class BertRecordEncoder(_SequenceParts):
     self._hdr = {c.name: _EntryHeaders(s) for c, s in zip(canonical, self.schema)}
     self._init_sequence_parts(max_seq_length, next_sentence)
     seq, pred = max_seq_length, max_predictions_per_seq
-    w_hdr = self._hdr[S.MASKED_LM_WEIGHTS][4 * pred]
-    self._weights = [w_hdr + _ONE_F32 * m + _ZERO_F32 * (pred - m) for m in range(pred + 1)]
-    self._pad = [b"\x00" * k for k in range(seq + 1)]
+    self._w_hdr = self._hdr[S.MASKED_LM_WEIGHTS][4 * pred]
+    self._w_ones, self._w_zeros = _Runs(_ONE_F32, pred), _Runs(_ZERO_F32, pred)
+    self._pad = _Runs(b"\x00", max(seq, pred))
+
+  def _weights(self, m: int) -> tuple:
+    """masked_lm_weights' entry for `m` predictions, as parts for `bytes.join`."""
+    return self._w_hdr, self._w_ones[m], self._w_zeros[self._pred - m]
 
   def encode(self, inst: Instance) -> bytes:
     """The serialized Example of one instance (raises ValueError if too long)."""
@@ -112,11 +134,11 @@ class BertRecordEncoder(_SequenceParts):
     hdr = self._hdr
     body = b"".join((
         hdr[S.INPUT_IDS][len(ids)], ids,
-        self._mask[n],
-        self._segments(num_a, n),
+        *self._mask(n),
+        *self._segments(num_a, n),
         hdr[S.MASKED_LM_POSITIONS][len(pos)], pos,
         hdr[S.MASKED_LM_IDS][len(lab)], lab,
-        self._weights[m],
+        *self._weights(m),
         self._nsp[1 if is_random_next else 0],
     ))
     return b"\x0a" + varint.encode(len(body)) + body
@@ -136,7 +158,7 @@ class BertRecordEncoder(_SequenceParts):
     bounds = [0] + ends.tolist()
     hdr = self._hdr
     ids_h, pos_h, lab_h = hdr[S.INPUT_IDS], hdr[S.MASKED_LM_POSITIONS], hdr[S.MASKED_LM_IDS]
-    mask, weights, nsp = self._mask, self._weights, self._nsp
+    mask, segments, weights, nsp = self._mask, self._segments, self._weights, self._nsp
     out = []
     encode_len = varint.encode
     for i, (n, na, rnd, m) in enumerate(zip(lengths.tolist(), list(num_as),
@@ -144,11 +166,11 @@ class BertRecordEncoder(_SequenceParts):
       a, b, c, d = bounds[3 * i:3 * i + 4]
       body = b"".join((
           ids_h[b - a], data[a:b],
-          mask[n],
-          self._segments(na, n),
+          *mask(n),
+          *segments(na, n),
           pos_h[c - b], data[b:c],
           lab_h[d - c], data[c:d],
-          weights[m],
+          *weights(m),
           nsp[1 if rnd else 0],
       ))
       out.append(b"\x0a" + encode_len(len(body)) + body)
@@ -209,14 +231,14 @@ class DynamicRecordEncoder(_SequenceParts):
     ws_h = hdr[S.WORD_STARTS][seq] if self._whole_word else b""
     ws_rows = (np.asarray(starts, np.uint8).tobytes() if self._whole_word else b"")
     encode_varint = varint.encode
-    mask, nsp = self._mask, self._nsp
+    mask, segments, nsp = self._mask, self._segments, self._nsp
     out = []
     for i, (n, na, rnd, key) in enumerate(zip(np.asarray(lengths).tolist(), list(num_as),
                                               list(is_random_next),
                                               np.asarray(keys, np.uint64).tolist())):
       a, b = bounds[i], bounds[i + 1]
       k = encode_varint(key)
-      parts = [ids_h[b - a], data[a:b], mask[n], self._segments(na, n),
+      parts = [ids_h[b - a], data[a:b], *mask(n), *segments(na, n),
                nsp[1 if rnd else 0], key_h[len(k)], k]
       if self._whole_word:
         parts += [ws_h, ws_rows[i * seq:(i + 1) * seq]]

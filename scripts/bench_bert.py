@@ -15,6 +15,8 @@ Usage:
   python scripts/bench_bert.py --source=... --memory   # RSS at 26 MB and 4x that
   python scripts/bench_bert.py --dynamic --source=...  # static vs dynamic masking:
       # size on disk (dupe 1 vs 10), make_dataset feed rate, mask statistics
+  python scripts/bench_bert.py --seq_memory  # peak RSS vs --max_seq_length on the
+      # bundled 32 KB sample (dupe_factor 1): should grow linearly, not quadratically
 
 The corpus is built from --source lines (blank lines ignored) grouped into
 documents of 20-90 lines by a seeded RNG, until --size_mb; or taken as is
@@ -349,8 +351,24 @@ def main_dynamic():
   bench_dynamic(args, corpus, tmp)
 
 
+def main_seq_memory(lengths=(4096, 16384, 65536)):
+  """Peak RSS of create at growing --max_seq_length (issue 21 item 3)."""
+  corpus = os.path.join(REPO, "bert_data", "sample", "sample_corpus.txt")
+  tmp = tempfile.mkdtemp(prefix="bench_bert_seq_")
+  print("| --max_seq_length | wall s | peak RSS MB | RSS / previous |\n|---|---|---|---|")
+  prev = None
+  for n in lengths:
+    r = bench_ours(corpus, tmp, [f"--max_seq_length={n}", "--dupe_factor=1",
+                                 "--num_workers=1"], f"seq{n}")
+    ratio = f"{r['peak_rss_mb'] / prev:.2f}x" if prev else ""
+    print(f"| {n} | {r['wall_s']:.1f} | {r['peak_rss_mb']:,.0f} | {ratio} |", flush=True)
+    prev = r["peak_rss_mb"]
+
+
 if __name__ == "__main__":
   if "--dynamic" in sys.argv:
     main_dynamic()
+  elif "--seq_memory" in sys.argv:
+    main_seq_memory()
   else:
     main()

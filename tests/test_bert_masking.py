@@ -301,3 +301,30 @@ def test_ngram_masking_takes_runs_of_whole_words():
     adjacent[n] = total / 1500
   # Random 9 of 62 positions: ~1.2 adjacent pairs; 1/n-weighted n-grams: ~3.
   assert adjacent[1] < 1.6 and adjacent[3] > 2 * adjacent[1], adjacent
+
+
+def _encoder_peak_bytes(seq: int) -> tuple:
+  """(tracemalloc peak, record) of building both encoders at `seq` and encoding."""
+  import tracemalloc
+  from bert_data.instances import Instance
+  from bert_data.records import BertRecordEncoder, DynamicRecordEncoder
+  tracemalloc.start()
+  try:
+    enc = BertRecordEncoder(seq, 20, 100)
+    rec = enc.encode(Instance([1] * (seq // 2), 3, True, [1], [9]))
+    DynamicRecordEncoder(seq, whole_word=True)
+    return tracemalloc.get_traced_memory()[1], rec
+  finally:
+    tracemalloc.stop()
+
+
+def test_encoder_memory_grows_linearly_in_seq_length():
+  # issue 21 item 3: a table per length (6.5 GB at --max_seq_length=65536).
+  from textrecords import example_codec as codec
+  small, _ = _encoder_peak_bytes(2048)
+  large, rec = _encoder_peak_bytes(8192)
+  assert large < 6 * small, (small, large)  # 4x the length: ~4x, not ~16x
+  ex = codec.decode_example(rec)
+  assert ex["input_mask"] == [1] * 4096 + [0] * 4096
+  assert ex["segment_ids"] == [0] * 3 + [1] * 4093 + [0] * 4096
+  assert ex["masked_lm_weights"] == [1.0] + [0.0] * 19
