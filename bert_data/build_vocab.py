@@ -27,15 +27,15 @@ import collections
 import itertools
 import os
 import sys
-from typing import Counter, Dict, Iterable, Iterator, List, Sequence
+from typing import Counter, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from absl import flags
 
 from bert_data.documents import iter_line_batches
 from textrecords import cli
 from textrecords import parallel
+from textrecords import storage
 from textrecords import text_input
-from textrecords import tfrecord
 from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
 
@@ -82,15 +82,17 @@ def _count_batch(lines: Sequence[str]):
 
 
 def count_words(files: Sequence[str], do_lower_case: bool, num_workers: int = 1,
-                on_decode_error: str = "strict", progress=None) -> Counter:
+                on_decode_error: str = "strict", progress=None,
+                decode: Optional[text_input.DecodeErrorCounts] = None) -> Counter:
   """Counts of the reference's basic tokens over all lines of `files`.
 
   Lines are read in batches and counted in worker processes; sums do not
-  depend on the worker count.
+  depend on the worker count. `decode`, if given, counts the lines replaced
+  or skipped as invalid UTF-8.
   """
   total: Counter = collections.Counter()
   chars = 0
-  batches = iter_line_batches(files, on_decode_error)
+  batches = iter_line_batches(files, on_decode_error, counts=decode)
   for counts, nchars in parallel.ordered_map(_count_batch, batches, num_workers,
                                              initializer=_init_counter,
                                              initargs=(do_lower_case,)):
@@ -185,14 +187,21 @@ def build_wordpiece_vocab(counts: Counter, vocab_size: int, num_unused: int = RE
 def build_sentencepiece_model(files: Sequence[str], vocab_size: int, do_lower_case: bool,
                               on_decode_error: str = "strict",
                               input_sentence_size: int = 10_000_000,
-                              random_seed: int = 12345, progress=None) -> bytes:
-  """A SentencePiece unigram model (serialized) trained on the input lines."""
+                              random_seed: int = 12345, progress=None,
+                              decode: Optional[text_input.DecodeErrorCounts] = None) -> bytes:
+  """A SentencePiece unigram model (serialized) trained on the input lines.
+
+  An input with fewer pieces than `vocab_size` gives a model of as many as it
+  has (as `build_wordpiece_vocab` gives fewer lines). `decode`, if given,
+  counts the lines replaced or skipped as invalid UTF-8.
+  """
   from bert_data import sentencepiece_tokenizer as spt  # pylint: disable=import-outside-toplevel
   spm = spt.require_sentencepiece()
   lines = {"n": 0}
 
-  def sentences() -> Iterable[str]:
-    for batch in iter_line_batches(files, on_decode_error):
+  def sentences(counts) -> Iterable[str]:
+    lines["n"] = 0
+    for batch in iter_line_batches(files, on_decode_error, counts=counts):
       for line in batch:
         text = spt.preprocess_text(line, do_lower_case)
         if text:
@@ -201,7 +210,16 @@ def build_sentencepiece_model(files: Sequence[str], vocab_size: int, do_lower_ca
       if progress is not None:
         progress.update(lambda: f"read {lines['n']:,} lines")
 
-  model = spt.train_model(spm, sentences(), vocab_size, input_sentence_size, random_seed)
+  try:
+    model = spt.train_model(spm, sentences(decode), vocab_size, input_sentence_size,
+                            random_seed)
+  except spt.VocabSizeTooHigh as e:  # as WordPiece: fewer pieces, said in the summary
+    if lines["n"] == 0 or e.largest < len(spt.CONTROL_SYMBOLS) + 3:
+      raise
+    if progress is not None:
+      progress.update(lambda: f"the input has at most {e.largest:,} pieces: training "
+                      f"{e.largest:,}", force=True)
+    model = spt.train_model(spm, sentences(None), e.largest, input_sentence_size, random_seed)
   if lines["n"] == 0:
     raise UserError("--input_file: the input holds no text")
   return model
@@ -219,60 +237,95 @@ def define_flags():
   flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents first.")
   flags.DEFINE_integer("num_unused", REFERENCE_UNUSED, "[unused*] lines reserved (wordpiece; "
                        "the reference's vocab has 994).")
-  flags.DEFINE_integer("min_frequency", 2, "A merge needs a pair seen this often (wordpiece).")
+  flags.DEFINE_integer("min_freq", 2, "A merge needs a pair seen this often (wordpiece; "
+                       "the name w2v_data and mt_data use).")
+  flags.DEFINE_alias("min_frequency", "min_freq")  # deprecated: the name before --min_freq
   flags.DEFINE_integer("input_sentence_size", 10_000_000, "Lines SentencePiece trains on at "
                        "most (a seeded sample of longer inputs).")
   flags.DEFINE_integer("random_seed", 12345, "Seed of SentencePiece's line sample.")
   cli.define_text_tool_flags()
+  cli.define_summary_flag()
 
 
-def _write(path: str, data: bytes):
-  with tfrecord.AtomicWriter(path) as writer:
-    writer.write(data)
-    writer.commit()
+def _summary(kind: str, size: int, files: Sequence[str], out: str, extra: dict,
+             decode: text_input.DecodeErrorCounts):
+  """(the one summary line, the --summary_json dict), as the generators give them."""
+  asked = FLAGS.vocab_size
+  note = "" if size == asked else f" (asked for {asked:,}: the input has no more pieces to learn)"
+  line = f"build_vocab: {size:,} {kind} entries{cli.decode_note(decode.as_dict())} -> {out}{note}"
+  summary = dict(extra, kind=kind, entries=size, vocab_size=asked, input_files=list(files),
+                 output_file=out, decode_errors=cli.decode_errors(decode.as_dict()))
+  return line, summary
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-  files = text_input.expand_patterns(FLAGS.input_file or "", "--input_file")
-  out = FLAGS.output_file
-  if not out:
+def _wordpiece(files: Sequence[str], workers: int, decode, progress):
+  """(vocab file bytes, entries, summary counts) of --kind=wordpiece."""
+  counts = count_words(files, FLAGS.do_lower_case, workers, FLAGS.on_decode_error, progress,
+                       decode)
+  words = sum(counts.values())
+  progress.update(lambda: f"training WordPiece on {len(counts):,} distinct words "
+                  f"({words:,} in all)", force=True)
+  tokens = build_wordpiece_vocab(counts, FLAGS.vocab_size, FLAGS.num_unused,
+                                 FLAGS.min_freq)
+  return (vocab_lib.tokens_file_bytes(tokens), len(tokens),
+          {"words": words, "distinct_words": len(counts)})
+
+
+def _sentencepiece(files: Sequence[str], decode, progress):
+  """(model bytes, pieces, summary counts) of --kind=sentencepiece."""
+  from bert_data import sentencepiece_tokenizer as spt  # pylint: disable=import-outside-toplevel
+  spm = spt.require_sentencepiece()
+  model = build_sentencepiece_model(files, FLAGS.vocab_size, FLAGS.do_lower_case,
+                                    FLAGS.on_decode_error, FLAGS.input_sentence_size,
+                                    FLAGS.random_seed, progress, decode)
+  return model, spm.SentencePieceProcessor(model_proto=model).GetPieceSize(), {}
+
+
+def _check_flags(files: Sequence[str]) -> str:
+  """Every flag checked before any reading; returns the output path."""
+  if not FLAGS.output_file:
     raise UserError("--output_file is required")
-  if os.path.exists(out) and not FLAGS.overwrite:
-    raise UserError(f"--output_file: {out} exists; pass --overwrite to replace it")
-  if os.path.abspath(out) in {os.path.abspath(f) for f in files}:
+  out = storage.check_output_file(FLAGS.output_file, "--output_file",
+                                  overwrite=FLAGS.overwrite)
+  if not storage.is_url(out) and os.path.abspath(out) in {
+      os.path.abspath(f) for f in files if not storage.is_url(f)}:
     raise UserError(f"--output_file: {out} is also an input file")
   cli.check_range("vocab_size", FLAGS.vocab_size, 1, 1 << 24)
   cli.check_range("num_unused", FLAGS.num_unused, 0, 1 << 20)
-  cli.check_range("min_frequency", FLAGS.min_frequency, 0, None)
+  if FLAGS["min_frequency"].present:
+    print("warning: --min_frequency is deprecated; use --min_freq", file=sys.stderr)
+  cli.check_range("min_freq", FLAGS.min_freq, 0, None)
   cli.check_range("input_sentence_size", FLAGS.input_sentence_size, 1, None)
-  workers = cli.num_workers(FLAGS.num_workers)
   text_input.check_decode_mode(FLAGS.on_decode_error)
-  progress = cli.Progress(FLAGS.quiet)
   if FLAGS.kind == "wordpiece":
-    reserved = len(reserved_tokens(FLAGS.num_unused))
-    if FLAGS.vocab_size <= reserved:  # before reading anything
+    if FLAGS.vocab_size <= len(reserved_tokens(FLAGS.num_unused)):
       build_wordpiece_vocab(collections.Counter(), FLAGS.vocab_size, FLAGS.num_unused)
-    counts = count_words(files, FLAGS.do_lower_case, workers, FLAGS.on_decode_error, progress)
-    progress.update(lambda: f"training WordPiece on {len(counts):,} distinct words "
-                    f"({sum(counts.values()):,} in all)", force=True)
-    tokens = build_wordpiece_vocab(counts, FLAGS.vocab_size, FLAGS.num_unused,
-                                   FLAGS.min_frequency)
-    _write(out, vocab_lib.tokens_file_bytes(tokens))
-    size = len(tokens)
   else:
     from bert_data import sentencepiece_tokenizer as spt  # pylint: disable=import-outside-toplevel
     spt.require_sentencepiece()
     cli.check_range("vocab_size", FLAGS.vocab_size, len(spt.CONTROL_SYMBOLS) + 3, 1 << 24)
-    _write(out, build_sentencepiece_model(files, FLAGS.vocab_size, FLAGS.do_lower_case,
-                                          FLAGS.on_decode_error, FLAGS.input_sentence_size,
-                                          FLAGS.random_seed, progress))
-    size = FLAGS.vocab_size
-  note = "" if size == FLAGS.vocab_size else " (the input has no more pieces to learn)"
-  print(f"build_vocab: {size:,} {FLAGS.kind} entries -> {out}{note}", file=sys.stderr)
+  return out
+
+
+def main(argv):
+  cli.check_no_positional(argv)
+  files = text_input.expand_patterns(FLAGS.input_file or "", "--input_file")
+  out = _check_flags(files)
+  summary_json = cli.check_summary_path(FLAGS.summary_json)
+  workers = cli.num_workers(FLAGS.num_workers)
+  progress = cli.Progress(FLAGS.quiet)
+  decode = text_input.DecodeErrorCounts()
+  if FLAGS.kind == "wordpiece":
+    data, size, extra = _wordpiece(files, workers, decode, progress)
+  else:
+    data, size, extra = _sentencepiece(files, decode, progress)
+  storage.write_file(out, data)
+  line, summary = _summary(FLAGS.kind, size, files, out, extra, decode)
+  cli.report(line, summary, quiet=FLAGS.quiet, summary_json=summary_json)
+
+
+entry_point = cli.entry_point(define_flags, main)  # the `bert-build-vocab` console script
 
 
 if __name__ == "__main__":
-  define_flags()
-  cli.run(main)
+  entry_point()

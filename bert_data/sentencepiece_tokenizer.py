@@ -14,6 +14,7 @@ No TensorFlow here.
 
 import hashlib
 import io
+import re
 import string
 import unicodedata
 from typing import Iterable, List, Optional, Sequence
@@ -71,8 +72,24 @@ def train_model(spm, sentences: Iterable[str], vocab_size: int, input_sentence_s
         character_coverage=0.99995, input_sentence_size=input_sentence_size,
         shuffle_input_sentence=True, num_threads=num_threads, minloglevel=2)
   except RuntimeError as e:
+    largest = _TOO_HIGH.search(str(e))
+    if largest:
+      raise VocabSizeTooHigh(vocab_size, int(largest.group(1))) from e
     raise UserError(f"SentencePiece training failed: {str(e).strip().splitlines()[-1]}") from e
   return buf.getvalue()
+
+
+# SentencePiece's words when the input has fewer pieces than asked for.
+_TOO_HIGH = re.compile(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)")
+
+
+class VocabSizeTooHigh(UserError):
+  """The input gives SentencePiece at most `largest` pieces, fewer than asked."""
+
+  def __init__(self, vocab_size: int, largest: int):
+    super().__init__(f"--vocab_size={vocab_size}: the input has at most {largest} "
+                     f"SentencePiece pieces; pass --vocab_size={largest} or less, or more text")
+    self.largest = largest
 
 
 def load(model_file: str, do_lower_case: bool) -> "SentencePieceTokenizer":

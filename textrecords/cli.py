@@ -49,6 +49,14 @@ def define_text_tool_flags():
   flags.DEFINE_bool("overwrite", False, "Replace an existing complete output.")
 
 
+def define_summary_flag():
+  """--summary_json, of every tool that ends with a summary (idempotent)."""
+  if "summary_json" in FLAGS:
+    return
+  flags.DEFINE_string("summary_json", None, "Also write the run's full summary as JSON "
+                      "to this file (atomically), for scripts.")
+
+
 def define_common_flags():
   """Flags every generator has (idempotent: safe to call from several modules)."""
   if "num_shards" in FLAGS:
@@ -59,8 +67,7 @@ def define_common_flags():
   flags.DEFINE_string("compression", "", "'' (none) or GZIP, any case.")
   flags.DEFINE_bool("resume", False, "Continue an interrupted run: keep finished "
                     "shards whose checksums match, redo the rest.")
-  flags.DEFINE_string("summary_json", None, "Also write the run's full summary as JSON "
-                      "to this file (atomically), for scripts.")
+  define_summary_flag()
   flags.DEFINE_enum("engine", "local", ["local", "beam"],
                     "local: worker processes on this machine; beam: an Apache Beam "
                     "pipeline (same bytes; needs textrecords[beam]).")

@@ -232,6 +232,85 @@ def read_bytes(path: str) -> bytes:
     return f.read()
 
 
+# -- one-file outputs (a vocab, a model): checked first, written whole
+
+def _nearest_existing(path: str) -> str:
+  """`path` or its nearest ancestor that exists (local paths)."""
+  probe = os.path.abspath(path)
+  while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+    probe = os.path.dirname(probe)
+  return probe
+
+
+def check_output_file(path: str, flag: str, *, overwrite: bool) -> str:
+  """Fails at once (before any work) unless one file can be written at `path`.
+
+  `path` is local, `file://` or a URL. A folder there, an existing file
+  without `overwrite`, a parent that is a file or not writable, and an
+  unusable or unreachable storage are one-line UserErrors naming `flag`.
+  Missing parent folders are fine (`write_file` creates them).
+
+  Returns:
+    The path to write (`file://` as a plain local path).
+  """
+  path = check(path, flag)
+  where = f"{flag}={path}"
+  if is_url(path):
+    try:
+      found, folder = exists(path), is_dir(path)
+    except UserError:
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      raise UserError(f"{where}: cannot reach the storage: {e}") from e
+  else:
+    found, folder = os.path.exists(path), os.path.isdir(path) or path.endswith(os.sep)
+  if folder:
+    raise UserError(f"{where}: is a folder, expected a file path")
+  if found and not overwrite:
+    raise UserError(f"{where}: exists; pass --overwrite to replace it")
+  if not is_url(path):
+    probe = _nearest_existing(os.path.dirname(os.path.abspath(path)))
+    if not os.path.isdir(probe):
+      raise UserError(f"{where}: cannot create its folder, {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+      raise UserError(f"{where}: folder {probe} is not writable")
+  return path
+
+
+def write_file(path: str, data: bytes):
+  """Writes a whole file: never a partial one at `path`.
+
+  Local: missing parent folders are created, the bytes go to a temporary
+  name that is renamed into place. URL: uploaded under a temporary name,
+  its size checked, then moved (object stores have no atomic rename).
+
+  Raises:
+    UserError: the write or upload failed (named in the message).
+  """
+  if not is_url(path):
+    from textrecords import tfrecord  # pylint: disable=import-outside-toplevel
+    path = local_path(path)
+    try:
+      os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    except OSError as e:
+      raise UserError(f"cannot create the folder of {path}: {e.strerror}") from e
+    with tfrecord.AtomicWriter(path) as writer:
+      writer.write(data)
+      writer.commit()
+    return
+  fs = filesystem(path)
+  tmp = join(parent(path), f".{basename(path)}.tmp-{os.getpid()}")
+  try:
+    fs.pipe_file(tmp, data)
+    _check_size(fs, tmp, len(data))
+    _move(fs, tmp, path)
+    _check_size(fs, path, len(data))
+  except UserError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    raise UserError(f"cannot upload {path}: {e}") from e
+
+
 # -- outputs to URLs: local staging, then publish
 
 STAGING_ENV = "TEXTRECORDS_STAGING_DIR"
