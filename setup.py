@@ -26,9 +26,12 @@ setup(
         "console_scripts": [
             "bert-data-create = bert_data.create:entry_point",
             "bert-data-inspect = bert_data.inspect:entry_point",
+            "bert-data-stats = bert_data.stats:entry_point",
+            "bert-data-build-vocab = bert_data.build_vocab:entry_point",
             "w2v-data-create = w2v_data.create:entry_point",
             "mt-data-create = mt_data.create:entry_point",
             "mt-data-stats = mt_data.stats:entry_point",
+            "textrecords-index = textrecords.index:entry_point",
         ],
     },
     extras_require={

@@ -225,6 +225,8 @@ def main(argv):
   print(to_json(summary))
 
 
+entry_point = cli.entry_point(define_flags, main)  # the `bert-data-stats` console script
+
+
 if __name__ == "__main__":
-  define_flags()
-  cli.run(main)
+  entry_point()

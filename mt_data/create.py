@@ -112,7 +112,7 @@ def _check_output_dir(cfg: config_lib.MTConfig):
   out = os.path.abspath(cfg.output_dir)
   if os.path.exists(out) and not os.path.isdir(out):
     raise UserError(f"--output_dir={cfg.output_dir}: exists and is not a folder")
-  meta_path = DatasetLayout.for_dir(out).meta_path
+  meta_path = DatasetLayout.for_dir(cfg.output_dir).meta_path  # named as given
   if os.path.exists(meta_path) and not (cfg.overwrite or cfg.resume):
     raise UserError(f"{meta_path} exists (a complete earlier output); pass --overwrite "
                     "to replace it")
@@ -316,13 +316,12 @@ def _length_stats(src_lens: np.ndarray, tgt_lens: np.ndarray) -> dict:
 
 
 def _summary(cfg: config_lib.MTConfig, summary: dict):
-  del cfg  # the summary names the output folder
   train, valid = summary["splits"]["train"], summary["splits"]["valid"]
   vocab = summary["vocab"]
   line = (f"mt_data: {summary['lines_read']:,} lines, {train['pairs']:,} train + "
           f"{valid['pairs']:,} valid pairs, vocab {vocab['source']['size']:,} source / "
           f"{vocab['target']['size']:,} target{cli.decode_note(summary['decode_errors'])}"
-          f" -> {summary['output_dir']}")
+          f" -> {cfg.output_dir}")  # as given, as bert_data and w2v_data print it
   return line, summary
 
 

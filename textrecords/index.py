@@ -184,12 +184,19 @@ def build(record_path: str, out_path: Optional[str] = None) -> str:
 
 def main(argv=None) -> int:
   """`python -m textrecords.index FILE...`: writes FILE.index beside each file."""
+  from textrecords import cli  # pylint: disable=import-outside-toplevel
   args = sys.argv[1:] if argv is None else argv
-  if not args or any(a in ("-h", "--help") for a in args):
+  wants_help = any(a.split("=", 1)[0] in cli.HELP_FLAGS for a in args)
+  if not args or wants_help:
     print("usage: python -m textrecords.index RECORD_FILE...\n"
           "Writes RECORD_FILE.index (record offsets) beside each uncompressed TFRecord "
-          "file, checking every record's CRC.")
+          "file, checking every record's CRC. No options.")
     return 0 if args else 2
+  options = [a for a in args if a.startswith("-") and not os.path.exists(a)]
+  if options:
+    print(f"error: {options[0]}: unknown option (textrecords.index takes record files "
+          "only; --help for usage)", file=sys.stderr)
+    return 2
   for path in args:
     try:
       if not os.path.isfile(path):
@@ -202,5 +209,10 @@ def main(argv=None) -> int:
   return 0
 
 
-if __name__ == "__main__":
+def entry_point():
+  """The `textrecords-index` console script."""
   sys.exit(main())
+
+
+if __name__ == "__main__":
+  entry_point()
