@@ -33,6 +33,7 @@ from textrecords import features
 from textrecords import text_input
 from textrecords import tfrecord
 from textrecords.engine import beam as beam_engine
+from textrecords.errors import UserError
 
 
 def _read_file(item, on_decode_error):
@@ -48,9 +49,9 @@ def _read_file(item, on_decode_error):
 class _Tokenize(beam.DoFn):
   """Line batch -> staged token ids; emits (key, path, line lengths, tokens, has [CLS]/[SEP])."""
 
-  def __init__(self, config, scratch):
+  def __init__(self, config, dataset):
     super().__init__()
-    self.config, self.scratch = config, scratch
+    self.config, self.dataset = config, dataset
     self.tok = self.special = None
 
   def setup(self):
@@ -63,7 +64,7 @@ class _Tokenize(beam.DoFn):
     flat, lengths = documents.encode_lines(lines, self.tok.encode_batch)
     buf = io.BytesIO()
     np.save(buf, flat)
-    path = beam_engine.stage(self.scratch, "tokens-%06d-%09d.npy" % key, buf.getvalue())
+    path = beam_engine.stage(self.dataset, "tokens-%06d-%09d.npy" % key, buf.getvalue())
     yield key, path, lengths, len(flat), bool(np.isin(flat, self.special).any())
 
 
@@ -139,7 +140,7 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
   """Runs the pipeline for (metadata path, files) groups; returns the summary."""
   all_paths = [p for _, ps in groups for p in ps]
   finished = [p for w, (_, ps) in zip(writers, groups) for p in ps if w.is_finished(p)]
-  scratch = writers[0].scratch_dir()
+  datasets = [w for w, (_, ps) in zip(writers, groups) for _ in ps]
   n = len(all_paths)
   schema = features.schema_to_json(
       (pipeline.make_dynamic_encoder(config) or pipeline.make_encoder(config, tok)).schema)
@@ -153,7 +154,7 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
     decode_errors = beam_engine.decode_error_counts(read[beam_engine.DECODE_ERRORS])
     batches = (read.batches
                | "spread batches" >> beam.Reshuffle()
-               | "tokenize" >> beam.ParDo(_Tokenize(config, scratch)))
+               | "tokenize" >> beam.ParDo(_Tokenize(config, writers[0])))
     index = (batches | "all lengths" >> beam.combiners.ToList()
              | "index" >> beam.Map(_index, config))
     instances = (index
@@ -167,25 +168,21 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
     parts = (instances | "group buckets" >> beam.GroupByKey()
              | "sort buckets" >> beam.FlatMap(_bucket_parts, single(counts), single(index),
                                               config, n))
-    infos = beam_engine.write_files(parts, all_paths, tfrecord.check_compression(
-        config.compression), scratch, finished)
+    infos = beam_engine.write_files(parts, datasets, all_paths, tfrecord.check_compression(
+        config.compression), finished)
     summary = (p | "one" >> beam.Create([None])
                | "summary" >> beam.Map(_summary, single(index), single(counts), n,
                                        single(decode_errors)))
-    for i, (w, (_, ps)) in enumerate(zip(writers, groups)):
-      names = {os.path.basename(q) for q in ps}
-      mine = infos | f"infos {i}" >> beam.Filter(lambda info, s=names: info["name"] in s)
-      beam_engine.finalize(mine, w, ps, _GroupMeta(config, vocab_sha, tok.vocab_size, schema,
-                                                       masking_block),
+    for i, (w, (_, ps)) in enumerate(zip(writers, groups)):  # each waits for every file
+      beam_engine.finalize(infos, w, ps, _GroupMeta(config, vocab_sha, tok.vocab_size, schema,
+                                                        masking_block),
                            [summary], label=f"finalize {i}")
 
   try:
     beam_engine.run(engine.beam_pipeline_options, build)
-  except BaseException:
-    beam_engine.discard_unfinished(all_paths, finished)
+  except UserError:
+    for w, (_, ps) in zip(writers, groups):
+      w.discard(ps)
     raise
-  finally:
-    import shutil  # pylint: disable=import-outside-toplevel
-    shutil.rmtree(scratch, ignore_errors=True)
   from textrecords import metadata  # pylint: disable=import-outside-toplevel
   return pipeline.summary_of(metadata.read(groups[0][0], package="bert_data"))

@@ -11,10 +11,12 @@ corpus costs 4 bytes a token, not Python lists.
 """
 
 import dataclasses
+import io
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from textrecords import storage
 from textrecords import text_input
 from textrecords.errors import UserError
 
@@ -212,7 +214,7 @@ class TokenStore:
     if m is None:
       if len(self._maps) >= self._OPEN:
         self._maps.pop(next(iter(self._maps)))
-      m = np.load(self.paths[b], mmap_mode="r") if self.offsets[b + 1] > self.offsets[b] \
+      m = _load_batch(self.paths[b]) if self.offsets[b + 1] > self.offsets[b] \
           else np.zeros(0, np.int32)
     self._maps[b] = m
     return m
@@ -237,6 +239,14 @@ class TokenStore:
       sel = batches == b
       out[sel] = self._batch(b)[index[sel] - self.offsets[b]]
     return out
+
+
+def _load_batch(path: str) -> np.ndarray:
+  """One batch file of a TokenStore: memory-mapped if local, downloaded if a
+  URL (Beam workers' token ids under the output location)."""
+  if storage.is_url(path):
+    return np.load(io.BytesIO(storage.read_bytes(path)))
+  return np.load(path, mmap_mode="r")
 
 
 def read_corpus(tokenized_batches: Iterable[Tuple[np.ndarray, np.ndarray]],

@@ -29,6 +29,7 @@ from bert_data.sentence_order import sop_spans_from_document
 from textrecords import __version__
 from textrecords import cli
 from textrecords import dataset_writer
+from textrecords import direct_output
 from textrecords import engine as engine_lib
 from textrecords import storage
 from textrecords import features
@@ -695,11 +696,11 @@ def _fingerprint(config: BertConfig, vocab_sha: str) -> dict:
   flags = dataclasses.asdict(config)
   for k in ("num_workers", "overwrite", "resume", "quiet"):
     flags.pop(k)
-  flags["input_files"] = [os.path.abspath(p) for p in config.input_files]
-  flags["output_files"] = [os.path.abspath(p) for p in config.output_files]
+  flags["input_files"] = [storage.absolute(p) for p in config.input_files]
+  flags["output_files"] = [storage.absolute(p) for p in config.output_files]
   for k in ("vocab_file", "spm_model_file"):
     if flags.get(k):
-      flags[k] = os.path.abspath(flags[k])
+      flags[k] = storage.absolute(flags[k])
   return {"inputs": inputs, "flags": flags, "vocab_sha256": vocab_sha, "version": __version__}
 
 
@@ -733,8 +734,10 @@ def _create(config: BertConfig, engine: engine_lib.EngineOptions) -> dict:
   layouts = [DatasetLayout.for_file(p) for p in config.output_files]
   groups = [(lay.meta_path, lay.record_paths(num_shards=config.num_shards))
             for lay in layouts]
-  writers = [dataset_writer.DatasetWriter(m, dict(fingerprint, meta=os.path.abspath(m)),
-                                          overwrite=config.overwrite, resume=config.resume)
+  # Beam's workers write the outputs in place (a URL or a shared mount).
+  make_writer = direct_output.DirectDataset if engine.is_beam else dataset_writer.DatasetWriter
+  writers = [make_writer(m, dict(fingerprint, meta=storage.absolute(m)),
+                         overwrite=config.overwrite, resume=config.resume)
              for m, _ in groups]
   all_paths = [p for _, ps in groups for p in ps]
   if all(w.already_complete for w in writers):

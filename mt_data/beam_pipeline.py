@@ -17,16 +17,17 @@ Only `--tokenizer=word` (BPE training needs all train pairs in one process).
 """
 
 import json
-import os
 import time
 
 import apache_beam as beam
 
-from textrecords import dataset_writer
+from textrecords import direct_output
+from textrecords import storage
 from textrecords import text_input
 from textrecords import tfrecord
 from textrecords import vocab as core_vocab
 from textrecords.engine import beam as beam_engine
+from textrecords.errors import UserError
 from textrecords.layout import DatasetLayout
 
 from mt_data import preprocess
@@ -162,20 +163,19 @@ def _encode_block(kv):
 def create(cfg, files, log, engine) -> dict:
   """Runs the Beam pipeline; returns the same summary as the local run."""
   t0 = time.monotonic()
-  out = os.path.abspath(cfg.output_dir)
+  out = storage.absolute(cfg.output_dir)
   from mt_data import create as create_lib  # pylint: disable=import-outside-toplevel
   inputs = create_lib._inputs_info(files)  # pylint: disable=protected-access
   fingerprint = create_lib.fingerprint_of(cfg, inputs)
   lay = DatasetLayout.for_dir(out)
-  dw = dataset_writer.DatasetWriter(lay.meta_path, fingerprint,
-                                    overwrite=cfg.overwrite, resume=cfg.resume)
+  dw = direct_output.DirectDataset(lay.meta_path, fingerprint,
+                                   overwrite=cfg.overwrite, resume=cfg.resume)
   shard_paths = units.record_paths(lay, cfg.num_shards)
   record_files = shard_paths["train"] + shard_paths["valid"]
   vocab_names = sorted(units.vocab_files("word", [], []))
   all_paths = [lay.path(n) for n in vocab_names] + record_files
-  split_names = {s: [os.path.basename(p) for p in ps] for s, ps in shard_paths.items()}
+  split_names = {s: [storage.basename(p) for p in ps] for s, ps in shard_paths.items()}
   finished = [p for p in all_paths if dw.is_finished(p)]
-  scratch = dw.scratch_dir()
 
   def build(p):
     single = beam.pvalue.AsSingleton
@@ -221,8 +221,7 @@ def create(cfg, files, log, engine) -> dict:
     parts = (ids | "block keys" >> beam.Map(_block_key, single(plan), cfg.num_shards)
              | "group blocks" >> beam.GroupByKey()
              | "encode" >> beam.Map(_encode_block))
-    infos = beam_engine.write_files(parts, record_files, cfg.compression_name, scratch,
-                                    finished)
+    infos = beam_engine.write_files(parts, dw, record_files, cfg.compression_name, finished)
 
     def summary(_, pl, lines, skips, st, src, tgt, errors):
       zero = (0,) * 7
@@ -239,13 +238,13 @@ def create(cfg, files, log, engine) -> dict:
                                     single(skipped), single(stats), single(vocabs[0]),
                                     single(vocabs[1]), single(decode_errors)))
     beam_engine.finalize(infos, dw, all_paths, _build_meta(cfg, inputs, split_names),
-                         [info], small_files=_small_files(out), scratch=scratch)
+                         [info], small_files=_small_files(out))
 
   try:
     beam_engine.run(engine.beam_pipeline_options, build)
-  finally:
-    import shutil  # pylint: disable=import-outside-toplevel
-    shutil.rmtree(scratch, ignore_errors=True)
+  except UserError:
+    dw.discard(all_paths)
+    raise
   from textrecords import metadata  # pylint: disable=import-outside-toplevel
   meta = metadata.read(lay.meta_path, schema.PACKAGE)
   for warning in units.split_warnings(meta["splits"]["train"]["pairs"],

@@ -108,7 +108,10 @@ def read_blocks(cfg: config_lib.MTConfig, files: List[str],
 
 
 def _check_output_dir(cfg: config_lib.MTConfig):
-  """Fails early (before reading input) on an output that cannot be written."""
+  """Fails early (before reading input) on an output that cannot be written
+  (a URL: checked by the Beam run's `direct_output.DirectDataset`)."""
+  if storage.is_url(cfg.output_dir):
+    return
   out = os.path.abspath(cfg.output_dir)
   if os.path.exists(out) and not os.path.isdir(out):
     raise UserError(f"--output_dir={cfg.output_dir}: exists and is not a folder")
@@ -157,7 +160,7 @@ def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None
   gc_was_enabled = gc.isenabled()
   gc.disable()
   try:
-    with output_lock.hold([DatasetLayout.for_dir(os.path.abspath(cfg.output_dir)).meta_path]):
+    with output_lock.hold([DatasetLayout.for_dir(storage.absolute(cfg.output_dir)).meta_path]):
       return _create(cfg, log, engine)
   finally:
     _W.clear()

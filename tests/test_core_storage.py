@@ -286,26 +286,3 @@ def test_bert_memory_inputs_and_unreadable_scheme_for_tf(tmp_path, staging, mem)
   from bert_data.dataset import make_dataset  # pylint: disable=import-outside-toplevel
   with pytest.raises(UserError, match=r"tf.data cannot read memory://"):
     make_dataset(out, batch_size=2)
-
-
-def test_remote_beam_runner_refuses_the_local_staging_folder(tmp_path, monkeypatch):
-  """Workers of a remote Beam runner cannot write this machine's staging folder
-  of a URL output: one line naming TEXTRECORDS_STAGING_DIR, exit 2."""
-  home = tmp_path / "home"
-  env = {k: v for k, v in ENV.items() if k != "TEXTRECORDS_STAGING_DIR"}
-  env["HOME"] = str(home)
-  args = [sys.executable, "-m", "w2v_data.create", f"--input_file={TINY}", "--quiet",
-          "--engine=beam", "--beam_pipeline_options=runner=FlinkRunner,flink_master=h:8081"]
-  p = subprocess.run(args + ["--output_dir=memory://b/w2v"], cwd=tmp_path, env=env,
-                     capture_output=True, text=True, timeout=120)
-  lines = [l for l in p.stderr.splitlines() if l.strip() and not _noise(l)]
-  assert p.returncode == 2 and len(lines) == 1, lines
-  assert "runner=FlinkRunner" in lines[0] and "TEXTRECORDS_STAGING_DIR" in lines[0]
-  from textrecords import engine  # pylint: disable=import-outside-toplevel
-  monkeypatch.delenv("TEXTRECORDS_STAGING_DIR", raising=False)
-  staged = os.path.join(storage.staging_root(), "0123", "w2v")
-  remote = engine.EngineOptions("beam", "runner=DataflowRunner,project=p")
-  with pytest.raises(UserError, match="every worker mounts"):
-    remote.check_outputs([str(tmp_path / "local_out"), staged])
-  engine.EngineOptions("beam", "runner=DirectRunner").check_outputs([staged])
-  remote.check_outputs([str(tmp_path / "local_out")])  # the user's own (shared) path

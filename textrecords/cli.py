@@ -183,8 +183,8 @@ def generator_main(argv, flag_values, make_config: Callable, create: Callable,
     create: (config, engine=EngineOptions) -> the run's result.
     summarize: (config, result) -> (one summary line, full summary dict).
     output: the config field naming the output location(s), e.g. "output_dir";
-      URL outputs are staged locally and published after the run
-      (`storage.run_staged`).
+      with --engine=local, URL outputs are staged locally and published
+      after the run (`storage.run_staged`); Beam's workers write them in place.
     output_flag: its flag, for messages ("--output_dir").
     folder: the output is a folder (else one or more files).
   """
@@ -193,8 +193,14 @@ def generator_main(argv, flag_values, make_config: Callable, create: Callable,
   summary_json = check_summary_path(flag_values.summary_json)
   config = make_config()
   engine = engine_from_flags(flag_values)
-  result = storage.run_staged(config, output, functools.partial(create, engine=engine),
-                              folder=folder, flag=output_flag)
+  if engine.is_beam:  # workers write every output in place (`textrecords.direct_output`)
+    for loc in [getattr(config, output)] if isinstance(getattr(config, output), str) \
+        else getattr(config, output):
+      storage.check(loc, output_flag)
+    result = create(config, engine=engine)
+  else:
+    result = storage.run_staged(config, output, functools.partial(create, engine=engine),
+                                folder=folder, flag=output_flag)
   line, summary = summarize(config, result)
   report(line, summary, quiet=config.quiet, summary_json=summary_json)
 

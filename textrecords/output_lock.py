@@ -14,6 +14,7 @@ import fcntl
 import os
 from typing import Iterator, List
 
+from textrecords import storage
 from textrecords.errors import UserError
 
 
@@ -74,7 +75,10 @@ def hold(meta_paths: List[str]) -> Iterator[None]:
   created: List[str] = []
   held: List[tuple] = []
   try:
-    for meta_path in sorted(set(os.path.abspath(p) for p in meta_paths)):
+    # URL outputs (Beam runs write them in place) have no lock: two machines
+    # writing one URL at once are not detected.
+    for meta_path in sorted(set(os.path.abspath(p) for p in meta_paths
+                                if not storage.is_url(p))):
       folder = os.path.dirname(meta_path)
       _make_folder(folder, created)
       if not os.access(folder, os.W_OK):

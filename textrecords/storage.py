@@ -311,6 +311,52 @@ def write_file(path: str, data: bytes):
     raise UserError(f"cannot upload {path}: {e}") from e
 
 
+# -- writing in place (Beam workers: `textrecords.direct_output`)
+
+def open_write(path: str):
+  """A binary file object writing `path` (local: parent folders made; URL:
+  the object appears, whole, when the file is closed)."""
+  try:
+    if is_url(path):
+      return filesystem(path).open(path, "wb")
+    path = local_path(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return open(path, "wb")
+  except (OSError, FileNotFoundError) as e:
+    raise UserError(f"cannot write {path}: {getattr(e, 'strerror', None) or e}") from e
+
+
+def move(src: str, dst: str):
+  """Renames `src` to `dst` (object stores: server-side copy, then delete)."""
+  if is_url(src):
+    _move(filesystem(src), src, dst)
+  else:
+    os.replace(local_path(src), local_path(dst))
+
+
+def remove(path: str):
+  """Deletes a file; a missing one is fine."""
+  try:
+    if is_url(path):
+      filesystem(path).rm(path)
+    else:
+      os.remove(local_path(path))
+  except (OSError, FileNotFoundError):
+    pass
+
+
+def remove_tree(folder: str):
+  """Deletes a folder (URL: every object under the prefix); a missing one is fine."""
+  if not is_url(folder):
+    shutil.rmtree(local_path(folder), ignore_errors=True)
+    return
+  fs = filesystem(folder)
+  try:
+    fs.rm(folder, recursive=True)
+  except (OSError, FileNotFoundError):
+    pass
+
+
 # -- outputs to URLs: local staging, then publish
 
 STAGING_ENV = "TEXTRECORDS_STAGING_DIR"
@@ -320,6 +366,28 @@ def staging_root() -> str:
   """Local folder for staged URL outputs ($TEXTRECORDS_STAGING_DIR or ~/.cache)."""
   return os.environ.get(STAGING_ENV) or os.path.join(
       os.path.expanduser("~"), ".cache", "textrecords", "staging")
+
+
+def absolute(path: str) -> str:
+  """A location as fingerprints record it: a URL as given, a local path
+  absolute, and a path in a staging folder as the URL it stands for (so a
+  staged run and a direct one record the same)."""
+  if is_url(path):
+    return path
+  path = os.path.abspath(local_path(path))
+  root = os.path.abspath(staging_root()) + os.sep
+  if path.startswith(root):
+    folder = os.path.join(root, path[len(root):].split(os.sep)[0])
+    try:
+      with open(os.path.join(folder, _ORIGIN), encoding="utf-8") as f:
+        origin = f.read()
+    except OSError:
+      return path
+    return join(parent(origin), os.path.relpath(path, folder).replace(os.sep, "/"))
+  return path
+
+
+_ORIGIN = ".url"  # in a staging folder: the URL it stands for
 
 
 def _staging_folder(url: str) -> str:
@@ -365,6 +433,8 @@ def staged_output(url: str, lay, *, overwrite: bool, resume: bool, flag: str) ->
   if not resume:  # staged files of an earlier run are only kept for --resume
     shutil.rmtree(folder, ignore_errors=True)
   os.makedirs(folder, exist_ok=True)
+  with open(os.path.join(folder, _ORIGIN), "w", encoding="utf-8") as f:
+    f.write(strip_sep(url))
   local = os.path.join(folder, basename(url))
   local_meta = lay(local).meta_path
   if resume and os.path.exists(local_meta):
@@ -392,7 +462,7 @@ def _is_temp_of(name: str, names) -> bool:
   return name[1:name.rindex(".tmp-")] in names
 
 
-def _listed_names(data: bytes) -> set:
+def listed_names(data: bytes) -> set:
   """Top-level file names a metadata (or publishing record) lists."""
   try:
     doc = json.loads(data.decode("utf-8"))
@@ -447,9 +517,9 @@ def publish(local_meta: str, meta_url: str, *, overwrite: bool = True) -> List[s
   try:
     present = set(list_dir(url_dir))
     old_meta = fs.cat_file(meta_url) if meta_name in present else None
-    pending = (_listed_names(fs.cat_file(record_url)) if pending_name(meta_name) in present
+    pending = (listed_names(fs.cat_file(record_url)) if pending_name(meta_name) in present
                else set())
-    earlier = pending | (_listed_names(old_meta) if old_meta is not None else set())
+    earlier = pending | (listed_names(old_meta) if old_meta is not None else set())
     ours = set(names) | earlier | {meta_name}
     for n in sorted(present):  # 1
       if _is_temp_of(n, ours):

@@ -63,6 +63,26 @@ def frame(record: bytes) -> bytes:
                    struct.pack("<I", masked_crc(record))))
 
 
+def frame_starts(data) -> list:
+  """The offsets of the framed records in `data` (walking their headers).
+
+  >>> frame_starts(frame(b"ab") + frame(b""))
+  [0, 18]
+  """
+  starts, pos, size = [], 0, len(data)
+  unpack = struct.Struct("<Q").unpack_from
+  while pos < size:
+    starts.append(pos)
+    pos += 16 + unpack(data, pos)[0]
+  return starts
+
+
+def gzip_writer(sink) -> gzip.GzipFile:
+  """A GZIP stream into `sink` whose bytes depend only on the data written
+  (mtime 0, no file name, level 6: the same bytes run to run)."""
+  return gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=6)
+
+
 def normalize_compression(compression: Optional[str]):
   """The canonical spelling of a compression name; unknown names are returned as given.
 
@@ -145,9 +165,7 @@ class AtomicWriter:
     self._record_starts = []
     self._gz = None
     if compression == "GZIP":
-      # mtime=0 and no file name keep gzip bytes identical run to run.
-      self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=_HashingFile(self),
-                               mtime=0, compresslevel=6)
+      self._gz = gzip_writer(_HashingFile(self))
 
   def _raw_write(self, data: bytes):
     self._raw.write(data)

@@ -16,13 +16,18 @@ Paragraph-vector models (`--model=pv_*`) stay local: document ids must be
 unique over the whole input.
 """
 
+import sys
+
 import apache_beam as beam
 import numpy as np
 
+from textrecords import direct_output
+from textrecords import metadata
 from textrecords import text_input
 from textrecords import tfrecord
 from textrecords import vocab as vocab_lib
 from textrecords.engine import beam as beam_engine
+from textrecords.errors import UserError
 from textrecords.layout import DatasetLayout
 from w2v_data import corpus as corpus_lib
 from w2v_data import sampling
@@ -150,13 +155,23 @@ class _SmallFiles:
     return {self.vocab_path: vocab_lib.tokens_file_bytes(s["vocab"][0])}
 
 
-def create(config, files, writer, fingerprint, engine) -> dict:
-  """Runs the Beam pipeline; returns the metadata written (as the local run)."""
+def create(config, files, fingerprint, engine) -> dict:
+  """Runs the Beam pipeline; returns the metadata written (as the local run).
+
+  Workers write the output in place (`direct_output`): a URL or a local path
+  on a mount every worker has.
+  """
   lay = DatasetLayout.for_dir(config.output_dir)
+  writer = direct_output.DirectDataset(lay.meta_path, fingerprint,
+                                       overwrite=config.overwrite, resume=config.resume)
+  if writer.already_complete:
+    if not config.quiet:
+      print(f"w2v_data: {lay.meta_path} is already complete for these inputs and flags",
+            file=sys.stderr, flush=True)
+    return metadata.read(lay.meta_path, schema.PACKAGE)
   vocab_path = lay.path(schema.VOCAB_NAME)
   record_paths = lay.record_paths(schema.SPLIT, config.num_shards)
   finished = [i for i, p in enumerate(record_paths) if writer.is_finished(p)]
-  scratch = writer.scratch_dir()
 
   def build(p):
     single = beam.pvalue.AsSingleton
@@ -189,7 +204,7 @@ def create(config, files, writer, fingerprint, engine) -> dict:
     totals = (sampled.counts
               | "sum per shard" >> beam.CombinePerKey(beam_engine.SumTuples(_TOTAL_OPS))
               | "shard totals" >> beam.combiners.ToDict())
-    infos = beam_engine.write_files(sampled.parts, record_paths, config.compression, scratch,
+    infos = beam_engine.write_files(sampled.parts, writer, record_paths, config.compression,
                                     [record_paths[i] for i in finished])
     decode_errors = beam_engine.decode_error_counts(
         chunks | "decode errors" >> beam.Map(lambda c: c[4]))
@@ -200,17 +215,11 @@ def create(config, files, writer, fingerprint, engine) -> dict:
                    single(vocab), single(totals), single(offsets), single(decode_errors)))
     beam_engine.finalize(infos, writer, [vocab_path] + record_paths,
                          _BuildMeta(config, fingerprint, record_paths), [summary],
-                         small_files=_SmallFiles(vocab_path), scratch=scratch)
+                         small_files=_SmallFiles(vocab_path))
 
   try:
     beam_engine.run(engine.beam_pipeline_options, build)
-  except BaseException:
-    beam_engine.discard_unfinished([vocab_path] + record_paths,
-                                   [vocab_path] * writer.is_finished(vocab_path)
-                                   + [record_paths[i] for i in finished])
+  except UserError:
+    writer.discard([vocab_path] + record_paths)
     raise
-  finally:
-    import shutil  # pylint: disable=import-outside-toplevel
-    shutil.rmtree(scratch, ignore_errors=True)
-  from textrecords import metadata  # pylint: disable=import-outside-toplevel
   return metadata.read(lay.meta_path, schema.PACKAGE)

@@ -147,6 +147,9 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   out = DatasetLayout.for_dir(config.output_dir)
   meta_path = out.meta_path
   fingerprint = fingerprint_of(config, files)
+  if engine.is_beam:
+    from w2v_data import beam_pipeline  # pylint: disable=import-outside-toplevel
+    return beam_pipeline.create(config, files, fingerprint, engine)
   if config.resume and not config.overwrite and os.path.exists(meta_path):
     old = metadata.read(meta_path, schema.PACKAGE)
     if old.get("fingerprint") == json.loads(json.dumps(fingerprint)):
@@ -156,9 +159,6 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
                     "pass --overwrite to replace it")
   writer = dataset_writer.DatasetWriter(meta_path, fingerprint, overwrite=config.overwrite,
                                         resume=config.resume)
-  if engine.is_beam:
-    from w2v_data import beam_pipeline  # pylint: disable=import-outside-toplevel
-    return beam_pipeline.create(config, files, writer, fingerprint, engine)
   mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
           if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
   decode_errors = text_input.DecodeErrorCounts()

@@ -9,15 +9,11 @@ changes where the work runs, never what is written.
 
 import dataclasses
 import logging
-import os
 from typing import List, Sequence
 
 from textrecords.errors import UserError
 
 ENGINES = ("local", "beam")
-# Beam runners that run every worker on this machine.
-LOCAL_RUNNERS = ("", "DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner",
-                 "FnApiRunner", "PrismRunner", "InteractiveRunner")
 INSTALL_HINT = "pip install 'textrecords[beam]'"
 
 
@@ -65,37 +61,18 @@ class EngineOptions:
                if a.startswith("--runner=")]
     return runners[-1] if runners else ""
 
-  def validate(self, outputs: Sequence[str] = ()) -> "EngineOptions":
+  def validate(self, outputs: Sequence[str] = ()) -> "EngineOptions":  # pylint: disable=unused-argument
     """Checks the flags; for beam, that apache_beam imports (one-line hint if
-    not) and that the runner's workers can reach the `outputs` (`check_outputs`)."""
+    not). Any runner can write any output (`outputs`): workers write URLs and
+    shared mounts in place (`textrecords.direct_output`)."""
     if self.name not in ENGINES:
       raise UserError(f"--engine={self.name!r}: must be one of {', '.join(ENGINES)}")
     argv = parse_pipeline_options(self.beam_pipeline_options)
     if argv and not self.is_beam:
       raise UserError("--beam_pipeline_options needs --engine=beam")
     if self.is_beam:
-      self.check_outputs(outputs)
       require_beam()
     return self
-
-  def check_outputs(self, outputs: Sequence[str]):
-    """A runner on other machines cannot write into this machine's staging
-    folder of URL outputs (`storage.staged_output`): one line saying what to do.
-
-    The staging folder counts as shared when $TEXTRECORDS_STAGING_DIR is set
-    (the user pointed it at a mount every worker sees).
-    """
-    from textrecords import storage  # pylint: disable=import-outside-toplevel
-    if not self.is_beam or self.runner in LOCAL_RUNNERS or os.environ.get(storage.STAGING_ENV):
-      return
-    root = os.path.abspath(storage.staging_root()) + os.sep
-    for out in outputs:
-      if os.path.abspath(out).startswith(root):
-        raise UserError(
-            f"runner={self.runner}: its workers run on other machines and cannot write this "
-            f"machine's staging folder {root.rstrip(os.sep)} of a URL output; set "
-            f"{storage.STAGING_ENV} to a folder every worker mounts, or give an output on "
-            "such a mount")
 
 
 def require_beam():

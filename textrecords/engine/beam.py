@@ -8,21 +8,20 @@ needs around them:
   * `run`: pipeline options from `--beam_pipeline_options`, the run, and
     errors raised in workers turned back into the one-line `UserError`.
   * `write_files`: records arrive as parts `(file, order, framed bytes,
-    count)`; each part is staged as a scratch file, then one worker per
-    output file appends its parts in `order` through the dataset's own file
-    writer (same temp name, gzip framing and sha256 as a local run) and
-    renames it to the hidden finished name. No step holds more than one
-    part in memory, and an output file with no part is still written (empty).
-  * `finalize`: the last step of the pipeline: records the finished files
-    with the run's `DatasetWriter`, moves them into place and writes the
-    metadata strictly last (`DatasetWriter.finalize`).
+    count)`; each part is written as a hidden object under the output
+    location, then one worker per output file streams its parts in `order`
+    straight to the output location (`direct_output.DirectDataset`: same
+    gzip framing, sha256 and offset index as a local run) under a hidden
+    finished name. No step holds more than one part in memory, and an
+    output file with no part is still written (empty).
+  * `finalize`: the last step of the pipeline: moves the finished files into
+    place and writes the metadata strictly last (`DirectDataset.finalize`).
+
+Outputs may be URLs or local paths on a mount every worker has; nothing goes
+through the launching machine's disk, so any runner works.
 
 This module imports apache_beam: import it only after
 `textrecords.engine.require_beam()` (EngineOptions.validate does that).
-
-Files are reached only through `dataset_writer.open_finished_file`,
-`DatasetWriter.adopt/finalize/scratch_dir` and `stage`/`unstage` below, so
-routing storage elsewhere (URLs) changes those functions, not the pipelines.
 
 `runner=DirectRunner` (or no runner) runs on Beam's FnApiRunner, the
 DirectRunner's batch engine, directly: Beam 2.77's DirectRunner first tries
@@ -31,15 +30,13 @@ to download and start the Prism runner, which needs the network.
 """
 
 import collections
-import os
 import re
-import shutil
 import traceback
 from typing import Callable, Dict, List, Sequence
 
 import apache_beam as beam
 
-from textrecords import dataset_writer
+from textrecords import storage
 from textrecords import text_input
 from textrecords.engine import parse_pipeline_options, require_beam
 from textrecords.errors import UserError
@@ -82,122 +79,99 @@ def run(options_text: str, build: Callable) -> None:
     raise
 
 
-# ---------------------------------------------------------------- storage
+# ---------------------------------------------------------------- writing
 
-def stage(scratch: str, name: str, data: bytes) -> str:
-  """Writes one staged part; returns its path."""
-  path = os.path.join(scratch, name)
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "wb") as f:
-    f.write(data)
-  os.replace(tmp, path)
+def stage(dataset, name: str, data: bytes) -> str:
+  """Writes one intermediate object under the run's hidden parts folder of the
+  output location (`DirectDataset.parts_dir`); returns its path."""
+  path = storage.join(dataset.parts_dir(), name)
+  storage.write_file(path, data)
   return path
 
 
-def unstage(path: str):
-  try:
-    os.remove(path)
-  except OSError:
-    pass
-
-
-def discard_unfinished(paths: Sequence[str], keep: Sequence[str] = ()):
-  """After a failed run: removes finished-but-unpublished files it made.
-
-  (A local run's error comes before any file; a pipeline's may come after
-  some files were written under their hidden finished names.)
-  """
-  keep = set(keep)
-  for path in paths:
-    if path not in keep:
-      unstage(dataset_writer.done_path(path))
-
-
-# ---------------------------------------------------------------- writing
-
-def _write_part(part, scratch: str):
+def _write_part(part, dataset):
   file_index, order, data, count = part
   name = "part-%06d-%s" % (file_index, "-".join(str(int(o)) for o in order))
-  return file_index, (tuple(order), stage(scratch, name, data), count)
+  return file_index, (tuple(order), stage(dataset, name, data), count)
 
 
-def _write_file(item, paths: Sequence[str], compression: str, skip: frozenset):
+def _write_file(item, datasets, paths: Sequence[str], compression: str, skip: frozenset):
   file_index, grouped = item
-  parts = sorted(grouped["parts"])
   path = paths[file_index]
   if path in skip:  # finished by the run being resumed
-    for _, staged, _ in parts:
-      unstage(staged)
     return
-  h = dataset_writer.open_finished_file(path, compression)
+  h = datasets[file_index].open(path, compression)
   try:
-    for _, staged, count in parts:
-      h.append_framed_file(staged, count)
+    for _, staged, count in sorted(grouped["parts"]):
+      h.write_framed(storage.read_bytes(staged), count)
     info = h.commit()
   except BaseException:
     h.abort()
     raise
-  for _, staged, _ in parts:
-    unstage(staged)
   yield info
 
 
-def write_files(parts, paths: Sequence[str], compression: str, scratch: str,
+def write_files(parts, datasets, paths: Sequence[str], compression: str,
                 skip: Sequence[str] = (), label: str = "records"):
-  """Writes record files from parts; returns a PCollection of file infos.
+  """Writes record files from parts, straight into the output location;
+  returns a PCollection of file infos.
+
+  Each part is an object under the run's parts folder (written by the worker
+  that made it); one worker per output file streams its parts in order
+  through `DirectDataset.open` (same bytes, sha256 and index as a local run).
+  A retried bundle writes the same bytes again.
 
   Args:
     parts: PCollection of (file index, order tuple, framed bytes, records).
+    datasets: the `DirectDataset` of each path (or one for all).
     paths: the output files (index -> path); every one is written, even
       with no part.
     compression: "" or "GZIP".
-    scratch: a folder every worker can write (staged parts).
     skip: paths already finished (resume): their parts are dropped.
   """
+  if not isinstance(datasets, (list, tuple)):
+    datasets = [datasets] * len(paths)
   p = parts.pipeline
-  keyed = parts | f"{label}: stage parts" >> beam.Map(_write_part, scratch)
+  keyed = parts | f"{label}: stage parts" >> beam.Map(_write_part, datasets[0])
   files = (p | f"{label}: files" >> beam.Create(list(range(len(paths))))
            | f"{label}: key files" >> beam.Map(lambda i: (i, None)))
   return ({"parts": keyed, "file": files}
           | f"{label}: group parts" >> beam.CoGroupByKey()
-          | f"{label}: write files" >> beam.FlatMap(_write_file, list(paths), compression,
-                                                     frozenset(skip)))
+          | f"{label}: write files" >> beam.FlatMap(_write_file, list(datasets), list(paths),
+                                                     compression, frozenset(skip)))
 
 
-def _finalize(infos: List[dict], writer, paths, small_files, build_meta, scratch, *sides):
+def _finalize(infos: List[dict], dataset, paths, small_files, build_meta, *sides):
+  names = {storage.basename(q) for q in paths}
+  infos = [i for i in infos if i["name"] in names]
   for path, data in small_files(*sides).items():
-    if not writer.is_finished(path):
-      h = dataset_writer.open_finished_file(path)
-      h.write(data)
-      infos.append(h.commit())
-  writer.adopt(infos)
-  writer.finalize(list(paths), lambda file_infos: build_meta(file_infos, *sides))
-  shutil.rmtree(scratch, ignore_errors=True)
+    if not dataset.is_finished(path):
+      infos.append(dataset.write_bytes(path, data))
+  dataset.finalize(list(paths), lambda file_infos: build_meta(file_infos, *sides), infos)
   return True
 
 
-def finalize(infos, writer: dataset_writer.DatasetWriter, paths: Sequence[str],
-             build_meta: Callable, side_values: Sequence = (),
+def finalize(infos, dataset, paths: Sequence[str], build_meta: Callable,
+             side_values: Sequence = (),
              small_files: Callable[..., Dict[str, bytes]] = lambda *_: {},
-             scratch: str = "", label: str = "finalize"):
+             label: str = "finalize"):
   """The pipeline's last step: small files, then every file in place, metadata last.
 
   Args:
-    infos: PCollection of file infos from `write_files` (one or several,
-      flattened by the caller).
-    writer: the run's DatasetWriter (destination checks done at launch).
+    infos: PCollection of file infos from `write_files` (those not in
+      `paths` are ignored: every dataset's step may wait for all files).
+    dataset: the run's `DirectDataset` (destination checked at launch).
     paths: every file of the dataset, in metadata order.
     build_meta: (file infos, *side values) -> metadata dict.
     side_values: singleton PCollections (counts, vocab, ...) passed to
       `build_meta` and `small_files`.
     small_files: (*side values) -> {path: bytes} (vocab files, ...).
-    scratch: removed once the metadata is written.
   """
   sides = [beam.pvalue.AsSingleton(s) for s in side_values]
   return (infos
           | f"{label}: all infos" >> beam.combiners.ToList()
-          | f"{label}: write metadata" >> beam.Map(_finalize, writer, list(paths), small_files,
-                                                   build_meta, scratch, *sides))
+          | f"{label}: write metadata" >> beam.Map(_finalize, dataset, list(paths), small_files,
+                                                   build_meta, *sides))
 
 
 # ---------------------------------------------------------------- combiners
