@@ -15,6 +15,7 @@ import json
 from typing import Dict, List, Optional, Sequence
 
 from textrecords import layout
+from textrecords import metadata
 from textrecords import vocab as core_vocab
 from textrecords.errors import UserError
 
@@ -170,17 +171,20 @@ def load_codecs(output_dir: str, meta: Optional[dict] = None):
     lay, meta = found.layout, found.meta
   else:
     lay = layout.DatasetLayout.for_dir(output_dir)
+  bpe = meta.get("tokenizer") == "bpe"
+  names = [(schema.TOKENIZER_FILE if bpe else schema.VOCAB_FILE)[side]
+           for side in ("source", "target")]
+  paths = metadata.verified_files(meta, lay, names, "checksum")  # a changed vocab: refused
   codecs = []
-  for side in ("source", "target"):
-    if meta.get("tokenizer") == "bpe":
-      path = lay.path(schema.TOKENIZER_FILE[side])
+  for path in paths:
+    if bpe:
       try:
         tok = _tokenizers().Tokenizer.from_file(path)
       except Exception as e:  # pylint: disable=broad-except
         raise UserError(f"cannot load BPE tokenizer {path}: {e}") from e
       codecs.append(BpeCodec(tok))
     else:
-      codecs.append(WordCodec(load_tokens(lay.path(schema.VOCAB_FILE[side]))))
+      codecs.append(WordCodec(load_tokens(path)))
   return tuple(codecs)
 
 

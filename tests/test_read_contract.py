@@ -5,6 +5,8 @@ import inspect
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -111,7 +113,7 @@ def test_checksum_log_line_above_threshold(datasets, monkeypatch):
   logged = []
   w2v_data.make_dataset(loc, 4, log=logged.append)
   assert len(logged) == 1
-  assert logged[0].startswith("verifying sha256 of 2 files (0.0 GB) from ")
+  assert logged[0].startswith("verifying sha256 of 3 files (0.0 GB) from ")  # 2 shards + vocab
   logged.clear()
   w2v_data.make_dataset(loc, 4, log=logged.append)   # hashed once per process
   assert logged == []
@@ -164,3 +166,51 @@ def test_100000_shard_dataset_reads_back(datasets, tmp_path):
   first = next(iter(ds))[0]["input_ids"].numpy()
   want = next(iter(bert_data.make_dataset(src.path(real["name"]), 1, training=False)))
   np.testing.assert_array_equal(first, want[0]["input_ids"].numpy())
+
+
+@pytest.mark.parametrize("package, name", [("w2v_data", "vocab.txt"),
+                                           ("mt_data", "tgt_vocab.txt")])
+def test_changed_vocab_is_refused_by_every_reader(datasets, tmp_path, package, name):
+  # issue 21 item 6: the vocab files the metadata lists are checked like the records.
+  from conftest import REPO, run_cli  # pylint: disable=import-outside-toplevel
+  loc = str(tmp_path / "copy")
+  shutil.copytree(datasets[package], loc)
+  vocab = os.path.join(loc, name)
+  numpy_batches = {"w2v_data": lambda **kw: list(w2v_data.numpy_batches(loc, 4, **kw)),
+                   "mt_data": lambda **kw: list(mt_data.numpy_batches(loc, 4, num_steps=9,
+                                                                      **kw))}[package]
+  assert numpy_batches()  # reads before the change
+  with open(vocab, "a", encoding="utf-8") as f:
+    f.write("extra\n")
+  changed = open(vocab, "rb").read()
+  readers = [lambda **kw: READERS[package](loc, 4, num_steps=9, **kw) if package == "mt_data"
+             else READERS[package](loc, 4, **kw), numpy_batches]
+  for read in readers:
+    for verify in ("checksum", "size"):
+      with pytest.raises(UserError, match=f"^{vocab} has .* bytes, metadata says .*: changed"):
+        read(verify=verify)
+  if package == "mt_data":
+    r = run_cli("mt_data.stats", f"--output_dir={loc}")
+  else:  # a training script
+    r = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "train_skipgram.py"),
+                        f"--data_dir={loc}", "--epochs=1"], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  lines = [l for l in r.stderr.splitlines() if l.startswith("error")]
+  assert r.returncode == 2 and lines == [r.stderr.strip().splitlines()[-1]], r.stderr
+  assert vocab in lines[0] and "metadata says" in lines[0]
+  # A same-size edit: the sizes match, the sha256 (verify="checksum", the default) does not.
+  original = changed[:-len(b"extra\n")]
+  edited = original[:-2] + (b"Z" if original[-2:-1] != b"Z" else b"Y") + original[-1:]
+  open(vocab, "wb").write(edited)
+  with pytest.raises(UserError, match=f"^{vocab}: sha256 differs from "):
+    readers[0]()
+  if package == "mt_data":
+    with pytest.raises(UserError, match="sha256 differs"):
+      mt_data.load_codecs(loc)
+  else:
+    from w2v_data import models  # pylint: disable=import-outside-toplevel
+    with pytest.raises(UserError, match="sha256 differs"):
+      models.read_tokens(loc)
+  assert open(vocab, "rb").read() == edited  # the reader changed nothing
+  open(vocab, "wb").write(original)
+  assert numpy_batches() and readers[0]() is not None  # restored: reads again

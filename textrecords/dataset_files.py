@@ -89,6 +89,17 @@ def open_datasets(location: str, package: str, *, allow_list: bool = False) -> L
   return found
 
 
+def companion_path(found: Found, name: str, verify: str = "checksum") -> str:
+  """The full path of one of a dataset's listed files (its vocab, document
+  ids, tokenizer), after checking it and the other companions against the
+  metadata (`metadata.verified_files`).
+
+  Raises:
+    UserError: the file is not listed, missing, resized or (checksum) changed.
+  """
+  return metadata.verified_files(found.meta, found.layout, [name], verify)[0]
+
+
 def no_metadata_message(path: str) -> str:
   return (f"{path}: no metadata beside it ({_meta_candidates(path)}): the dataset is "
           "incomplete (a run that did not finish) or was not written by textrecords")

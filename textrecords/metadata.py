@@ -208,9 +208,51 @@ def _sha_key(path: str, expected: str):
   return (os.path.abspath(path), st.st_size, st.st_mtime_ns, expected)
 
 
+def companion_names(meta: dict) -> List[str]:
+  """Files that give the records their meaning (vocabs, tokenizers, document
+  ids): every listed file that is neither a record file nor an index."""
+  return [f["name"] for f in meta.get("files", [])
+          if f.get("role") not in (ROLE_RECORDS, ROLE_INDEX)]
+
+
+def _file_problem(info: Optional[dict], path: str, meta_path: str,
+                  verify: str) -> Optional[str]:
+  """Why a listed file cannot be read as the metadata describes it (sizes
+  only), or None."""
+  if info is None:
+    return f"{path} is not listed in {meta_path}"
+  if not layout_lib.exists(path):
+    return f"{path} is missing (listed in {meta_path})"
+  if verify != "none" and storage.size(path) != info["bytes"]:
+    return (f"{path} has {storage.size(path)} bytes, metadata says "
+            f"{info['bytes']}: changed, truncated or replaced since it was written")
+  return None
+
+
+def _sha_checked(checked: list, meta_path: str, log) -> list:
+  """`checked` ((path, problem or None, info) per file) with sha256 problems
+  added for the files whose sizes were right."""
+  todo = [(p, i) for p, problem, i in checked
+          if problem is None and not storage.is_url(p)  # URLs: size only
+          and _sha_key(p, i["sha256"]) not in _CHECKED]
+  total = sum(i["bytes"] for _, i in todo)
+  if total >= VERIFY_LOG_BYTES:
+    log(f"verifying sha256 of {len(todo)} files ({total / 1e9:.1f} GB) from {meta_path} "
+        "(verify='size' skips this)...")
+  bad = set()
+  for p, i in todo:
+    key = _sha_key(p, i["sha256"])
+    if tfrecord.file_sha256(p) == i["sha256"]:
+      _CHECKED[key] = True
+    else:
+      bad.add(p)
+  return [(p, f"{p}: sha256 differs from {meta_path}: the file is corrupt or was changed"
+           if p in bad else problem, i) for p, problem, i in checked]
+
+
 def verified_files(meta: dict, where: Union[str, "layout_lib.DatasetLayout"],
                    names: List[str], verify: str = "checksum", skip_corrupt: bool = False,
-                   log=print, require_some: bool = True) -> List[str]:
+                   log=print, require_some: bool = True, companions: bool = True) -> List[str]:
   """Full paths of `names` (files listed in meta) after checking them.
 
   Args:
@@ -220,6 +262,9 @@ def verified_files(meta: dict, where: Union[str, "layout_lib.DatasetLayout"],
       is unchanged; hashing more than VERIFY_LOG_BYTES logs a line first.
     skip_corrupt: drop (and log) bad files instead of raising.
     require_some: raise if no file is left.
+    companions: also check the dataset's `companion_names` (vocabs,
+      tokenizers) the same way, so that records are never read against a
+      changed vocab; a bad companion always raises, skip_corrupt or not.
 
   Raises:
     UserError: a missing, resized or changed file (unless skip_corrupt), or
@@ -231,38 +276,19 @@ def verified_files(meta: dict, where: Union[str, "layout_lib.DatasetLayout"],
          else where)
   meta_path = lay.meta_path
   by_name = file_infos(meta)
+  extra = [n for n in companion_names(meta) if n not in names] if companions else []
   checked = []  # (path, problem or None, info)
-  for name in names:
-    info = by_name.get(name)
+  for name in list(names) + extra:
     path = lay.path(name)
-    problem = None
-    if info is None:
-      problem = f"{path} is not listed in {meta_path}"
-    elif not layout_lib.exists(path):
-      problem = f"{path} is missing (listed in {meta_path})"
-    elif verify != "none" and storage.size(path) != info["bytes"]:
-      problem = (f"{path} has {storage.size(path)} bytes, metadata says "
-                 f"{info['bytes']}: truncated or replaced")
-    checked.append((path, problem, info))
+    checked.append((path, _file_problem(by_name.get(name), path, meta_path, verify),
+                    by_name.get(name)))
   if verify == "checksum":
-    todo = [(p, i) for p, problem, i in checked
-            if problem is None and not storage.is_url(p)  # URLs: size only
-            and _sha_key(p, i["sha256"]) not in _CHECKED]
-    total = sum(i["bytes"] for _, i in todo)
-    if total >= VERIFY_LOG_BYTES:
-      log(f"verifying sha256 of {len(todo)} files ({total / 1e9:.1f} GB) from {meta_path} "
-          "(verify='size' skips this)...")
-    bad = set()
-    for p, i in todo:
-      key = _sha_key(p, i["sha256"])
-      if tfrecord.file_sha256(p) == i["sha256"]:
-        _CHECKED[key] = True
-      else:
-        bad.add(p)
-    checked = [(p, f"{p}: sha256 differs from {meta_path}: the file is corrupt or was changed"
-                if p in bad else problem, i) for p, problem, i in checked]
+    checked = _sha_checked(checked, meta_path, log)
+  for _, problem, _ in checked[len(names):]:  # companions: never skipped
+    if problem is not None:
+      raise UserError(problem)
   good = []
-  for path, problem, _ in checked:
+  for path, problem, _ in checked[:len(names)]:
     if problem is None:
       good.append(path)
     elif skip_corrupt:

@@ -250,7 +250,7 @@ def _offsets_for(rec: dataset_files.RecordFile, verify: str, index_mode: str,
   else:
     try:
       if idx_name in infos:  # listed: its own size/sha256 are checked too
-        metadata.verified_files(meta, lay, [idx_name], verify)
+        metadata.verified_files(meta, lay, [idx_name], verify, companions=False)
       idx = index_lib.load(idx_path)
       size = info["bytes"] if info else storage.size(rec.path)
       if idx.header["bytes"] != size:

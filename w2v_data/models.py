@@ -146,14 +146,23 @@ def nearest(matrix: np.ndarray, names: List[str], name: str, k: int = 3):
   return [(names[i], float(cos[i])) for i in order]
 
 
+def _listed_file(data_dir: str, name: str) -> str:
+  """A w2v_data dataset's vocab or document-id file, checked against its metadata."""
+  from w2v_data import dataset  # pylint: disable=import-outside-toplevel
+  from textrecords import dataset_files  # pylint: disable=import-outside-toplevel
+  return dataset_files.companion_path(dataset.open_dataset(data_dir), name)
+
+
 def read_tokens(data_dir: str) -> List[str]:
-  """The vocab of a w2v_data output folder (line i = id i)."""
-  return vocab_lib.load_tokens(os.path.join(data_dir, schema.VOCAB_NAME), "data_dir")
+  """The vocab of a w2v_data output folder (line i = id i), checked against
+  the metadata (size and sha256)."""
+  return vocab_lib.load_tokens(_listed_file(data_dir, schema.VOCAB_NAME), "data_dir")
 
 
 def read_doc_names(data_dir: str) -> List[str]:
-  """The document ids of a paragraph-vector output folder (line i = doc_id i)."""
-  return vocab_lib.load_tokens(os.path.join(data_dir, schema.DOCS_NAME), "data_dir")
+  """The document ids of a paragraph-vector output folder (line i = doc_id i),
+  checked against the metadata."""
+  return vocab_lib.load_tokens(_listed_file(data_dir, schema.DOCS_NAME), "data_dir")
 
 
 def read_meta(data_dir: str) -> dict:
