@@ -32,6 +32,7 @@ from typing import Counter, Dict, Iterable, Iterator, List, Optional, Sequence
 from absl import flags
 
 from bert_data.documents import iter_line_batches
+from bert_data.tokenizer import SPECIAL_TOKENS
 from textrecords import cli
 from textrecords import parallel
 from textrecords import storage
@@ -42,7 +43,9 @@ from textrecords.errors import UserError
 FLAGS = flags.FLAGS
 
 KINDS = ("wordpiece", "sentencepiece")
-SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Flags that only --kind=K reads.
+_KIND_FLAGS = {"wordpiece": ["num_unused", "min_freq"],
+               "sentencepiece": ["input_sentence_size", "random_seed"]}
 PAD_TOKEN = "[PAD]"
 # The reference vocab's layout: [PAD], 99 unused, the four specials, then 895
 # more unused (ids 0..998).
@@ -297,6 +300,8 @@ def _check_flags(files: Sequence[str]) -> str:
   cli.check_range("min_freq", FLAGS.min_freq, 0, None)
   cli.check_range("input_sentence_size", FLAGS.input_sentence_size, 1, None)
   text_input.check_decode_mode(FLAGS.on_decode_error)
+  cli.refuse_without_effect(FLAGS, _KIND_FLAGS[KINDS[1 - KINDS.index(FLAGS.kind)]],
+                            f"with --kind={FLAGS.kind}")
   if FLAGS.kind == "wordpiece":
     if FLAGS.vocab_size <= len(reserved_tokens(FLAGS.num_unused)):
       build_wordpiece_vocab(collections.Counter(), FLAGS.vocab_size, FLAGS.num_unused)

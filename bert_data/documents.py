@@ -271,7 +271,8 @@ def read_corpus(tokenized_batches: Iterable[Tuple[np.ndarray, np.ndarray]],
 def check_corpus(corpus: Corpus, files: Sequence[str]) -> Corpus:
   """The corpus, or a UserError if it holds no document."""
   if corpus.num_docs == 0:
-    raise UserError(f"--input_file: {', '.join(files)} hold no text "
+    verb = "holds" if len(files) == 1 else "hold"
+    raise UserError(f"--input_file: {', '.join(files)} {verb} no text "
                     "(no line yields a token)")
   return corpus
 

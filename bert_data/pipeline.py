@@ -57,17 +57,20 @@ def load_tokenizer(config: BertConfig):
   if config.spm_model_file:
     from bert_data import sentencepiece_tokenizer  # pylint: disable=import-outside-toplevel
     return sentencepiece_tokenizer.load(config.spm_model_file, config.do_lower_case)
-  from bert_data.tokenizer import WordPieceTokenizer  # pylint: disable=import-outside-toplevel
-  if storage.is_url(storage.check(config.vocab_file, "--vocab_file")):
-    if not storage.exists(config.vocab_file) or storage.is_dir(config.vocab_file):
-      raise UserError(f"--vocab_file: {config.vocab_file} not found")
-  elif not os.path.isfile(storage.local_path(config.vocab_file)):
+  from bert_data.tokenizer import (  # pylint: disable=import-outside-toplevel
+      SPECIAL_TOKENS, MissingTokens, WordPieceTokenizer)
+  if storage.is_dir(storage.check(config.vocab_file, "--vocab_file")):
+    raise UserError(f"--vocab_file: {config.vocab_file} is a folder, expected a vocab file")
+  if not storage.exists(config.vocab_file):
     raise UserError(f"--vocab_file: {config.vocab_file} not found")
   try:
     tok = WordPieceTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+  except MissingTokens as e:
+    missing = e.missing
   except (OSError, ValueError, UnicodeDecodeError) as e:
     raise UserError(f"--vocab_file: cannot load {config.vocab_file}: {e}") from e
-  missing = [t for t in ("[CLS]", "[SEP]", "[MASK]", "[UNK]") if tok.token_to_id(t) is None]
+  else:
+    missing = [t for t in SPECIAL_TOKENS if tok.token_to_id(t) is None]
   if missing:
     raise UserError(f"--vocab_file: {config.vocab_file} lacks {', '.join(missing)}")
   return tok

@@ -45,6 +45,8 @@ from tokenizers.models import WordPiece
 from textrecords import vocab as core_vocab
 
 UNK_TOKEN = "[UNK]"
+# The tokens BERT records need, in the reference vocab's order.
+SPECIAL_TOKENS = (UNK_TOKEN, "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 200
 
 # CJK ideograph blocks whose characters the reference surrounds with spaces.
@@ -111,6 +113,14 @@ _NON_ASCII_CHAR = re.compile("[^\x00-\x7F]")
 
 
 # ---------------------------------------------------------------- vocab file
+
+class MissingTokens(ValueError):
+  """A vocab file without [UNK]; `missing` lists every special token it lacks."""
+
+  def __init__(self, vocab_file: str, missing: List[str]):
+    super().__init__(f"vocab file {vocab_file} lacks {', '.join(missing)}")
+    self.missing = missing
+
 
 def read_vocab_lines(vocab_file: str) -> List[str]:
   """Reads the tokens of a vocab file, one per line, as the reference does.
@@ -397,7 +407,7 @@ class WordPieceTokenizer:
     if not lines:
       raise ValueError(f"vocab file {vocab_file} is empty")
     if UNK_TOKEN not in vocab:
-      raise ValueError(f"vocab file {vocab_file} has no {UNK_TOKEN} token")
+      raise MissingTokens(vocab_file, [t for t in SPECIAL_TOKENS if t not in vocab])
     verified = _environment_verified()
     if not verified:
       warnings.warn(

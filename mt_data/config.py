@@ -65,6 +65,8 @@ class MTConfig(RunOptions):
 def from_flags(flags_values, num_workers: Optional[int]) -> MTConfig:
   """Builds the config from parsed absl FLAGS (called once, in create.main)."""
   f = flags_values
+  if f.tokenizer == "word":
+    cli.refuse_without_effect(f, ["vocab_size"], "with --tokenizer=word (bpe only)")
   return MTConfig(
       input_file=f.input_file or "", output_dir=f.output_dir or "",
       num_train=f.num_train, num_val=f.num_val, min_freq=f.min_freq,

@@ -145,7 +145,10 @@ def test_missing_input(tmp_path):
 def test_empty_input(tmp_path):
   empty = tmp_path / "empty.txt"
   empty.write_text("\n\n  \n")
-  assert "hold no text" in _bad(tmp_path, corpus=str(empty))
+  assert f"{empty} holds no text" in _bad(tmp_path, corpus=str(empty))
+  other = tmp_path / "other.txt"
+  other.write_text("\n")
+  assert f"{empty}, {other} hold no text" in _bad(tmp_path, corpus=f"{empty},{other}")
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from conftest import REPO, TESTDATA, error_lines
+from conftest import (BUNDLED_TEXT, REPO, SAMPLE_TEXT, TESTDATA, W2V_TINY, error_lines,
+                      run_cli)
+from textrecords import metadata
 
 MT_PAIRS = os.path.join(TESTDATA, "mt_pairs.txt")
 
@@ -70,3 +72,80 @@ def test_mt_prints_the_output_folder_as_given(tmp_path):
       "error: out/mt/meta.json exists (a complete earlier output); pass --overwrite to "
       "replace it"]
   assert (tmp_path / "out" / "mt" / "meta.json").read_bytes() == before
+
+
+# ------------------------------------------------------------ messages (item 15)
+
+def _bert(tmp_path, *args):
+  out = tmp_path / "out"
+  out.mkdir(exist_ok=True)
+  r = run_cli("bert_data.create", f"--input_file={SAMPLE_TEXT}",
+              f"--output_file={out}/t.tfrecord", "--dupe_factor=1", "--quiet", *args)
+  assert os.listdir(out) == []
+  return r
+
+
+def test_a_vocab_folder_is_named_a_folder_missing_specials_all_listed(tmp_path):
+  folder = tmp_path / "adir"
+  folder.mkdir()
+  r = _bert(tmp_path, f"--vocab_file={folder}")
+  assert r.returncode == 2 and error_lines(r.stderr) == [
+      f"error: --vocab_file: {folder} is a folder, expected a vocab file"]
+  words = tmp_path / "words.txt"
+  words.write_text("".join(f"{w}\n" for w in ("the", "a", "##s", "cat")))
+  r = _bert(tmp_path, f"--vocab_file={words}")
+  assert r.returncode == 2 and error_lines(r.stderr) == [
+      f"error: --vocab_file: {words} lacks [UNK], [CLS], [SEP], [MASK]"]
+  no_mask = tmp_path / "no_mask.txt"
+  no_mask.write_text("".join(f"{w}\n" for w in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "the")))
+  r = _bert(tmp_path, f"--vocab_file={no_mask}")
+  assert r.returncode == 2 and error_lines(r.stderr) == [
+      f"error: --vocab_file: {no_mask} lacks [MASK]"]
+  assert sorted(os.listdir(tmp_path)) == ["adir", "no_mask.txt", "out", "words.txt"]
+  assert words.read_text() == "the\na\n##s\ncat\n"
+
+
+def test_another_packages_dataset_is_named_with_the_right_article():
+  assert metadata.foreign_message("d", {"package": "mt_data"}) == (
+      "d: an mt_data dataset; read it with mt_data.make_dataset")
+  assert metadata.foreign_message("d", {"package": "w2v_data"}).startswith("d: a w2v_data ")
+
+
+@pytest.mark.parametrize("module,args,refused", [
+    ("mt_data.create", ["--tokenizer=word", "--vocab_size=50"],
+     "--vocab_size=50: has no effect with --tokenizer=word (bpe only); drop it"),
+    ("bert_data.build_vocab", ["--kind=sentencepiece", "--min_freq=3"],
+     "--min_freq=3: has no effect with --kind=sentencepiece; drop it"),
+    ("bert_data.build_vocab", ["--num_unused=10"], None),
+    ("bert_data.build_vocab", ["--input_sentence_size=100"],
+     "--input_sentence_size=100: has no effect with --kind=wordpiece; drop it"),
+])
+def test_a_flag_without_effect_is_refused(tmp_path, module, args, refused):
+  if module == "mt_data.create":
+    io = [f"--input_file={MT_PAIRS}", f"--output_dir={tmp_path}/out", "--num_train=8",
+          "--num_val=2", "--min_freq=1"]
+  else:
+    io = [f"--input_file={BUNDLED_TEXT}", f"--output_file={tmp_path}/out/v.txt",
+          "--vocab_size=1100"]
+  r = run_cli(module, *io, "--num_workers=1", "--quiet", *args)
+  if refused is None:
+    assert r.returncode == 0, r.stderr
+    return
+  assert r.returncode == 2 and error_lines(r.stderr) == [f"error: {refused}"]
+  assert os.listdir(tmp_path) == []
+
+
+def test_pv_dbow_summary_counts_documents_and_document_word_examples(tmp_path):
+  docs = tmp_path / "docs.txt"
+  with open(W2V_TINY, encoding="utf-8") as f:
+    docs.write_text("".join(l for l in f if l.strip()))
+  n = len(docs.read_text().splitlines())
+  for model, words in (("pv_dbow", r"\(document, word\) examples"),
+                       ("pv_dm", r"centers, \d+ pairs")):
+    r = run_cli("w2v_data.create", f"--input_file={docs}", f"--output_dir={tmp_path}/{model}",
+                "--min_freq=1", "--num_workers=1", f"--model={model}")
+    assert r.returncode == 0, r.stderr
+    last = error_lines(r.stderr)[-1]
+    assert re.fullmatch(rf"w2v_data: {n} documents, vocab \d+, \d+ {words} -> .*{model}",
+                        last), last
+    assert "sentences" not in r.stderr

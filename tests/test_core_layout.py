@@ -106,7 +106,8 @@ def test_other_package_refused_naming_its_reader(datasets, reader):
     for form in (location, lay.meta_path, lay.path("*.tfrecord-*")):
       with pytest.raises(UserError) as e:
         dataset_files.open_datasets(form, reader)
-      assert str(e.value) == (f"{form}: a {package} dataset; read it with "
+      article = "an" if package == "mt_data" else "a"
+      assert str(e.value) == (f"{form}: {article} {package} dataset; read it with "
                               f"{package}.make_dataset")
 
 

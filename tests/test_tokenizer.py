@@ -325,7 +325,7 @@ def test_missing_vocab_file(tmp_path):
 @pytest.mark.parametrize("data,message", [
     (b"[UNK]\n\xff\xfe\n", "not valid UTF-8"),
     (b"", "empty"),
-    (b"a\nb\n", r"no \[UNK\]"),
+    (b"a\nb\n", r"lacks \[UNK\], \[CLS\], \[SEP\], \[MASK\]$"),
 ])
 def test_bad_vocab_files(tmp_path, data, message):
   path = _write_vocab(tmp_path, data, "bad_vocab.txt")

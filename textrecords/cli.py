@@ -99,6 +99,15 @@ def check_range(flag: str, value, lo=None, hi=None):
     raise UserError(f"--{flag}={value}: must be in [{lo_s}, {hi_s}]")
 
 
+def refuse_without_effect(flag_values, names, why: str):
+  """UserError naming the first of `names` given on the command line, which
+  would have no effect with the options chosen (`why`, e.g. "with
+  --tokenizer=word"), rather than ignoring it silently."""
+  for name in names:
+    if flag_values[name].present:
+      raise UserError(f"--{name}={flag_values[name].value}: has no effect {why}; drop it")
+
+
 class Progress:
   """Throttled progress lines on stderr ("what: n units ...")."""
 

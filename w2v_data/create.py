@@ -15,6 +15,7 @@ from w2v_data import pipeline
 from textrecords import cli
 from textrecords.run_options import run_options_from_flags
 from w2v_data import schema
+from w2v_data import units
 from w2v_data.config import SUBSAMPLE_FORMULAS
 from w2v_data.config import W2vConfig
 
@@ -59,9 +60,8 @@ def config_from_flags() -> W2vConfig:
 
 def _summary(config: W2vConfig, meta: dict):
   c = meta["counts"]
-  line = (f"w2v_data: {c['sentences']:,} sentences, vocab {meta['vocab']['size']:,}, "
-          f"{c['centers']:,} centers, {c['pairs']:,} pairs{cli.decode_note(c)} -> "
-          f"{config.output_dir}")
+  line = (f"w2v_data: {units.counts_text(config.model, c, meta['vocab']['size'])}"
+          f"{cli.decode_note(c)} -> {config.output_dir}")
   return line, {"output_dir": os.path.abspath(config.output_dir), "counts": c,
                 "vocab_size": meta["vocab"]["size"], "files": meta["files"],
                 "decode_errors": cli.decode_errors(c)}

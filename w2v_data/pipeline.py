@@ -189,7 +189,7 @@ def _count_and_write(config, files, out, writer, fingerprint, mode, decode_error
                                    started=None if compiled_now else compiled.start_loading,
                                    ids_dir=scratch)
   num_sentences = corpus.num_sentences
-  progress.update(lambda: f"w2v_data: read {num_sentences:,} sentences, "
+  progress.update(lambda: f"w2v_data: read {num_sentences:,} {units.text_unit(config.model)}, "
                   f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
   sampler = sampling.SkipGramSampler.build(
       corpus.counts, subsample_t=config.subsample_t, max_window_size=config.max_window_size,
@@ -242,7 +242,8 @@ def _count_and_write(config, files, out, writer, fingerprint, mode, decode_error
         if item.last:
           handle.commit()
           handle = None
-      progress.update(lambda: f"w2v_data: {done:,}/{num_sentences:,} sentences, "
+      progress.update(lambda: f"w2v_data: {done:,}/{num_sentences:,} "
+                      f"{units.text_unit(config.model)}, "
                       f"{totals['centers']:,} centers")
   except sampling.NoNoiseWordError as e:
     raise units.no_noise_error(*corpus.line_of[e.sentence_index], len(corpus.tokens)) from None

@@ -104,6 +104,27 @@ def no_noise_error(path: str, line: int, vocab_size: int) -> UserError:
       "set --num_noise_words=0")
 
 
+def text_unit(model: str) -> str:
+  """What one input line is for `model`: "documents" (pv_*) or "sentences"."""
+  return "documents" if model in schema.PV_MODELS else "sentences"
+
+
+def counts_text(model: str, counts: dict, vocab_size: int) -> str:
+  """The summary line's counts, in `model`'s units.
+
+  pv_dbow has no context words (0 pairs): its examples are (document, word).
+
+  >>> counts_text("pv_dbow", {"sentences": 47, "centers": 20, "pairs": 0}, 68)
+  '47 documents, vocab 68, 20 (document, word) examples'
+  >>> counts_text("skipgram", {"sentences": 3, "centers": 9, "pairs": 20}, 5)
+  '3 sentences, vocab 5, 9 centers, 20 pairs'
+  """
+  head = f"{counts['sentences']:,} {text_unit(model)}, vocab {vocab_size:,}"
+  if model == "pv_dbow":
+    return f"{head}, {counts['centers']:,} (document, word) examples"
+  return f"{head}, {counts['centers']:,} centers, {counts['pairs']:,} pairs"
+
+
 def summary_counts(config, num_sentences: int, raw_tokens: int, num_tokens: int,
                    totals: dict) -> dict:
   """The metadata's counts."""
