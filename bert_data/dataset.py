@@ -55,7 +55,8 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool]
                  max_predictions_per_seq: Optional[int] = None,
                  masked_lm_prob: Optional[float] = None,
                  feature_names: Optional[str] = None,
-                 v2_names: bool = False, cycle_length: int = 8):
+                 v2_names: bool = False, cycle_length: int = 8,
+                 data_service: Optional[str] = None, job_name: Optional[str] = None):
   """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
 
   feature_names="bert" (default): x = {input_ids, input_mask, segment_ids,
@@ -101,6 +102,9 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool]
       or "none".
     skip_corrupt: skip (and log) files that fail verification.
     log: where skipped files are reported (default: print).
+    data_service: a tf.data service dispatcher ("grpc://host:port") to run
+      the pipeline on (see `textrecords.tf_input.data_service_step`).
+    job_name: input pipelines giving the same name share one service job.
   Raises:
     UserError (a ValueError): missing/incomplete dataset, other package's
       records, length mismatch, override beyond the records' lengths,
@@ -110,6 +114,7 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool]
                      drop_remainder=drop_remainder, repeat=repeat,
                      input_context=input_context, verify=verify, skip_corrupt=skip_corrupt,
                      log=log).for_split()
+  serve = tf_input.data_service_step(data_service, job_name)
   tf = require_tf()
   names = _feature_names(feature_names, v2_names)
   meta, found = load_metadata(file_pattern)
@@ -177,8 +182,8 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool]
     return outputs(ints, weights, names, lambda t: tf.ones_like(t, tf.float32),
                    lambda t: tf.cast(t, tf.bool))
 
-  return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
-                deterministic=deterministic).prefetch(tf.data.AUTOTUNE)
+  return serve(ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
+                      deterministic=deterministic).prefetch(tf.data.AUTOTUNE))
 
 
 def _feature_names(feature_names: Optional[str], v2_names: bool) -> str:

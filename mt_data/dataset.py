@@ -78,7 +78,10 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
                  shuffle_buffer: int = 10000, drop_remainder: bool = False,
                  repeat: bool = False, input_context=None, verify: str = "checksum",
                  skip_corrupt: bool = False, log=print, num_steps: Optional[int] = 9,
-                 bucket_boundaries: Optional[Sequence[int]] = None):
+                 bucket_boundaries: Optional[Sequence[int]] = None,
+                 bucket_batch_sizes: Optional[Sequence[int]] = None,
+                 pad_to_bucket_boundary: Optional[bool] = None,
+                 data_service: Optional[str] = None, job_name: Optional[str] = None):
   """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
 
   The shared arguments (batch_size, training, seed, shuffle_buffer,
@@ -97,8 +100,19 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
     drop_remainder: drop the last partial batch (static batch dimension).
     num_steps: T, the fixed length of every array (d2l's num_steps). None
       with `bucket_boundaries`.
-    bucket_boundaries: length boundaries for bucketing; batches are padded
-      to their own longest sequence.
+    bucket_boundaries: length boundaries for bucketing: bucket i holds the
+      pairs with bounds[i-1] <= max(len(source), len(target)) < bounds[i].
+    bucket_batch_sizes: pairs per batch of each bucket (len(bucket_boundaries)
+      + 1 ints, e.g. fewer for longer buckets: a token budget); default
+      batch_size for all.
+    pad_to_bucket_boundary: pad each bucket's batches to one length (its
+      boundary - 1; the last bucket to the split's longest pair) instead of
+      the batch's longest. None: as drop_remainder. With drop_remainder and
+      one batch size the batch dimension is static; the number of batches
+      is counted once (a pass over the pairs' lengths) unless `repeat`.
+    data_service: a tf.data service dispatcher ("grpc://host:port") to run
+      the pipeline on (see `textrecords.tf_input.data_service_step`).
+    job_name: input pipelines giving the same name share one service job.
     seed: makes the shuffle order reproducible.
     verify: "checksum" (size + sha256 of every file against meta.json),
       "size" or "none".
@@ -123,6 +137,10 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
                      log=log).for_split(split)
   training, drop_remainder = opts.training, opts.drop_remainder
   bounds = _check_args(num_steps, bucket_boundaries)
+  if bounds is None and (bucket_batch_sizes, pad_to_bucket_boundary) != (None, None):
+    raise ValueError("bucket_batch_sizes and pad_to_bucket_boundary need bucket_boundaries "
+                     "(and num_steps=None)")
+  serve = tf_input.data_service_step(data_service, job_name)
   meta, entries = record_files(output_dir, split, verify=verify, skip_corrupt=skip_corrupt,
                                log=log, input_context=input_context)
   tf = require_tf()
@@ -146,28 +164,93 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
     ds = ds.map(to_arrays, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=not training or seed is not None)
   else:
-    def parse_one(serialized):
-      parsed = tf.io.parse_single_example(serialized, spec)
-      return (tf.cast(parsed[src_key], tf.int32), tf.cast(parsed[tgt_key], tf.int32))
+    ds = _bucketed(tf, ds, spec, meta["splits"][split], bounds,
+                   _bucket_batch_sizes(bucket_batch_sizes, batch_size, bounds),
+                   drop_remainder=drop_remainder, repeat=opts.repeat,
+                   pad_to_boundary=drop_remainder if pad_to_bucket_boundary is None
+                   else pad_to_bucket_boundary,
+                   deterministic=not training or seed is not None)
+  return serve(ds.prefetch(tf.data.AUTOTUNE))
 
-    def length(src, tgt):
-      return tf.maximum(tf.shape(src)[0], tf.shape(tgt)[0])
 
-    def pad_batch(src, tgt):
-      steps = tf.maximum(tf.shape(src)[1], tf.shape(tgt)[1])
-      src = tf.pad(src, [[0, 0], [0, steps - tf.shape(src)[1]]])
-      label = tf.pad(tgt, [[0, 0], [0, steps - tf.shape(tgt)[1]]])
-      return _outputs(tf, src, label)
+def _bucket_batch_sizes(sizes, batch_size: int, bounds):
+  """Per-bucket batch sizes (len(bounds) + 1), default batch_size for every bucket."""
+  if sizes is None:
+    return [batch_size] * (len(bounds) + 1)
+  sizes = list(sizes)
+  if len(sizes) != len(bounds) + 1 or any(
+      not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in sizes):
+    raise ValueError(f"bucket_batch_sizes={sizes!r}: must be {len(bounds) + 1} ints >= 1 "
+                     "(one per bucket: len(bucket_boundaries) + 1)")
+  return sizes
 
-    ds = ds.map(parse_one, num_parallel_calls=tf.data.AUTOTUNE,
-                deterministic=not training or seed is not None)
-    ds = ds.bucket_by_sequence_length(
-        length, bucket_boundaries=bounds, bucket_batch_sizes=[batch_size] * (len(bounds) + 1),
-        padding_values=(preprocess.PAD_ID, preprocess.PAD_ID),
-        drop_remainder=drop_remainder)
-    ds = ds.map(pad_batch, num_parallel_calls=tf.data.AUTOTUNE,
-                deterministic=not training or seed is not None)
-  return ds.prefetch(tf.data.AUTOTUNE)
+
+def _bucket_widths(split_meta: dict, bounds):
+  """The padded length of each bucket: its boundary - 1; the last, the split's longest."""
+  longest = max(int(split_meta["source"]["max_len"]), int(split_meta["target"]["max_len"]), 1)
+  return [b - 1 for b in bounds] + [max(longest, bounds[-1])]
+
+
+def _bucket_batches(tf, lengths, bounds, batch_sizes, drop_remainder: bool) -> int:
+  """Batches per pass of bucketed pairs (one pass over `lengths`, a dataset of lengths)."""
+  per_bucket = lengths.batch(4096).reduce(
+      tf.zeros([len(bounds) + 1], tf.int64),
+      lambda acc, n: acc + tf.math.bincount(
+          tf.searchsorted(tf.constant(bounds, n.dtype), n, side="right"),
+          minlength=len(bounds) + 1, maxlength=len(bounds) + 1, dtype=tf.int64))
+  total = 0
+  for count, size in zip(per_bucket.numpy().tolist(), batch_sizes):
+    total += count // size if drop_remainder else -(-count // size)
+  return total
+
+
+def _bucketed(tf, records, spec, split_meta, bounds, batch_sizes, *, drop_remainder: bool,
+              repeat: bool, pad_to_boundary: bool, deterministic: bool):
+  """Serialized pairs -> (x, y, w) batches bucketed by max(len(source), len(target)).
+
+  Bucket i holds the pairs of length bounds[i-1] <= n < bounds[i] (the last:
+  n >= bounds[-1]) in batches of batch_sizes[i]. pad_to_boundary pads every
+  batch of a bucket to one length (boundary - 1; the last bucket to the
+  split's longest pair), else to the batch's longest. With drop_remainder
+  and one batch size the batch dimension is static. Without repeat the
+  number of batches is counted (one pass over the pairs' lengths) and set.
+  """
+  src_key, tgt_key = schema.SOURCE_IDS.name, schema.TARGET_IDS.name
+
+  def parse_one(serialized):
+    parsed = tf.io.parse_single_example(serialized, spec)
+    return (tf.cast(parsed[src_key], tf.int32), tf.cast(parsed[tgt_key], tf.int32))
+
+  def length(src, tgt):
+    return tf.maximum(tf.shape(src)[0], tf.shape(tgt)[0])
+
+  pairs = records.map(parse_one, num_parallel_calls=tf.data.AUTOTUNE,
+                      deterministic=deterministic)
+  widths = _bucket_widths(split_meta, bounds)
+  if pad_to_boundary:
+    # TF pads bucket i to its upper boundary - 1: the last bucket ends past the longest pair.
+    tf_bounds, sizes = bounds + [widths[-1] + 1], batch_sizes + [1]
+  else:
+    tf_bounds, sizes = bounds, batch_sizes
+  ds = pairs.bucket_by_sequence_length(
+      length, bucket_boundaries=tf_bounds, bucket_batch_sizes=sizes,
+      padding_values=(preprocess.PAD_ID, preprocess.PAD_ID),
+      pad_to_bucket_boundary=pad_to_boundary, drop_remainder=drop_remainder)
+  static = batch_sizes[0] if drop_remainder and len(set(batch_sizes)) == 1 else None
+
+  def pad_batch(src, tgt):
+    steps = tf.maximum(tf.shape(src)[1], tf.shape(tgt)[1])
+    src = tf.pad(src, [[0, 0], [0, steps - tf.shape(src)[1]]])
+    label = tf.pad(tgt, [[0, 0], [0, steps - tf.shape(tgt)[1]]])
+    if static is not None:
+      src, label = tf.ensure_shape(src, [static, None]), tf.ensure_shape(label, [static, None])
+    return _outputs(tf, src, label)
+
+  ds = ds.map(pad_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+  if repeat:
+    return ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+  n = _bucket_batches(tf, pairs.map(length), bounds, batch_sizes, drop_remainder)
+  return ds.apply(tf.data.experimental.assert_cardinality(n))
 
 
 def _outputs(tf, src, label):

@@ -128,6 +128,8 @@ def test_bucketing_training(out):
     ({"bucket_boundaries": [5, 8]}, "num_steps=None"),
     ({"num_steps": None, "bucket_boundaries": [8, 5]}, "strictly increasing"),
     ({"num_steps": None, "bucket_boundaries": []}, "non-empty"),
+    ({"bucket_batch_sizes": [4, 4]}, "need bucket_boundaries"),
+    ({"pad_to_bucket_boundary": True}, "need bucket_boundaries"),
 ])
 def test_bad_arguments(out, kwargs, match):
   with pytest.raises(ValueError, match=match) as e:
@@ -160,3 +162,47 @@ def test_gzip_and_bpe_read(tmp_path):
   (x, _, _), = all_batches(mt_data.make_dataset(d, "valid", 16, num_steps=40))
   assert x["source"].shape == (10, 40)
   assert src.decode(x["source"][-1]) == "i am not hungry ."
+
+
+def test_bucketing_with_drop_remainder_static_batch_and_known_length(out):
+  # Issue 24 item 7: each bucket pads to its boundary (boundary - 1; the last
+  # to the split's longest pair) and batches of 4: static batch dimension,
+  # cardinality known (counted from the pairs' lengths).
+  bounds, longest = [4, 5, 6], 6  # train split: max_len 6 (source and target)
+  ds = mt_data.make_dataset(out, "train", 4, num_steps=None, bucket_boundaries=bounds, seed=2,
+                            drop_remainder=True)
+  x_spec, y_spec, w_spec = ds.element_spec
+  assert all(s.shape.as_list() == [4, None] for s in (x_spec["source"], y_spec, w_spec))
+  assert x_spec["source_valid_len"].shape.as_list() == [4]
+  lens = [max(len(s), len(t)) for s, t in record_rows(out, "train")]
+  per_bucket = np.bincount(np.searchsorted(bounds, lens, side="right"), minlength=4)
+  assert ds.cardinality().numpy() == (per_bucket // 4).sum()
+  batches = all_batches(ds)
+  assert len(batches) == (per_bucket // 4).sum()
+  widths = {3, 4, 5, longest}
+  for x, y, w in batches:
+    assert y.shape[0] == 4 and y.shape[1] in widths and x["source"].shape == y.shape
+    n = [max((s != 0).sum(), (t != 0).sum()) for s, t in zip(x["source"], y)]
+    bucket = np.searchsorted(bounds, n, side="right")
+    assert len(set(bucket)) == 1 and y.shape[1] == ([3, 4, 5, longest][bucket[0]])
+  # Per-bucket batch sizes (a token budget): batch dimension no longer static.
+  ds = mt_data.make_dataset(out, "train", 4, num_steps=None, bucket_boundaries=bounds, seed=2,
+                            drop_remainder=True, bucket_batch_sizes=[4, 3, 2, 2])
+  assert ds.element_spec[1].shape.as_list() == [None, None]
+  sizes = [4, 3, 2, 2]
+  got = all_batches(ds)
+  assert len(got) == ds.cardinality().numpy() == sum(c // s for c, s in zip(per_bucket, sizes))
+  for x, y, _ in got:
+    n = max((x["source"][0] != 0).sum(), (y[0] != 0).sum())
+    assert y.shape[0] == sizes[np.searchsorted(bounds, n, side="right")]
+  # Without drop_remainder: every pair, known length too.
+  ds = mt_data.make_dataset(out, "train", 4, num_steps=None, bucket_boundaries=bounds, seed=2)
+  assert ds.cardinality().numpy() == len(all_batches(ds)) == (-(-per_bucket // 4)).sum()
+
+
+@pytest.mark.parametrize("sizes", [[4, 4], [4, 0, 4], [4, 2.0, 4]])
+def test_bad_bucket_batch_sizes(out, sizes):
+  with pytest.raises(ValueError, match="bucket_batch_sizes=.*must be 3 ints") as e:
+    mt_data.make_dataset(out, "train", 4, num_steps=None, bucket_boundaries=[4, 6],
+                         bucket_batch_sizes=sizes)
+  assert "\n" not in str(e.value)

@@ -1,5 +1,8 @@
 """The TensorFlow edge of the readers: files -> shuffled, interleaved records."""
 
+import os
+import sys
+import threading
 from typing import Callable, List, Optional
 
 from textrecords import storage
@@ -7,6 +10,8 @@ from textrecords.errors import UserError
 from textrecords.tf_import import require_tf
 
 _READ_BUFFER = 1 << 20
+_reader_log = threading.Lock()
+_reader_log_done = []
 
 
 def shard_files(files: List[str], input_context) -> List[str]:
@@ -51,6 +56,7 @@ def record_dataset(files: List[str], compression: str, *, training: bool,
   """
   tf = require_tf()
   files = shard_files(files, input_context)
+  quiet_reader_log()
   if records_of is None:
     check_readable_by_tf(files)
     comp = compression or None
@@ -109,3 +115,69 @@ def with_known_batches(ds, options, num_examples: int):
   n = options.num_batches(num_examples)
   return ds.apply(tf.data.experimental.assert_cardinality(
       tf.data.INFINITE_CARDINALITY if n is None else n))
+
+
+def quiet_reader_log():
+  """Keeps TF's one INFO line about TFRecordDataset buffers off stderr.
+
+  TF's TFRecordDataset kernel logs, once per process, "The default buffer
+  size is 262144, which is overridden by the user specified `buffer_size`"
+  (or "`buffer_size` is unspecified"): any buffer size logs one of the
+  two, at INFO, which TF prints unless TF_CPP_MIN_LOG_LEVEL is set. This
+  builds that kernel once (an empty reader) with stderr (fd 2) pointed at
+  /dev/null for that moment, so the line is spent. A TF_CPP_MIN_LOG_LEVEL
+  the user set is left to decide.
+  """
+  if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+    return
+  with _reader_log:
+    if _reader_log_done:
+      return
+    tf = require_tf()
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+      os.dup2(null, 2)
+      with tf.init_scope(), tf.device("/CPU:0"):
+        tf.raw_ops.TFRecordDataset(filenames=tf.constant([], tf.string), compression_type="",
+                                   buffer_size=tf.constant(_READ_BUFFER, tf.int64))
+    finally:
+      os.dup2(saved, 2)
+      os.close(saved)
+      os.close(null)
+    _reader_log_done.append(True)
+
+
+def data_service_step(data_service: Optional[str], job_name: Optional[str]) -> Callable:
+  """The last step of a pipeline: run it on a tf.data service (identity when None).
+
+  As Model Garden's `enable_tf_data_service`: the dataset is sent to the
+  dispatcher at `data_service` ("grpc://host:port" or "host:port") and every
+  worker runs the whole pipeline (processing_mode "parallel_epochs"); input
+  pipelines that give the same `job_name` read one shared job (each batch to
+  one of them), without it each gets its own. Checked here, before any work.
+
+  Raises:
+    UserError: data_service not a "host:port" address, or job_name without it.
+  """
+  if data_service is None:
+    if job_name is not None:
+      raise UserError(f"job_name={job_name!r} needs data_service=ADDRESS (a tf.data "
+                      "service dispatcher)")
+    return lambda ds: ds
+  address = data_service.split("://", 1)[-1] if isinstance(data_service, str) else ""
+  host, _, port = address.rpartition(":")
+  if not host or not port.isdigit():
+    raise UserError(f"data_service={data_service!r}: must be a tf.data service dispatcher "
+                    "address, \"host:port\" or \"grpc://host:port\"")
+  if job_name is not None and (not isinstance(job_name, str) or not job_name):
+    raise UserError(f"job_name={job_name!r}: must be a non-empty string or None")
+
+  def distribute(ds):
+    tf = require_tf()
+    service = tf.data.experimental.service
+    ds = ds.apply(service.distribute(processing_mode=service.ShardingPolicy.OFF,
+                                     service=data_service, job_name=job_name))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+  return distribute

@@ -72,7 +72,8 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
                  drop_remainder: bool = False, repeat: bool = False,
                  input_context=None, verify: str = "checksum", skip_corrupt: bool = False,
                  log=print, pad_to: Optional[int] = None, negatives: str = "stored",
-                 in_memory: Optional[bool] = None):
+                 in_memory: Optional[bool] = None, data_service: Optional[str] = None,
+                 job_name: Optional[str] = None):
   """A `tf.data.Dataset` of skip-gram batches from a `w2v_data.create` output.
 
   The shared arguments (batch_size, training, seed, shuffle_buffer,
@@ -105,7 +106,13 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
       keep each center's row in memory ((longest row + 4) * 4 bytes a
       center; PTB: 86 MB), so that epochs neither read nor parse files; the
       batches are the same as without it. None: when that takes at most
-      IN_MEMORY_BYTES (256 MiB).
+      IN_MEMORY_BYTES (256 MiB). The rows are not part of the dataset's
+      graph: they are parsed when the dataset is first read and kept by
+      tf.data's in-memory cache for later epochs.
+    data_service: a tf.data service dispatcher ("grpc://host:port") to run
+      the pipeline on (see `textrecords.tf_input.data_service_step`); each
+      worker parses held rows itself.
+    job_name: input pipelines giving the same name share one service job.
 
   Raises:
     UserError: bad arguments, missing/foreign/mismatched metadata, or missing,
@@ -120,6 +127,7 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
                      input_context=input_context, verify=verify, skip_corrupt=skip_corrupt,
                      log=log).for_split(schema.SPLIT)
   training = opts.training
+  serve = tf_input.data_service_step(data_service, job_name)
   if pad_to is not None and not _positive_int(pad_to):
     raise UserError(f"pad_to={pad_to!r}: must be a positive integer or None")
   if negatives not in NEGATIVES_MODES:
@@ -186,7 +194,7 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
                                   shuffle_buffer=buffer, cycle_length=4, parallel=False,
                                   block_length=16, **read_kw)
 
-  finish = lambda d: _with_cardinality(tf, d, meta, entries, opts)  # noqa: E731
+  finish = lambda d: serve(_with_cardinality(tf, d, meta, entries, opts))  # noqa: E731
   if model != "skipgram":
     return _center_dataset(tf, _sentence_chunks(read, counts, batch_size, shuffle_buffer),
                            meta, spec, batch_size=batch_size, training=training,
@@ -194,14 +202,16 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
                            finish=finish)
   parse_records = _parse_centers if layout == "center" else _parse_sentences
   parse = lambda s: parse_records(tf, s, spec, k, longest)  # noqa: E731
+  held = None
   if _use_memory(in_memory, _held_bytes(meta, entries, longest)):
-    held = _HeldRows(tf, files, meta.get("compression", ""), parse)
+    held = _HeldRows(tf, files, meta.get("compression", ""), parse, [e.records for e in entries])
     read_kw["records_of"] = held.records_of  # record indices instead of records
     parse = held.rows_of
   if layout == "center":
-    ds = with_seeds(read().batch(batch_size, drop_remainder=drop_remainder), False)
+    ds = read().batch(batch_size, drop_remainder=drop_remainder)
   else:
-    ds = with_seeds(_sentence_chunks(read, counts, batch_size, shuffle_buffer), training)
+    ds = _sentence_chunks(read, counts, batch_size, shuffle_buffer)
+  ds = with_seeds(ds if held is None else held.attach(ds), layout != "center" and training)
   ds = ds.map(lambda s, *seeds: expanded(parse(s), *seeds),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   if layout != "center":
@@ -240,39 +250,56 @@ class _HeldRows:
   """Every record of `files`, parsed once and held as per-center tensors.
 
   `parse` (serialized records -> center, row, n, centers per record) is the
-  streaming pipeline's own; `rows_of(record indices)` then gives what
-  `parse` gives for those records, and `records_of(file index)` the
-  indices of a file's records, so the epochs take the streaming pipeline's
-  order, shuffles and batches without reading or parsing.
+  streaming pipeline's own; `attach(ds)` pairs each element of a dataset of
+  record indices with the held tensors, `rows_of` then gives what `parse`
+  gives for those records, and `records_of(file index)` the indices of a
+  file's records, so the epochs take the streaming pipeline's order,
+  shuffles and batches without reading or parsing.
+
+  The rows are not constants of the dataset's graph (798k PTB centers made
+  195 MiB of graph, copied to every tf.data service worker and into every
+  serialization): a one-element dataset parses all records when first
+  read, and tf.data's in-memory `cache` keeps its tensors for every later
+  iterator of the same dataset (later epochs). The graph holds the file
+  names and the parsing ops only.
   """
 
-  def __init__(self, tf, files, compression: str, parse):
+  def __init__(self, tf, files, compression: str, parse, file_records):
     tf_input.check_readable_by_tf(files)
     self._tf = tf
-    parts, file_records = [], []
-    for path in files:
-      count = 0
-      for serialized in tf.data.TFRecordDataset(path, compression_type=compression or None,
-                                                buffer_size=1 << 20).batch(8192):
-        parts.append(parse(serialized))
-        count += int(parts[-1][3].shape[0])
-      file_records.append(count)
-    empty = parse(tf.constant([], tf.string))
-    self.center, self.row, self.n, per_record = (
-        tf.concat([p[i] for p in [empty] + parts], 0) for i in range(4))
-    self.record_start = tf.concat([[0], tf.cumsum(tf.cast(per_record, tf.int64))], 0)
-    self.file_start = tf.constant(np.cumsum([0] + file_records), tf.int64)
+    self.file_start = tf.constant(np.cumsum([0] + [int(n) for n in file_records]), tf.int64)
+    total = sum(int(n) for n in file_records)
+
+    def load(_):
+      if total:
+        serialized = tf.data.TFRecordDataset(
+            files, compression_type=compression or None,
+            buffer_size=1 << 20).batch(total).get_single_element()
+      else:
+        serialized = tf.constant([], tf.string)
+      center, row, n, per_record = parse(serialized)
+      record_start = tf.concat([[0], tf.cumsum(tf.cast(per_record, tf.int64))], 0)
+      return center, row, n, record_start
+
+    self._rows = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(load).cache()
+
+  def attach(self, ds):
+    """`ds` (record indices) with each element paired with the held rows (a dict)."""
+    return self._tf.data.Dataset.zip((ds, self._rows.repeat())).map(
+        lambda records, rows: {"records": records, "rows": rows})
 
   def records_of(self, i):
     return self._tf.data.Dataset.range(self.file_start[i], self.file_start[i + 1])
 
-  def rows_of(self, records):
+  def rows_of(self, element):
+    """(center, row, n) of the records of an `attach`ed element."""
     tf = self._tf
-    starts = tf.gather(self.record_start, records)
-    limits = tf.gather(self.record_start, records + 1)
+    center, row, n, record_start = element["rows"]
+    records = element["records"]
+    starts = tf.gather(record_start, records)
+    limits = tf.gather(record_start, records + 1)
     index = tf.ragged.range(starts, limits).flat_values
-    return (tf.gather(self.center, index), tf.gather(self.row, index),
-            tf.gather(self.n, index))
+    return tf.gather(center, index), tf.gather(row, index), tf.gather(n, index)
 
 
 def _with_cardinality(tf, ds, meta, entries, opts):
