@@ -650,13 +650,16 @@ def write_reference_mode_files(ctx: _Context, rng: random.Random, targets, compr
   """
   _STATE["ctx"] = ctx
   c = ctx.config
-  # Imported here: numba (if installed) loads only for reference mode.
-  from bert_data import reference_rng, reference_walk  # pylint: disable=import-outside-toplevel
-  compiled = reference_walk.available()
+  with cli.notice_if_slow(progress.sayer()):  # numba's first compile takes a minute
+    # Imported here: numba (if installed) loads only for reference mode.
+    from bert_data import reference_rng, reference_walk  # pylint: disable=import-outside-toplevel
+    compiled = reference_walk.available()
+    if compiled:
+      walk = reference_walk.Walk(ctx.corpus, ctx.mask, c.max_seq_length, c.short_seq_prob,
+                                 c.dupe_factor)
+      walk.batch(rng, 0)  # compiles (or loads the cached kernel) before the workers start
+      reference_rng.shuffled_range(random.Random(0), 2)  # its kernel too (another rng)
   if compiled:
-    walk = reference_walk.Walk(ctx.corpus, ctx.mask, c.max_seq_length, c.short_seq_prob,
-                               c.dupe_factor)
-    walk.batch(rng, 0)  # compiles (or loads the cached kernel) before the workers start
     batches = _compiled_batches(ctx, walk, rng, progress)
   else:
     batches = _reference_batches(ctx, rng, progress)

@@ -7,11 +7,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
 from conftest import (BUNDLED_TEXT, REPO, SAMPLE_TEXT, TESTDATA, W2V_TINY, error_lines,
                       run_cli)
+from textrecords import cli
 from textrecords import metadata
 
 MT_PAIRS = os.path.join(TESTDATA, "mt_pairs.txt")
@@ -149,3 +151,50 @@ def test_pv_dbow_summary_counts_documents_and_document_word_examples(tmp_path):
     assert re.fullmatch(rf"w2v_data: {n} documents, vocab \d+, \d+ {words} -> .*{model}",
                         last), last
     assert "sentences" not in r.stderr
+
+
+# ------------------------------------------------------------ first-run compile notice (item 11)
+
+def test_a_slow_step_is_announced_once_a_quick_one_or_quiet_not(capsys):
+  said = []
+  with cli.notice_if_slow(said.append, after_s=0.05):
+    time.sleep(0.5)
+  assert said == [cli.BUILD_NOTICE] == ["building compiled kernels once, ~1 min (later runs "
+                                        "reuse them)"]
+  with cli.notice_if_slow(said.append, after_s=0.2):
+    pass
+  time.sleep(0.4)
+  assert len(said) == 1
+  with cli.notice_if_slow(None, after_s=0.01):
+    time.sleep(0.1)
+  assert cli.Progress(quiet=True).sayer() is None
+  cli.Progress().sayer("w2v_data: ")(cli.BUILD_NOTICE)
+  err = capsys.readouterr().err
+  assert re.fullmatch(r"\[ +\d+\.\ds\] w2v_data: building compiled kernels once, ~1 min "
+                      r"\(later runs reuse them\)\n", err), err
+
+
+def test_w2v_kernels_built_ahead_of_time_announce_the_build_only(tmp_path, monkeypatch):
+  from w2v_data import compiled  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(compiled, "_cache_dirs", lambda: [str(tmp_path)])
+  runs = []
+
+  def failed_build(argv, **kwargs):
+    runs.append(argv)
+    return subprocess.CompletedProcess(argv, 1, "", "no C compiler")
+
+  monkeypatch.setattr(compiled.subprocess, "run", failed_build)
+  said = []
+  assert compiled._ahead_of_time_module(said.append) is None  # pylint: disable=protected-access
+  assert said == [cli.BUILD_NOTICE] and len(runs) == 1
+  # The build failed once (its .failed record kept): later runs neither build nor say so.
+  assert [n for n in os.listdir(tmp_path) if n.endswith(".failed")]
+  assert compiled._ahead_of_time_module(said.append) is None  # pylint: disable=protected-access
+  assert said == [cli.BUILD_NOTICE] and len(runs) == 1
+
+
+def test_a_run_with_built_kernels_says_nothing_about_building(tmp_path):
+  r = run_cli("w2v_data.create", f"--input_file={W2V_TINY}", f"--output_dir={tmp_path}/w",
+              "--min_freq=1", "--num_workers=2")
+  assert r.returncode == 0, r.stderr
+  assert "building compiled kernels" not in r.stderr

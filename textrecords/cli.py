@@ -6,11 +6,13 @@ that lists every flag the command takes and exits 0, repeated single-value
 flags refused, Ctrl-C as one line and exit 130, and the one-line error exit.
 """
 
+import contextlib
 import functools
 import gc
 import json
 import os
 import sys
+import threading
 import time
 from typing import Callable, Optional
 
@@ -108,6 +110,30 @@ def refuse_without_effect(flag_values, names, why: str):
       raise UserError(f"--{name}={flag_values[name].value}: has no effect {why}; drop it")
 
 
+BUILD_NOTICE = "building compiled kernels once, ~1 min (later runs reuse them)"
+
+
+@contextlib.contextmanager
+def notice_if_slow(say: Optional[Callable[[str], None]], message: str = BUILD_NOTICE,
+                   after_s: float = 3.0):
+  """Calls `say(message)` once if the block is still running after `after_s`.
+
+  For a step that is quick except the first time (numba compiling kernels
+  into its cache), so that a first run is not silent for a minute. `say`
+  None (e.g. --quiet) says nothing.
+  """
+  timer = None
+  if say is not None:
+    timer = threading.Timer(after_s, say, (message,))
+    timer.daemon = True
+    timer.start()
+  try:
+    yield
+  finally:
+    if timer is not None:
+      timer.cancel()
+
+
 class Progress:
   """Throttled progress lines on stderr ("what: n units ...")."""
 
@@ -124,6 +150,12 @@ class Progress:
     if force or now - self._last >= self.every_s:
       self._last = now
       print(f"[{now - self.start:7.1f}s] {message()}", file=sys.stderr, flush=True)
+
+  def sayer(self, prefix: str = "") -> Optional[Callable[[str], None]]:
+    """`say(message)`: one progress line now (for `notice_if_slow`); None if quiet."""
+    if self.quiet:
+      return None
+    return lambda message: self.update(lambda: prefix + message, force=True)
 
 
 def pyplot():

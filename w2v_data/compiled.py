@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import types
+from typing import Callable, Optional
 
 AVAILABLE = importlib.util.find_spec("numba") is not None
 _MODE = os.environ.get("TEXTRECORDS_NUMBA", "1")
@@ -42,13 +43,17 @@ _LOADING = []  # the background thread of `start_loading`
 _LOCK = threading.Lock()
 
 
-def kernels():
-  """The kernels (the functions named in KERNELS) when in use, else None."""
+def kernels(say: Optional[Callable[[str], None]] = None):
+  """The kernels (the functions named in KERNELS) when in use, else None.
+
+  `say`, if given, is told (once) when a first run builds them (about a
+  minute): `cli.BUILD_NOTICE`.
+  """
   if not ENABLED:
     return None
   with _LOCK:
     if not _LOADED:
-      _LOADED.append(_load())
+      _LOADED.append(_load(say))
   return _LOADED[0]
 
 
@@ -66,19 +71,22 @@ def load_if_built() -> bool:
   return loaded() is not None
 
 
-def _load():
+def _load(say=None):
   if _MODE != "jit":
-    mod = _ahead_of_time_module()
+    mod = _ahead_of_time_module(say)
     if mod is not None:
       return types.SimpleNamespace(**{name: getattr(mod, name) for name in KERNELS},
                                    source="aot")
-  return jit_kernels()
+  return jit_kernels(say)
 
 
-def jit_kernels():
-  """The kernels in numba's JIT (loaded, or compiled on a first run, into numba's cache)."""
-  from w2v_data import kernels as jit  # pylint: disable=import-outside-toplevel
-  jit.prepare()
+def jit_kernels(say: Optional[Callable[[str], None]] = None):
+  """The kernels in numba's JIT (loaded, or compiled on a first run, into numba's cache;
+  `say` is told if that takes long)."""
+  from textrecords import cli  # pylint: disable=import-outside-toplevel
+  with cli.notice_if_slow(say):
+    from w2v_data import kernels as jit  # pylint: disable=import-outside-toplevel
+    jit.prepare()
   return types.SimpleNamespace(**{name: getattr(jit, name) for name in KERNELS}, source="jit")
 
 
@@ -125,9 +133,9 @@ def _find_built(name: str):
   return None, False
 
 
-def _ahead_of_time_module():
-  """The compiled extension module: imported, else built (once) and imported; None if
-  it cannot be built here."""
+def _ahead_of_time_module(say=None):
+  """The compiled extension module: imported, else built (once; `say` is told) and
+  imported; None if it cannot be built here."""
   name = _module_name()
   suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
   dirs = _cache_dirs()
@@ -136,6 +144,9 @@ def _ahead_of_time_module():
     return _import(name, path)
   if failed:
     return None
+  if say is not None:
+    from textrecords import cli  # pylint: disable=import-outside-toplevel
+    say(cli.BUILD_NOTICE)
   for d in dirs:
     try:
       os.makedirs(d, exist_ok=True)
@@ -169,7 +180,7 @@ def _import(name, path):
   return mod
 
 
-def start_loading():
+def start_loading(say: Optional[Callable[[str], None]] = None):
   """Starts `prepare` in a background thread (loading or building the kernels
   while this process waits for workers).
 
@@ -177,14 +188,15 @@ def start_loading():
   waits for the thread. Nothing to do when the kernels are not in use.
   """
   if ENABLED and not _LOADED and not _LOADING:
-    thread = threading.Thread(target=_load_quietly, name="w2v_data kernels", daemon=True)
+    thread = threading.Thread(target=_load_quietly, args=(say,), name="w2v_data kernels",
+                              daemon=True)
     thread.start()
     _LOADING.append(thread)
 
 
-def _load_quietly():
+def _load_quietly(say):
   try:
-    kernels()
+    kernels(say)
   except Exception:  # pylint: disable=broad-except  # prepare() in the caller raises it again
     pass
 
@@ -195,11 +207,11 @@ def wait_loading():
     _LOADING.pop().join()
 
 
-def prepare():
-  """Loads (or builds, on a first run) the kernels in this process.
+def prepare(say: Optional[Callable[[str], None]] = None):
+  """Loads (or builds, on a first run: `say` is told) the kernels in this process.
 
   Called before forking workers: they inherit the loaded kernels instead of
   each loading them. Nothing to do when the kernels are not in use.
   """
   wait_loading()
-  kernels()
+  kernels(say)

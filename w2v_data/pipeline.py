@@ -2,6 +2,7 @@
 
 import bisect
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -186,7 +187,8 @@ def _count_and_write(config, files, out, writer, fingerprint, mode, decode_error
   corpus = corpus_lib.count_corpus(files, config.min_freq, config.on_decode_error,
                                    num_workers=config.num_workers, mode=mode,
                                    counts=decode_errors,
-                                   started=None if compiled_now else compiled.start_loading,
+                                   started=None if compiled_now else functools.partial(
+                                       compiled.start_loading, progress.sayer("w2v_data: ")),
                                    ids_dir=scratch)
   num_sentences = corpus.num_sentences
   progress.update(lambda: f"w2v_data: read {num_sentences:,} {units.text_unit(config.model)}, "
@@ -221,7 +223,7 @@ def _count_and_write(config, files, out, writer, fingerprint, mode, decode_error
   parts_dir = scratch
   if not compiled.AVAILABLE:
     _log(config, "w2v_data: numba is not installed (extra `fast`): sampling with numpy")
-  compiled.prepare()  # loaded once here; forked workers inherit it
+  compiled.prepare(progress.sayer("w2v_data: "))  # loaded once here; workers inherit it
   try:
     for item, data, starts, counts in parallel.ordered_map(
         _work, _items(corpus.piece_lines, config.num_shards, finished), config.num_workers,
