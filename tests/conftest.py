@@ -94,25 +94,26 @@ def cli():
   return run_cli
 
 
-def write_three_datasets(d) -> dict:
-  """One tiny two-shard dataset of each package under `d`: {package: location given to create}."""
+def write_three_datasets(d, names=("bert/train.tfrecord", "w2v", "mt")) -> dict:
+  """One tiny two-shard dataset of each package under `d`: {package: location given to create}.
+
+  `names`: the bert output path, w2v and mt output folders, relative to `d`.
+  """
   from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
   from mt_data import create as mt_create  # pylint: disable=import-outside-toplevel
   from w2v_data import pipeline as w2v_pipeline  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
-  bert = os.path.join(str(d), "bert", "train.tfrecord")
-  os.makedirs(os.path.dirname(bert))
+  bert, w2v, mt = (os.path.join(str(d), n) for n in names)
+  os.makedirs(os.path.dirname(bert), exist_ok=True)
   bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(bert,),
                                   vocab_file=VOCAB, max_seq_length=32,
                                   max_predictions_per_seq=5, dupe_factor=1, num_shards=2,
                                   num_workers=1, quiet=True))
-  w2v = os.path.join(str(d), "w2v")
   w2v_pipeline.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
                                 output_dir=w2v, min_freq=2, num_workers=1, num_shards=2,
                                 quiet=True))
-  mt = os.path.join(str(d), "mt")
   mt_create.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
                                       output_dir=mt, num_train=30, num_val=12, num_shards=2,
                                       num_workers=1), log=lambda m: None)

@@ -271,3 +271,23 @@ def test_held_rows_are_not_in_the_dataset_graph(outputs, tmp_path):
       found.meta["counts"]["max_row_length"])
   assert held > 200_000 and sizes["big"] < 100_000
   assert abs(sizes["big"] - sizes["small"]) < 2_000, sizes
+
+
+@pytest.mark.parametrize("layout", ["center", "sentence"])
+def test_expand_labels_for_keras_losses(outputs, layout):
+  # y and sample_weight (B, L, 1): keras.losses.BinaryCrossentropy weights each entry.
+  keras = pytest.importorskip("keras")
+  d = outputs[layout]
+  plain = _batches(w2v_data.make_dataset(d, 8, seed=3))
+  expanded = _batches(w2v_data.make_dataset(d, 8, seed=3, expand_labels=True))
+  assert len(plain) == len(expanded) > 1
+  for (c, r, y, w), (c2, r2, y2, w2) in zip(plain, expanded):
+    assert y2.shape == w2.shape == r.shape + (1,)
+    assert np.array_equal(c, c2) and np.array_equal(r, r2)
+    assert np.array_equal(y2[..., 0], y) and np.array_equal(w2[..., 0], w)
+  logits = np.random.default_rng(0).normal(size=y2.shape).astype(np.float32)
+  loss = keras.losses.BinaryCrossentropy(from_logits=True)(y2, logits, sample_weight=w2)
+  elementwise = np.maximum(logits, 0) - logits * y2 + np.log1p(np.exp(-np.abs(logits)))
+  assert np.isclose(float(loss), (elementwise * w2).sum() / w2.size, rtol=1e-5)
+  with pytest.raises(UserError, match="expand_labels=1: must be True or False"):
+    w2v_data.make_dataset(d, 8, expand_labels=1)

@@ -72,8 +72,8 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
                  drop_remainder: bool = False, repeat: bool = False,
                  input_context=None, verify: str = "checksum", skip_corrupt: bool = False,
                  log=print, pad_to: Optional[int] = None, negatives: str = "stored",
-                 in_memory: Optional[bool] = None, data_service: Optional[str] = None,
-                 job_name: Optional[str] = None):
+                 in_memory: Optional[bool] = None, expand_labels: bool = False,
+                 data_service: Optional[str] = None, job_name: Optional[str] = None):
   """A `tf.data.Dataset` of skip-gram batches from a `w2v_data.create` output.
 
   The shared arguments (batch_size, training, seed, shuffle_buffer,
@@ -109,6 +109,11 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
       IN_MEMORY_BYTES (256 MiB). The rows are not part of the dataset's
       graph: they are parsed when the dataset is first read and kept by
       tf.data's in-memory cache for later epochs.
+    expand_labels: y and sample_weight shaped (B, L, 1) (CBOW/PV: (B, 1 + K,
+      1)): one binary label per entry on Keras' last (class) axis, for
+      `keras.losses.BinaryCrossentropy` with logits of that shape (Keras'
+      losses average over the last axis, so (B, L) logits with (B, L)
+      weights fail: "Incompatible shapes").
     data_service: a tf.data service dispatcher ("grpc://host:port") to run
       the pipeline on (see `textrecords.tf_input.data_service_step`); each
       worker parses held rows itself.
@@ -128,6 +133,8 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
                      log=log).for_split(schema.SPLIT)
   training = opts.training
   serve = tf_input.data_service_step(data_service, job_name)
+  if not isinstance(expand_labels, bool):
+    raise UserError(f"expand_labels={expand_labels!r}: must be True or False")
   if pad_to is not None and not _positive_int(pad_to):
     raise UserError(f"pad_to={pad_to!r}: must be a positive integer or None")
   if negatives not in NEGATIVES_MODES:
@@ -194,7 +201,12 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
                                   shuffle_buffer=buffer, cycle_length=4, parallel=False,
                                   block_length=16, **read_kw)
 
-  finish = lambda d: serve(_with_cardinality(tf, d, meta, entries, opts))  # noqa: E731
+  def finish(ds):
+    if expand_labels:
+      ds = ds.map(lambda x, y, w: (x, y[..., tf.newaxis], w[..., tf.newaxis]),
+                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return serve(_with_cardinality(tf, ds, meta, entries, opts))
+
   if model != "skipgram":
     return _center_dataset(tf, _sentence_chunks(read, counts, batch_size, shuffle_buffer),
                            meta, spec, batch_size=batch_size, training=training,
