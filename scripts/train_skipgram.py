@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
-"""Trains a skip-gram model (d2l's word2vec) on w2v_data records with Keras.
+"""Trains skip-gram word vectors (word2vec) on w2v_data records with Keras.
 
 Two embeddings (centers, contexts/noise words); the score of a (center, word)
-pair is their dot product; the loss is binary cross-entropy on the scores,
-masked by make_dataset's sample weights (padding counts for nothing).
+pair is their dot product. --trainer=sgd (default): word2vec's sparse SGD
+with a linearly falling rate on subsampling, windows and noise words drawn
+anew every epoch (`w2v_data.sgd`, `w2v_data.epochs`); --trainer=keras: d2l's
+model with Adam on the records' one draw (binary cross-entropy masked by
+make_dataset's sample weights).
 
-With --seed the run is deterministic on CPU: two runs on the same records
-(written with any --num_workers) save byte-identical vectors.
+The run is deterministic on CPU (sgd: always, seed 0 by default; keras: with
+--seed): two runs on the same records (written with any --num_workers), with
+any --threads, save byte-identical vectors. The saved vectors leave out
+<unk> (never trained).
 
 Example:
-  python -m w2v_data.create --input_file=ptb.train.txt --output_dir=out/ptb_w2v
-  python scripts/train_skipgram.py --data_dir=out/ptb_w2v --epochs=5 --seed=1 \\
+  python -m w2v_data.create --input_file=ptb.train.txt --output_dir=out/ptb_all \\
+      --subsample_t=1
+  python scripts/train_skipgram.py --data_dir=out/ptb_all --seed=1 \\
       --save_vectors=out/ptb.vec --words=chip,baby,intel
   sha256sum out/ptb.vec
 """
@@ -50,18 +56,22 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   training.add_flags(p, vectors_help="the center embeddings")
-  p.add_argument("--pad_to", type=int, default=None)
-  p.add_argument("--negatives", choices=["stored", "fresh"], default="stored")
+  p.add_argument("--pad_to", type=int, default=None, help="keras trainer only")
+  p.add_argument("--negatives", choices=["stored", "fresh"], default="stored",
+                 help="keras trainer only (sgd always draws fresh ones)")
   p.add_argument("--words", default="chip,baby,intel", help="show neighbours of these")
-  args = p.parse_args(argv)
+  args = training.resolve(p.parse_args(argv))
 
   def _train(a):
     from w2v_data import models  # pylint: disable=import-outside-toplevel
+    from w2v_data import vectors  # pylint: disable=import-outside-toplevel
+    if a.trainer == "sgd":
+      return training.sgd_train(a, ("skipgram",))
     model, _, tokens = train(a.data_dir, embed_size=a.embed_size, batch_size=a.batch_size,
                              epochs=a.epochs, learning_rate=a.learning_rate, pad_to=a.pad_to,
                              negatives=a.negatives, seed=a.seed,
                              steps_per_epoch=a.steps_per_epoch)
-    return tokens, models.embedding_matrix(model)
+    return vectors.without_unk(tokens, models.embedding_matrix(model))
 
   return training.run(args, _train, args.words.split(","))
 

@@ -65,7 +65,8 @@ def _sha(path):
 def test_seeded_training_is_byte_identical_across_runs_and_worker_counts(tmp_path):
   one = _create(tmp_path / "w1", workers=1)
   four = _create(tmp_path / "w4", workers=4)
-  args = ["--embed_size=8", "--batch_size=16", "--epochs=2", "--steps_per_epoch=6",
+  args = ["--trainer=keras", "--embed_size=8", "--batch_size=16", "--epochs=2",
+          "--steps_per_epoch=6",
           "--learning_rate=0.05", "--negatives=fresh", "--seed=7", "--words="]
   mod = _script()
   # Two runs in this process (data from 1 and 4 workers) and one in a fresh process.
@@ -80,7 +81,7 @@ def test_seeded_training_is_byte_identical_across_runs_and_worker_counts(tmp_pat
   assert len(digests) == 1, digests
   assert f"sha256 {digests.pop()}" in r.stdout
   names, matrix = vectors.load(str(tmp_path / "a.vec"))
-  assert names == models.read_tokens(one) and matrix.shape == (len(names), 8)
+  assert names == models.read_tokens(one)[1:] and matrix.shape == (len(names), 8)  # no <unk>
   # The check can fail: another seed gives other vectors.
   assert mod.main([f"--data_dir={one}", f"--save_vectors={tmp_path / 'd.vec'}",
                    *args[:-2], "--seed=8", "--words="]) == 0
@@ -152,16 +153,226 @@ def test_paragraph_vectors_put_same_topic_documents_nearest(tmp_path, model):
 def test_cbow_trains_and_is_reproducible(tmp_path):
   d = _create(tmp_path / "cbow", model="cbow")
   mod = _script("train_cbow")
-  args = [f"--data_dir={d}", "--embed_size=8", "--batch_size=32", "--epochs=3",
+  args = [f"--data_dir={d}", "--trainer=keras", "--embed_size=8", "--batch_size=32",
+          "--epochs=3",
           "--steps_per_epoch=8", "--learning_rate=0.05", "--seed=3", "--words=w0"]
   for out in ("a.vec", "b.vec"):
     assert mod.main([*args, f"--save_vectors={tmp_path / out}"]) == 0
   assert _sha(tmp_path / "a.vec") == _sha(tmp_path / "b.vec")
   names, matrix = vectors.load(str(tmp_path / "a.vec"))
-  assert names == models.read_tokens(d) and matrix.shape == (len(names), 8)
+  assert names == models.read_tokens(d)[1:] and matrix.shape == (len(names), 8)
   _, history, _, _ = models.train(d, embed_size=8, batch_size=32, epochs=3, steps_per_epoch=8,
                                   learning_rate=0.05, seed=3, verbose=0)
   loss = history.history["loss"]
   assert loss[-1] < 0.9 * loss[0], loss
   with pytest.raises(UserError, match="records are for --model=cbow"):
     models.train(d, expect=("pv_dbow", "pv_dm"))
+
+
+# --- Fresh draws every epoch (w2v_data.epochs) and the SGD trainer (w2v_data.sgd) ---
+
+def _lines_of(path):
+  with open(path, encoding="utf-8") as f:
+    return [l for l in f.read().split("\n") if l.strip()]
+
+
+def _create_all_tokens(d, model, workers=1):
+  """Records of every token (--subsample_t=1), for fresh subsampling."""
+  src = os.path.join(os.path.dirname(str(d)), "all_lines.txt")
+  with open(src, "w", encoding="utf-8") as f:  # PV: no empty documents
+    f.write("\n".join(_lines_of(TINY)) + "\n")
+  pipeline.create(W2vConfig(input_file=src, output_dir=str(d), model=model, min_freq=2,
+                            subsample_t=1.0, max_window_size=3, num_noise_words=3,
+                            num_workers=workers, num_shards=2, quiet=True))
+  return str(d)
+
+
+def _epoch_arrays(draws, epoch, epochs=2, parallel=2):
+  out = []
+  for x, y, w in draws.dataset(epoch, epochs, parallel=parallel):
+    out.append({**{k: v.numpy() for k, v in x.items()}, "y": y.numpy(), "w": w.numpy()})
+  return out
+
+
+def _same(a, b):
+  return len(a) == len(b) and all(
+      x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("model", ["skipgram", "cbow", "pv_dbow", "pv_dm"])
+def test_fresh_draws_differ_by_epoch_and_repeat_for_runs_workers_and_parallelism(tmp_path,
+                                                                                 model):
+  from w2v_data import epochs  # pylint: disable=import-outside-toplevel
+  one = _create_all_tokens(tmp_path / "w1", model, workers=1)
+  two = _create_all_tokens(tmp_path / "w2", model, workers=2)
+  settings = epochs.DrawSettings(subsample_t=0.05)
+  a = epochs.EpochDraws(one, 16, seed=3, settings=settings)
+  e0, e1 = _epoch_arrays(a, 0), _epoch_arrays(a, 1)
+  assert not _same(e0, e1)  # subsampling, windows and noise words are redrawn
+  assert _same(e0, _epoch_arrays(a, 0))  # the same epoch again
+  b = epochs.EpochDraws(two, 16, seed=3, settings=settings)
+  assert _same(e0, _epoch_arrays(b, 0, parallel=1)) and _same(e1, _epoch_arrays(b, 1,
+                                                                                 parallel=4))
+  assert not _same(e0, _epoch_arrays(epochs.EpochDraws(one, 16, seed=4, settings=settings), 0))
+  first = e0[0]
+  words = first["contexts_negatives" if model == "skipgram" else "center_and_noise"]
+  assert words.shape[1] == 4 and np.all(first["y"][:, 0] == 1) and np.all(first["y"][:, 1:] == 0)
+  # Noise words equal to the positive word weigh nothing; the rest weigh 1.
+  assert np.array_equal(first["w"][:, 1:], words[:, 1:] != words[:, :1])
+  assert np.all(np.diff([blk["progress"][0] for blk in e0 + e1]) >= 0)
+  assert e0[0]["progress"][0] == 0.0 and e1[0]["progress"][0] == 0.5
+
+
+def test_fresh_subsampling_keeps_tokens_by_the_formula(tmp_path):
+  from w2v_data import epochs, models  # pylint: disable=import-outside-toplevel
+  d = _create_all_tokens(tmp_path / "pv", "pv_dbow")
+  meta = models.read_meta(d)
+  all_tokens = sum(meta["vocab"]["counts"][1:])
+  kept = []
+  for e in range(4):
+    draws = epochs.EpochDraws(d, 64, seed=1, settings=epochs.DrawSettings(subsample_t=0.02))
+    kept.append(sum(len(b["y"]) for b in _epoch_arrays(draws, e, epochs=4)))
+  from w2v_data import sampling  # pylint: disable=import-outside-toplevel
+  counts = np.asarray(meta["vocab"]["counts"], np.float64)
+  expected = float((sampling.keep_probabilities(counts, 0.02) * counts).sum())
+  assert len(set(kept)) > 1 and all(abs(k - expected) < 0.1 * all_tokens for k in kept)
+  assert all(k < all_tokens for k in kept)
+
+
+def test_fresh_draw_errors_are_one_line(tmp_path):
+  from w2v_data import epochs  # pylint: disable=import-outside-toplevel
+  sub = _create(tmp_path / "sub")  # subsampled records
+  with pytest.raises(UserError, match="--subsample_t=1"):
+    epochs.EpochDraws(sub, 16, seed=1, settings=epochs.DrawSettings(subsample_t=1e-3))
+  epochs.EpochDraws(sub, 16, seed=1)  # the stored tokens: fine
+  center = _create(tmp_path / "center", layout="center")
+  with pytest.raises(UserError, match="sentence layout"):
+    epochs.EpochDraws(center, 16, seed=1)
+  for kw, match in (({"batch_size": 0}, "batch_size"), ({"seed": -1}, "seed")):
+    args = {"batch_size": 16, "seed": 1, **kw}
+    with pytest.raises(UserError, match=match):
+      epochs.EpochDraws(sub, args.pop("batch_size"), **args)
+  with pytest.raises(UserError, match="window"):
+    epochs.EpochDraws(sub, 16, seed=1, settings=epochs.DrawSettings(max_window_size=0))
+
+
+def _train_script(name, d, out, *extra):
+  """Runs scripts/<name>.py in a fresh process (PYTHONPATH kept); returns its stdout."""
+  r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", f"{name}.py"),
+                      f"--data_dir={d}", f"--save_vectors={out}", "--embed_size=8",
+                      "--batch_size=64", "--epochs=3", *extra],
+                     capture_output=True, text=True, timeout=300,
+                     env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert r.returncode == 0, r.stderr
+  return r.stdout
+
+
+@pytest.mark.parametrize("name,model", [("train_skipgram", "skipgram"),
+                                        ("train_cbow", "cbow"), ("train_pv", "pv_dm")])
+def test_sgd_trainer_is_byte_identical_across_runs_threads_and_workers(tmp_path, name, model):
+  one = _create_all_tokens(tmp_path / "w1", model, workers=1)
+  four = _create_all_tokens(tmp_path / "w4", model, workers=4)
+  query = "--docs=" if model.startswith("pv") else "--words="
+  _train_script(name, one, tmp_path / "a.vec", "--threads=1", "--seed=5", query)
+  _train_script(name, four, tmp_path / "b.vec", "--threads=2", "--seed=5", query)
+  assert _sha(tmp_path / "a.vec") == _sha(tmp_path / "b.vec")
+  if model != "skipgram":
+    return  # the rest holds for every model; checked once (each run starts TF)
+  assert _script(name).main([f"--data_dir={one}", f"--save_vectors={tmp_path / 'c.vec'}",
+                             "--embed_size=8", "--batch_size=64", "--epochs=3", "--seed=5",
+                             query]) == 0
+  assert _sha(tmp_path / "a.vec") == _sha(tmp_path / "c.vec")
+  names, m = vectors.load(str(tmp_path / "a.vec"))
+  if model.startswith("pv"):
+    assert names == models.read_doc_names(one)
+  else:
+    assert names == models.read_tokens(one)[1:] and "<unk>" not in names  # untrained row
+  _train_script(name, one, tmp_path / "d.vec", "--seed=6", query)
+  assert not np.array_equal(m, vectors.load(str(tmp_path / "d.vec"))[1])
+
+
+def test_sgd_skipgram_learns_cooccurrence(tmp_path):
+  """Two word groups that never share a sentence end up apart."""
+  from w2v_data import epochs, sgd  # pylint: disable=import-outside-toplevel
+  import random  # pylint: disable=import-outside-toplevel
+  rnd = random.Random(0)
+  lines = [" ".join(rnd.choice([f"{g}{i}" for i in range(8)]) for _ in range(12))
+           for g in "ab" for _ in range(150)]
+  (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  d = str(tmp_path / "out")
+  pipeline.create(W2vConfig(input_file=str(tmp_path / "in.txt"), output_dir=d, min_freq=1,
+                            subsample_t=1.0, max_window_size=3, num_noise_words=5, quiet=True))
+  _, names, m, _ = sgd.train(d, seed=1, settings=epochs.DrawSettings(), dim=16,
+                             batch_size=64, epochs=5, verbose=0)
+  unit = m / np.linalg.norm(m, axis=1, keepdims=True)
+  group = np.array([n[0] for n in names])
+  sim = unit @ unit.T
+  same = sim[group[:, None] == group[None, :]].mean()
+  other = sim[group[:, None] != group[None, :]].mean()
+  assert same > other + 0.3, (same, other)
+  # A batch sums every occurrence's update: far too big a batch for 16 words diverges,
+  # and says so in one line.
+  with pytest.raises(UserError, match="diverged"):
+    sgd.train(d, seed=1, settings=epochs.DrawSettings(), dim=16, batch_size=256, epochs=5,
+              learning_rate=0.05, verbose=0)
+
+
+@pytest.mark.parametrize("model", ["pv_dbow", "pv_dm"])
+def test_sgd_paragraph_vectors_and_deterministic_inference(tmp_path, model):
+  from w2v_data import epochs, sgd  # pylint: disable=import-outside-toplevel
+  labels = _topic_documents(tmp_path / "docs.tsv")
+  d = str(tmp_path / model)
+  pipeline.create(W2vConfig(input_file=str(tmp_path / "docs.tsv"), output_dir=d, model=model,
+                            doc_id_column=True, min_freq=1, subsample_t=1.0,
+                            max_window_size=3, num_noise_words=5, num_workers=1, quiet=True))
+  trained, names, m, _ = sgd.train(d, seed=1, settings=epochs.DrawSettings(), dim=16,
+                                   batch_size=256, epochs=15, learning_rate=0.05, verbose=0)
+  unit = m / np.linalg.norm(m, axis=1, keepdims=True)
+  sim = unit @ unit.T
+  np.fill_diagonal(sim, -2.0)
+  accuracy = np.mean([labels[i] == labels[j] for i, j in enumerate(sim.argmax(axis=1))])
+  assert accuracy >= 0.75, accuracy  # chance: 0.24 (see the keras test above)
+  # Inference: the same text and seed give the same vector on every call, close to its
+  # topic's documents; another seed gives another vector.
+  tokens = models.read_tokens(d)
+  counts = models.read_meta(d)["vocab"]["counts"]
+  text = [tokens.index(w) for w in ["t2w1", "t2w5", "s3", "t2w7", "t2w9", "s4", "t2w2"] * 3]
+  v1 = sgd.infer_vector(trained, text, counts, seed=9)
+  v2 = sgd.infer_vector(trained, text, counts, seed=9)
+  assert np.array_equal(v1, v2) and v1.dtype == np.float32
+  assert not np.array_equal(v1, sgd.infer_vector(trained, text, counts, seed=10))
+  cos = unit @ (v1 / np.linalg.norm(v1))
+  best = np.argsort(-cos)[:5]
+  assert sum(labels[i] == 2 for i in best) >= 4, [labels[i] for i in best]
+
+
+def test_eval_vectors_script_on_hand_made_files(tmp_path):
+  names = ["<unk>", "king", "queen", "man", "woman", "cat", "dog"]
+  m = np.array([[9, 9, 9], [1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 0, 1], [0, 5, 0.1],
+                [0, 5, 0.2]], np.float32)
+  vectors.save(str(tmp_path / "v.vec"), names, m)
+  (tmp_path / "pairs.tsv").write_text(
+      "# comment\nWord 1\tWord 2\tHuman\nKing\tqueen\t8\ncat\tdog\t9.5\nking\tcat\t1\n"
+      "man\tunicorn\t5\n", encoding="utf-8")
+  (tmp_path / "an.txt").write_text(": family\nman king woman queen\nman woman king queen\n"
+                                   ": x\ncat dog man unicorn\n", encoding="utf-8")
+  spec = importlib.util.spec_from_file_location(
+      "eval_vectors", os.path.join(ROOT, "scripts", "eval_vectors.py"))
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  res = mod.evaluate(str(tmp_path / "v.vec"), [str(tmp_path / "pairs.tsv")],
+                     [str(tmp_path / "an.txt")])
+  pairs = res["pairs"][str(tmp_path / "pairs.tsv")]
+  assert (pairs["covered"], pairs["total"]) == (3, 4) and pairs["spearman"] == 1.0
+  an = res["analogies"][str(tmp_path / "an.txt")]
+  assert (an["correct"], an["covered"], an["total"]) == (2, 2, 3) and res["vectors"] == 6
+  r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval_vectors.py"),
+                      f"--vectors={tmp_path / 'v.vec'}", f"--pairs={tmp_path / 'pairs.tsv'}"],
+                     capture_output=True, text=True, timeout=60)
+  assert r.returncode == 0 and "on 3 of 4 pairs" in r.stdout, r.stderr
+  (tmp_path / "bad.tsv").write_text("a\tb\t1\nc d\n", encoding="utf-8")
+  r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval_vectors.py"),
+                      f"--vectors={tmp_path / 'v.vec'}", f"--pairs={tmp_path / 'bad.tsv'}"],
+                     capture_output=True, text=True, timeout=60)
+  assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'bad.tsv'}:2: " \
+      "expected 'word1 word2 score'"

@@ -15,6 +15,7 @@ import numpy as np
 from textrecords import vocab as vocab_lib
 from textrecords.tf_import import require_tf
 from w2v_data import schema
+from w2v_data import vectors
 
 CENTER_EMBEDDING = "center_embedding"
 CONTEXT_EMBEDDING = "context_embedding"
@@ -26,11 +27,14 @@ def seed_everything(seed: int):
 
   With this, the same records, seed and TF version give byte-identical
   trained weights on CPU. It does not make GPU kernels, another TF/Keras
-  version or another number of devices give the same numbers.
+  version or another number of devices give the same numbers. It does not
+  set PYTHONHASHSEED: that only acts when a Python process starts, and
+  nothing here depends on str hashing (no set or dict order of strings
+  decides an order of work); a caller starting subprocesses that need it
+  sets it in their environment.
   """
   tf = require_tf()
   import keras  # pylint: disable=import-outside-toplevel
-  os.environ["PYTHONHASHSEED"] = str(seed)
   keras.utils.set_random_seed(seed)
   tf.config.experimental.enable_op_determinism()
 
@@ -181,7 +185,8 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
 
   Returns:
     (keras model, history, names, vectors): the word vectors (CBOW: the input
-    side) with the vocab, or the document vectors with the document ids (PV).
+    side) with the vocab less <unk>, or the document vectors with the
+    document ids (PV).
   """
   import w2v_data  # pylint: disable=import-outside-toplevel
   from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
@@ -210,4 +215,7 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
     raise UserError(f"{data_dir}: --model={kind} records: use scripts/train_skipgram.py")
   history = model.fit(ds, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=verbose,
                       shuffle=False)
-  return model, history, names, embedding_matrix(model, layer)
+  matrix = embedding_matrix(model, layer)
+  if kind == "cbow":
+    names, matrix = vectors.without_unk(names, matrix)
+  return model, history, names, matrix

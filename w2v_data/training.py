@@ -2,8 +2,11 @@
 
 Flags every script takes (`add_flags`), and one run (`run`): train, save
 the vectors in word2vec text format, print a few nearest neighbours;
-`vectors_main` is the whole main of a script training `models.train`'s
-models (CBOW, paragraph vectors). Imports TensorFlow only when a run starts.
+`vectors_main` is the whole main of a script training CBOW or paragraph
+vectors. Two trainers (--trainer): "sgd" (default; `w2v_data.sgd`:
+word2vec's sparse SGD on fresh draws of every epoch, `w2v_data.epochs`) and
+"keras" (d2l's Keras models with Adam on the records' one draw,
+`w2v_data.models`). Imports TensorFlow only when a run starts.
 """
 
 import argparse
@@ -12,19 +15,92 @@ import time
 from typing import Callable, Optional, Sequence
 
 
+TRAINERS = ("sgd", "keras")
+SGD_DEFAULTS = {"batch_size": 4096, "learning_rate": 0.025, "subsample_t": 1e-4}
+
+
 def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: float = 0.002,
-              vectors_help: str = "the vectors"):
-  """Adds --data_dir, sizes, --seed and --save_vectors to `p`."""
+              vectors_help: str = "the vectors", sgd_epochs: int = 20,
+              sgd_learning_rate: float = SGD_DEFAULTS["learning_rate"]):
+  """Adds --data_dir, --trainer, sizes, draws, --seed, --threads and --save_vectors to `p`."""
   p.add_argument("--data_dir", required=True, help="a w2v_data.create --output_dir")
+  p.add_argument("--trainer", choices=TRAINERS, default="sgd",
+                 help="sgd: word2vec's SGD on fresh draws every epoch; keras: d2l's Keras "
+                 "model with Adam on the records' draw")
   p.add_argument("--embed_size", type=int, default=100)
-  p.add_argument("--batch_size", type=int, default=512)
-  p.add_argument("--epochs", type=int, default=epochs)
-  p.add_argument("--steps_per_epoch", type=int, default=None)
-  p.add_argument("--learning_rate", type=float, default=learning_rate)
+  p.add_argument("--batch_size", type=int, default=None,
+                 help=f"default: {SGD_DEFAULTS['batch_size']} pairs/centers (sgd), 512 (keras)")
+  p.add_argument("--epochs", type=int, default=None,
+                 help=f"default: {sgd_epochs} (sgd), {epochs} (keras)")
+  p.add_argument("--steps_per_epoch", type=int, default=None, help="keras trainer only")
+  p.add_argument("--learning_rate", type=float, default=None,
+                 help=f"default: {sgd_learning_rate} falling linearly to 1e-4 of it (sgd), "
+                 f"{learning_rate} (keras, Adam)")
+  p.add_argument("--subsample_t", type=float, default=None,
+                 help="sgd: fresh subsampling threshold (records written with "
+                 f"--subsample_t=1); default {SGD_DEFAULTS['subsample_t']}, or the records' "
+                 "own draw when they are subsampled")
+  p.add_argument("--subsample_formula", choices=("sqrt", "word2vec"), default="sqrt")
+  p.add_argument("--window", type=int, default=None, help="sgd: max window (default: the "
+                 "records')")
+  p.add_argument("--noise_words", type=int, default=None, help="sgd: K (default: the records')")
+  p.add_argument("--threads", type=int, default=0,
+                 help="TensorFlow intra- and inter-op threads (0: TF's default)")
   p.add_argument("--seed", type=int, default=None,
-                 help="seed everything (deterministic on CPU); default: not seeded")
+                 help="seed everything (deterministic on CPU); default: not seeded (sgd: 0)")
   p.add_argument("--save_vectors", default=None,
                  help=f"write {vectors_help} here (word2vec text format)")
+  p.set_defaults(_keras_defaults=(epochs, learning_rate), _sgd_defaults=(sgd_epochs,
+                                                                          sgd_learning_rate))
+
+
+def resolve(args):
+  """Fills the trainer-dependent defaults of parsed `args` in place; returns args."""
+  epochs, rate = args._sgd_defaults if args.trainer == "sgd" else args._keras_defaults  # pylint: disable=protected-access
+  if args.epochs is None:
+    args.epochs = epochs
+  if args.learning_rate is None:
+    args.learning_rate = rate
+  if args.batch_size is None:
+    args.batch_size = SGD_DEFAULTS["batch_size"] if args.trainer == "sgd" else 512
+  return args
+
+
+def set_threads(threads: int):
+  """Sets TensorFlow's intra- and inter-op thread counts (0: leave TF's default).
+
+  Raises:
+    UserError: a negative count, or TensorFlow already running in this process.
+  """
+  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
+  if threads < 0:
+    raise UserError(f"--threads={threads}: must be >= 0")
+  if threads:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    try:
+      tf.config.threading.set_intra_op_parallelism_threads(threads)
+      tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError as e:
+      raise UserError(f"--threads={threads}: TensorFlow is already running in this "
+                      "process") from e
+
+
+def sgd_train(args, expect):
+  """Trains with `w2v_data.sgd` from parsed flags; returns (names, matrix)."""
+  from w2v_data import epochs as epochs_lib  # pylint: disable=import-outside-toplevel
+  from w2v_data import models, sgd  # pylint: disable=import-outside-toplevel
+  set_threads(args.threads)
+  t = args.subsample_t
+  if t is None and epochs_lib.records_keep_every_token(models.read_meta(args.data_dir)):
+    t = SGD_DEFAULTS["subsample_t"]
+  settings = epochs_lib.DrawSettings(subsample_t=t, subsample_formula=args.subsample_formula,
+                                     max_window_size=args.window,
+                                     num_noise_words=args.noise_words)
+  _, names, matrix, _ = sgd.train(
+      args.data_dir, seed=0 if args.seed is None else args.seed, settings=settings,
+      dim=args.embed_size, batch_size=args.batch_size, epochs=args.epochs,
+      learning_rate=args.learning_rate, expect=tuple(expect), verbose=2)
+  return names, matrix
 
 
 def run(args, train: Callable, queries, what: str = "") -> int:
@@ -67,10 +143,12 @@ def vectors_main(argv: Optional[Sequence[str]], doc: str, expect: Sequence[str],
   p = argparse.ArgumentParser(description=doc.split("\n")[0])
   add_flags(p, **flag_defaults)
   p.add_argument(f"--{query_flag}", default=query_default, help=query_help)
-  args = p.parse_args(argv)
+  args = resolve(p.parse_args(argv))
 
   def train(a):
     from w2v_data import models  # pylint: disable=import-outside-toplevel
+    if a.trainer == "sgd":
+      return sgd_train(a, expect)
     _, _, names, matrix = models.train(
         a.data_dir, embed_size=a.embed_size, batch_size=a.batch_size, epochs=a.epochs,
         learning_rate=a.learning_rate, seed=a.seed, steps_per_epoch=a.steps_per_epoch,

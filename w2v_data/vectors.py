@@ -79,3 +79,14 @@ def load(path: str) -> Tuple[List[str], np.ndarray]:
   if len(names) != count:
     raise UserError(f"{path}: header says {count} vectors, found {len(names)}")
   return names, np.asarray(rows, dtype=np.float32).reshape(count, dim)
+
+
+def without_unk(names: Sequence[str], matrix: np.ndarray, unk: str = "<unk>"):
+  """Drops the <unk> row (id 0 of a w2v_data vocab: never trained) from word vectors.
+
+  >>> without_unk(["<unk>", "a"], np.zeros((2, 1)))[0]
+  ['a']
+  """
+  if len(names) and names[0] == unk:
+    return list(names[1:]), matrix[1:]
+  return list(names), matrix

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Scores word vectors on similarity-pair and analogy files (no download, no TensorFlow).
+
+Reads vectors in word2vec text format (`--save_vectors` of the training
+scripts, or gensim's `save_word2vec_format`); a `<unk>` row, if present, is
+left out. Pair files (WordSim353, SimLex-999: `word1 word2 score` a line)
+give Spearman's rho of cosine similarity against the human scores; analogy
+files (word2vec's questions-words.txt) give 3CosAdd accuracy. Each result
+says how many pairs / questions the vectors cover (only those are scored).
+
+Example:
+  python scripts/eval_vectors.py --vectors=out/ptb.vec \\
+      --pairs=gensim/test/test_data/wordsim353.tsv \\
+      --analogies=gensim/test/test_data/questions-words.txt
+"""
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+from textrecords.errors import UserError  # pylint: disable=wrong-import-position
+from w2v_data import schema, vector_eval, vectors  # pylint: disable=wrong-import-position
+
+
+def evaluate(vectors_path: str, pairs=(), analogies=()) -> dict:
+  """{"pairs": {path: {...}}, "analogies": {path: {...}}} for the vectors at vectors_path."""
+  names, matrix = vectors.load(vectors_path)
+  keep = [i for i, n in enumerate(names) if n != schema.UNK]
+  names, matrix = [names[i] for i in keep], matrix[keep]
+  out = {"vectors": len(names), "pairs": {}, "analogies": {}}
+  for path in pairs:
+    s = vector_eval.pair_score(names, matrix, vector_eval.read_pairs(path))
+    out["pairs"][path] = {"spearman": s.spearman, "covered": s.covered, "total": s.total}
+  for path in analogies:
+    out["analogies"][path] = vector_eval.analogy_accuracy(
+        names, matrix, vector_eval.read_analogies(path))
+  return out
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--vectors", required=True, help="word2vec text format file")
+  p.add_argument("--pairs", default="", help="comma-separated pair files")
+  p.add_argument("--analogies", default="", help="comma-separated analogy files")
+  p.add_argument("--json", action="store_true", help="print the results as JSON")
+  args = p.parse_args(argv)
+  split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
+  if not split(args.pairs) and not split(args.analogies):
+    print("error: give --pairs and/or --analogies", file=sys.stderr)
+    return 2
+  try:
+    res = evaluate(args.vectors, split(args.pairs), split(args.analogies))
+  except UserError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  if args.json:
+    print(json.dumps(res, indent=1, sort_keys=True))
+    return 0
+  for path, s in res["pairs"].items():
+    print(f"{path}: Spearman {s['spearman']:.4f} on {s['covered']} of {s['total']} pairs")
+  for path, a in res["analogies"].items():
+    print(f"{path}: accuracy {a['accuracy']:.4f} ({a['correct']} of {a['covered']} covered; "
+          f"{a['total']} questions)")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

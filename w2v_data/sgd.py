@@ -1,0 +1,251 @@
+"""word2vec's own training as a Keras model: sparse SGD with a linearly decaying rate.
+
+`Word2Vec` trains skip-gram, CBOW, PV-DBOW or PV-DM on the batches of
+`w2v_data.epochs.EpochDraws` with `model.fit`, the way word2vec.c and gensim
+do: negative sampling, input vectors initialised uniform on
+[-0.5/D, 0.5/D], output vectors at zero, plain SGD whose rate falls
+linearly from `learning_rate` to `learning_rate * 1e-4` over the run (the
+batches carry their progress), and only the rows a batch touches updated
+(gradients in closed form, added with `scatter_add`). A batch's updates are
+all computed from the weights before it (word2vec.c updates after every
+pair; a batch of a few thousand pairs behaves the same on real corpora).
+
+Determinism: the draws are stateless, the initial weights come from the
+seed, and each step's ops (gathers, products, sums over the last axis, and
+scatter-adds, which TensorFlow's CPU kernels apply in index order) give the
+same floats for any number of threads; with `seed_everything`'s op
+determinism the saved vectors are byte-identical across runs, --threads and
+generator worker counts (tests/test_w2v_train.py).
+"""
+
+import warnings
+
+import numpy as np
+
+from textrecords import seeding
+from textrecords.tf_import import require_tf
+from w2v_data import epochs as epochs_lib
+from w2v_data import schema
+from w2v_data import vectors as vectors_lib
+
+MIN_RATE_RATIO = 1e-4  # word2vec.c: the rate never falls below starting_alpha * 0.0001
+WORD_MODELS = ("skipgram", "cbow")
+
+
+def _initial(seed: int, what: str, rows: int, dim: int) -> np.ndarray:
+  rng = np.random.default_rng(seeding.derive_seed(seed, "w2v_data/sgd", what))
+  return rng.uniform(-0.5 / dim, 0.5 / dim, (rows, dim)).astype(np.float32)
+
+
+def word2vec_model(kind: str, vocab_size: int, dim: int, *, num_docs: int = 0, seed: int = 0,
+                   learning_rate: float = 0.025, jit_compile: bool = True):
+  """A compiled `Word2Vec` Keras model (the class is made on first use: it needs Keras)."""
+  require_tf()
+  model = _model_class()(kind, vocab_size, dim, num_docs=num_docs, seed=seed,
+                         learning_rate=learning_rate, jit_compile=jit_compile)
+  model.compile(jit_compile=False)
+  return model
+
+
+_CLASS = []
+
+
+def _model_class():
+  """The `Word2Vec` class (defined here so that importing this module needs no Keras)."""
+  if _CLASS:
+    return _CLASS[0]
+  tf = require_tf()
+  import keras  # pylint: disable=import-outside-toplevel
+
+  class Word2Vec(keras.Model):
+    """Input vectors (words; documents for PV), output vectors, SGD train_step."""
+
+    def __init__(self, kind, vocab_size, dim, *, num_docs=0, seed=0, learning_rate=0.025,
+                 jit_compile=True):
+      super().__init__(name=f"word2vec_{kind}")
+      if kind not in schema.MODELS:
+        raise ValueError(f"kind {kind!r}: expected one of {schema.MODELS}")
+      self.kind, self.rate = kind, float(learning_rate)
+      self.words_in = self._weight("words_in", _initial(seed, "words_in", vocab_size, dim))
+      self.words_out = self._weight("words_out", np.zeros((vocab_size, dim), np.float32))
+      self.docs = None
+      if kind in schema.PV_MODELS:
+        self.docs = self._weight("docs", _initial(seed, "docs", num_docs, dim))
+      self.built = True
+      # XLA fuses the step's gathers, products and sums (Keras's own jit_compile
+      # refuses this model); ~2.5x less CPU a step than TF's kernels.
+      self._step = tf.function(self._sgd_step, jit_compile=jit_compile)
+
+    def _weight(self, name, value):
+      w = self.add_weight(shape=value.shape, initializer="zeros", name=name, trainable=False)
+      w.assign(value)
+      return w
+
+    def _hidden(self, x):
+      """The input side's vector h (B, D) and how to apply its gradient dh."""
+      if self.kind == "skipgram":
+        ids = x[schema.X_CENTER][:, 0]
+        return tf.gather(self.words_in, ids), lambda dh: _add(self.words_in, dh, ids)
+      if self.kind == "pv_dbow":
+        ids = x[schema.X_DOC_ID][:, 0]
+        return tf.gather(self.docs, ids), lambda dh: _add(self.docs, dh, ids)
+      ctx, mask = x[schema.X_CONTEXTS], x[schema.X_CONTEXTS_MASK]
+      total = tf.reduce_sum(tf.gather(self.words_in, ctx) * mask[:, :, None], axis=1)
+      count = tf.reduce_sum(mask, axis=1, keepdims=True)
+      doc = None
+      if self.kind == "pv_dm":
+        doc = x[schema.X_DOC_ID][:, 0]
+        total, count = total + tf.gather(self.docs, doc), count + 1.0
+      h = total / tf.maximum(count, 1.0)
+
+      def apply(dh):  # word2vec.c's CBOW: the mean's error goes to every input unscaled
+        per_ctx = dh[:, None, :] * mask[:, :, None]
+        _add(self.words_in, tf.reshape(per_ctx, [-1, tf.shape(dh)[1]]), tf.reshape(ctx, [-1]))
+        if doc is not None:
+          _add(self.docs, dh, doc)
+      return h, apply
+
+    def call(self, x):
+      h, _ = self._hidden(x)
+      out = tf.gather(self.words_out, _targets(x))
+      return tf.reduce_sum(out * h[:, None, :], axis=-1)
+
+    def train_step(self, data):
+      x, y, w = keras.utils.unpack_x_y_sample_weight(data)
+      return {"sgd_loss": self._step(x, y, w)}
+
+    def _sgd_step(self, x, y, w):
+      """One SGD step on a batch; returns the batch's mean loss."""
+      rate = self.rate * tf.maximum(1.0 - x[epochs_lib.X_PROGRESS][0], MIN_RATE_RATIO)
+      words = _targets(x)
+      h, apply_input = self._hidden(x)
+      out = tf.gather(self.words_out, words)
+      logits = tf.reduce_sum(out * h[:, None, :], axis=-1)
+      g = (y - tf.sigmoid(logits)) * w * rate
+      apply_input(tf.reduce_sum(g[:, :, None] * out, axis=1))
+      d_out = g[:, :, None] * h[:, None, :]
+      _add(self.words_out, tf.reshape(d_out, [-1, tf.shape(h)[1]]), tf.reshape(words, [-1]))
+      loss = tf.reduce_sum(w * tf.nn.sigmoid_cross_entropy_with_logits(y, logits))
+      return loss / tf.maximum(tf.reduce_sum(w), 1.0)
+
+  def _targets(x):
+    key = schema.X_CONTEXTS_NEGATIVES if schema.X_CONTEXTS_NEGATIVES in x else (
+        schema.X_CENTER_AND_NOISE)
+    return x[key]
+
+  def _add(var, rows, ids):
+    var.value.scatter_add(tf.IndexedSlices(rows, ids))
+
+  _CLASS.append(Word2Vec)
+  return Word2Vec
+
+
+def vectors(model):
+  """(kind of names, float32 matrix): word vectors (input side) or document vectors (PV)."""
+  if model.kind in WORD_MODELS:
+    return "words", np.asarray(model.words_in.numpy(), np.float32)
+  return "docs", np.asarray(model.docs.numpy(), np.float32)
+
+
+def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: int = 100,
+          batch_size: int = 1024, epochs: int = 5, learning_rate: float = 0.025,
+          expect=None, verbose: int = 2, jit_compile: bool = True,
+          log=print, parallel: int = 2):
+  """Trains on fresh draws of every epoch; returns (model, names, vectors, words trained).
+
+  Names and vectors: the vocab without <unk> and the word vectors (skip-gram,
+  CBOW), or the document ids and the document vectors (PV).
+
+  Raises:
+    UserError: records of a model not in `expect`, or bad settings.
+  """
+  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
+  from w2v_data import models  # pylint: disable=import-outside-toplevel
+  models.seed_everything(seed)
+  draws = epochs_lib.EpochDraws(data_dir, batch_size, seed=seed, settings=settings)
+  if expect is not None and draws.model not in expect:
+    raise UserError(f"{data_dir}: records are for --model={draws.model}, this trains "
+                    f"{' or '.join(expect)}")
+  tokens = models.read_tokens(data_dir)
+  doc_names = models.read_doc_names(data_dir) if draws.model in schema.PV_MODELS else []
+  model = word2vec_model(draws.model, len(tokens), dim, num_docs=len(doc_names), seed=seed,
+                         learning_rate=learning_rate, jit_compile=jit_compile)
+  with warnings.catch_warnings():  # an epoch's length is not known before it ends
+    warnings.filterwarnings("ignore", message="Your input ran out of data")
+    for e in range(epochs):
+      model.fit(draws.dataset(e, epochs, parallel=parallel), initial_epoch=e, epochs=e + 1,
+                verbose=verbose, shuffle=False)
+  kind, matrix = vectors(model)
+  if not np.isfinite(matrix).all():
+    raise UserError(f"{data_dir}: training diverged (non-finite vectors): a batch sums the "
+                    "updates of a word's every occurrence; lower --batch_size (small "
+                    "vocabularies) or --learning_rate")
+  if kind == "docs":
+    return model, doc_names, matrix, draws.num_tokens * epochs
+  names, matrix = vectors_lib.without_unk(tokens, matrix)
+  if log and verbose:
+    log(f"trained {draws.num_tokens * epochs} tokens")
+  return model, names, matrix, draws.num_tokens * epochs
+
+
+def infer_vector(model, word_ids, noise_counts, *, seed: int, epochs: int = 50,
+                 learning_rate: float = 0.025, num_noise_words: int = 5,
+                 window: int = 5) -> np.ndarray:
+  """A vector for a new document under a trained PV model, the same on every call.
+
+  The document's vector starts uniform on [-0.5/D, 0.5/D] and is trained, the
+  word weights frozen, for `epochs` full-batch SGD steps (rate falling
+  linearly) against its words and K noise words a word; every draw comes
+  from (seed, the text's ids), so the same text and seed always give the
+  same vector (gensim's infer_vector differs from call to call).
+
+  Args:
+    model: a trained PV-DBOW or PV-DM `Word2Vec` model.
+    word_ids: the document's token ids (ints of the model's vocab, <unk> left out).
+    noise_counts: the vocab's counts (meta["vocab"]["counts"]): noise words are
+      drawn with weight count**0.75.
+    window: PV-DM: the contexts (all within this distance) averaged with the
+      document vector.
+  """
+  from w2v_data import sampling  # pylint: disable=import-outside-toplevel
+  if model.kind not in schema.PV_MODELS:
+    raise ValueError(f"infer_vector needs a pv_dbow or pv_dm model, not {model.kind}")
+  ids = np.asarray(word_ids, np.int64).reshape(-1)
+  out = np.asarray(model.words_out.numpy(), np.float64)
+  dim = out.shape[1]
+  rng = np.random.default_rng(seeding.derive_seed(
+      seed, "w2v_data/infer", seeding.content_digest(ids.tobytes())))
+  doc = rng.uniform(-0.5 / dim, 0.5 / dim, dim)
+  if not len(ids):
+    return doc.astype(np.float32)
+  probs = sampling.noise_probabilities(np.asarray(noise_counts, np.float64))
+  ctx_sum, ctx_n = _infer_contexts(model, ids, window)
+  labels = np.zeros((len(ids), 1 + num_noise_words))
+  labels[:, 0] = 1.0
+  for e in range(epochs):
+    rate = learning_rate * max(1.0 - e / epochs, MIN_RATE_RATIO)
+    words = np.concatenate(
+        [ids[:, None], rng.choice(len(probs), (len(ids), num_noise_words), p=probs)], axis=1)
+    h = (doc[None, :] + ctx_sum) / (1.0 + ctx_n)[:, None]
+    u = out[words]
+    g = (labels - 1.0 / (1.0 + np.exp(-np.einsum("nkd,nd->nk", u, h)))) * rate
+    g[:, 1:] *= words[:, 1:] != ids[:, None]
+    doc = doc + np.einsum("nk,nkd->d", g, u)
+  return doc.astype(np.float32)
+
+
+def _infer_contexts(model, ids: np.ndarray, window: int):
+  """PV-DM: per position, the sum and count of its contexts' input vectors (PV-DBOW: 0)."""
+  n = len(ids)
+  if model.kind != "pv_dm":
+    return np.zeros((n, 1)), np.zeros(n)
+  words_in = np.asarray(model.words_in.numpy(), np.float64)
+  total, count = np.zeros((n, words_in.shape[1])), np.zeros(n)
+  for off in range(-window, window + 1):
+    if off == 0:
+      continue
+    src = np.arange(n) + off
+    ok = (src >= 0) & (src < n)
+    total[ok] += words_in[ids[src[ok]]]
+    count[ok] += 1.0
+  return total, count
