@@ -9,7 +9,7 @@ Example:
       --vocab_file=vocab.txt --max_records=3
 """
 
-import sys
+import dataclasses
 from typing import Optional
 
 from absl import flags
@@ -18,7 +18,9 @@ from bert_data import schema as S
 from textrecords import cli
 from textrecords import dataset_files
 from textrecords import example_codec
+from textrecords import index as index_lib
 from textrecords import metadata
+from textrecords import storage
 from textrecords import tfrecord
 from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
@@ -33,15 +35,32 @@ def define_flags():
                       "were made with.")
   flags.DEFINE_integer("max_records", 5, "How many records to print.")
   cli.define_tool_flags()
+  define_compression_flag()
+
+
+def define_compression_flag():
+  """--compression, of plain TFRecord files (inspect, stats; idempotent)."""
   if "compression" not in FLAGS:
     flags.DEFINE_string("compression", "", "Compression of plain TFRecord files (no "
-                        "metadata): '' (none) or GZIP.")
+                        "metadata): '' (none) or GZIP. Datasets with metadata say theirs.")
 
 
-def format_record(features: dict, tokens) -> str:
+def compression_from_flag() -> Optional[str]:
+  """--compression, checked, if given (else None: the metadata's, or none)."""
+  return (tfrecord.check_compression(FLAGS.compression)
+          if FLAGS["compression"].present else None)
+
+
+# What label 1 of next_sentence_labels means, by the metadata's sentence_task.
+_LABEL_MEANING = {"sop": ("in order", "swapped"), "nsp": ("actual next", "random next")}
+
+
+def format_record(features: dict, tokens, task: Optional[str] = None) -> str:
   """Readable text of one decoded record.
 
-  Masked positions show as `[MASK]->label` style: `shown(label)`.
+  Masked positions show as `[MASK]->label` style: `shown(label)`. `task`
+  (the metadata's sentence_task; None for plain files: NSP, the reference's)
+  names what the label means.
   """
   features = {S.canonical_names(True).get(k, k): v for k, v in features.items()}
   name = lambda i: tokens[i] if 0 <= i < len(tokens) else f"<{i}>"  # noqa: E731
@@ -65,7 +84,8 @@ def format_record(features: dict, tokens) -> str:
   ]
   if S.NEXT_SENTENCE_LABELS in features:  # packed records have no label
     label = features[S.NEXT_SENTENCE_LABELS][0]
-    lines.append(f"next_sentence_label: {label} ({'random' if label else 'actual'} next)")
+    meaning = _LABEL_MEANING.get(task or "nsp", _LABEL_MEANING["nsp"])[1 if label else 0]
+    lines.append(f"next_sentence_label: {label} ({meaning})")
   return "\n".join(lines)
 
 
@@ -75,18 +95,16 @@ def main(argv):
     raise UserError("--input_file and --vocab_file are required")
   cli.check_range("max_records", FLAGS.max_records, 0, None)
   tokens = load_vocab_tokens(FLAGS.vocab_file)
-  compression = (tfrecord.check_compression(FLAGS.compression)
-                 if FLAGS["compression"].present else None)
   shown = 0
-  for path, comp, v2 in record_files(FLAGS.input_file, FLAGS.vocab_file,
-                                     compression=compression, strict_vocab=True,
-                                     with_names=True):
-    for index, rec in enumerate(tfrecord.read_records(path, comp)):
+  for f in record_files(FLAGS.input_file, FLAGS.vocab_file,
+                        compression=compression_from_flag()):
+    for index, rec in enumerate(tfrecord.read_records(f.path, f.compression)):
       if shown >= FLAGS.max_records:
         return
-      features = _checked(example_codec.decode_example(rec), v2, tokens, path, index)
-      print(f"*** record {shown} ({path}) ***")
-      print(format_record(features, tokens))
+      features = _checked(example_codec.decode_example(rec), f.v2_names, tokens, f.path,
+                          index)
+      print(f"*** record {shown} ({f.path}) ***")
+      print(format_record(features, tokens, f.task))
       print()
       shown += 1
 
@@ -118,28 +136,44 @@ def load_vocab_tokens(path: str):
   return vocab_lib.load_tokens(path)
 
 
+@dataclasses.dataclass(frozen=True)
+class BertFile:
+  """One record file to read, with what its metadata says about it.
+
+  Attributes:
+    compression: "" or "GZIP".
+    v2_names: the records use Model Garden's feature names.
+    task: the metadata's sentence_task ("nsp", "sop", "none"); None for a
+      plain file without metadata.
+  """
+  path: str
+  compression: str
+  v2_names: bool = False
+  task: Optional[str] = None
+
+
 def record_files(pattern: str, vocab_file: Optional[str] = None, *,
-                 compression: Optional[str] = None, strict_vocab: bool = False,
-                 with_names: bool = False):
-  """(path, compression) of the files to read (inspect, stats).
+                 compression: Optional[str] = None):
+  """The `BertFile`s to read (inspect, stats).
 
   Files with bert_data metadata are checked against it; a plain TFRecord
   file without metadata (e.g. written by google-research/bert) is read as is.
 
   Args:
-    compression: of plain files (default none); for files with metadata it
-      must agree with the metadata when given.
-    strict_vocab: a `vocab_file` other than the one the metadata names is an
-      error (else a warning).
-    with_names: also yield whether the records use Model Garden's names.
+    vocab_file: must be the vocab the metadata names (its sha256), if given.
+    compression: of plain files (default none; a GZIP file without it is
+      refused with a hint); for files with metadata it must agree with the
+      metadata when given.
   Raises:
-    UserError: another package's dataset, a contradicting compression, or
-      (strict_vocab) another vocab.
+    UserError: another package's dataset, a contradicting compression,
+      another vocab, a GZIP plain file read as uncompressed.
   """
   for found in dataset_files.find(pattern, allow_list=True):
     if found.meta is None:
       for path in found.names:
-        yield (path, compression or "") + ((False,) if with_names else ())
+        if compression is None and storage.size(path) and index_lib.is_gzip(path):
+          raise UserError(f"{path}: looks GZIP-compressed: pass --compression=GZIP")
+        yield BertFile(path, compression or "")
       continue
     if found.meta.get("package") != "bert_data":
       raise UserError(metadata.foreign_message(found.given, found.meta))
@@ -148,16 +182,24 @@ def record_files(pattern: str, vocab_file: Optional[str] = None, *,
       raise UserError(f"--compression={compression or 'none'}: {where} says the records "
                       f"have compression {meta['compression'] or 'none'}; drop --compression "
                       "(it is for plain TFRecord files)")
-    if vocab_file and meta.get("vocab_sha256") != vocab_lib.file_sha256(vocab_file):
-      message = (f"--vocab_file={vocab_file} is not the vocab the records were made with "
-                 f"(sha256 differs from {where}); pass the one given to bert_data.create")
-      if strict_vocab:
-        raise UserError(message)
-      print(f"warning: {message}", file=sys.stderr)
+    if vocab_file:
+      check_vocab(vocab_file, meta, where)
     v2 = bool(meta.get("flags", {}).get("use_v2_feature_names", False))
     names = found.names or metadata.split_record_names(meta, DEFAULT_SPLIT, where)
     for path in metadata.verified_files(meta, found.layout, names, "size"):
-      yield (path, meta["compression"]) + ((v2,) if with_names else ())
+      yield BertFile(path, meta["compression"], v2, meta.get("sentence_task", "nsp"))
+
+
+def check_vocab(vocab_file: str, meta: dict, where: str):
+  """Refuses a --vocab_file other than the one the records were made with.
+
+  Raises:
+    UserError: its sha256 is not the metadata's vocab_sha256.
+  """
+  if meta.get("vocab_sha256") != vocab_lib.file_sha256(vocab_file):
+    raise UserError(f"--vocab_file={vocab_file} is not the vocab the records were made "
+                    f"with (sha256 differs from {where}); pass the one given to "
+                    "bert_data.create")
 
 
 entry_point = cli.entry_point(define_flags, main)  # the `bert-data-inspect` console script

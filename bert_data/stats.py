@@ -1,7 +1,7 @@
 r"""`python -m bert_data.stats`: what a bert_data dataset holds, in numbers and one plot.
 
     python -m bert_data.stats --input_file=out/train.tfrecord [--plot=stats.png]
-        [--vocab_file=vocab.txt] [--max_records=N]
+        [--vocab_file=vocab.txt] [--max_records=N] [--compression=GZIP]
 
 `--input_file` is an output path, a shard glob, a `.meta.json` or a plain
 TFRecord file of BERT records (the reference's too). Prints a JSON summary:
@@ -14,7 +14,9 @@ TFRecord file of BERT records (the reference's too). Prints a JSON summary:
   metadata names: nsp or sop); absent for records without the label;
 * `unk_share` and `top_tokens`: over the original tokens (masked positions
   take their labels back), with names when the vocab is known (`--vocab_file`,
-  else the vocab or SentencePiece model the metadata names, if present).
+  which must be the records' vocab (sha256), else the vocab or SentencePiece
+  model the metadata names, looked up beside the metadata, then from here,
+  and used only if its sha256 is the records').
 
 Each distribution gives count, mean, min, max and a histogram. `--plot` saves
 them as one PNG (needs matplotlib: `pip install 'textrecords[plot]'`).
@@ -24,18 +26,21 @@ Reads records without TensorFlow.
 import collections
 import json
 import os
+import sys
 from typing import Dict, List, Optional
 
 import numpy as np
 from absl import flags
 
 from bert_data import schema as S
-from bert_data.inspect import load_vocab_tokens, record_files
+from bert_data.inspect import (compression_from_flag, define_compression_flag,
+                               load_vocab_tokens, record_files)
 from textrecords import cli
 from textrecords import dataset_files
 from textrecords import example_codec
 from textrecords import metadata
 from textrecords import tfrecord
+from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -131,32 +136,47 @@ def to_json(summary: dict) -> str:
   return "{\n" + body + "\n}"
 
 
-def _meta_of(pattern: str) -> Optional[dict]:
-  """The first dataset's metadata, or None for plain TFRecord files."""
+def _meta_of(pattern: str):
+  """(metadata, its path) of the first dataset, or (None, None) for plain files."""
   for found in dataset_files.find(pattern, allow_list=True):
     if found.meta is not None:
       if found.meta.get("package") != "bert_data":
         raise UserError(metadata.foreign_message(found.given, found.meta))
-      found.meta["_dir"] = os.path.abspath(found.layout.root)
-      return found.meta
-  return None
+      return found.meta, found.layout.meta_path
+  return None, None
 
 
-def _meta_vocab(meta: Optional[dict]) -> Optional[str]:
-  """The vocab (or SentencePiece model) the metadata names, if it still exists."""
+def _meta_vocab(meta: Optional[dict], meta_path: Optional[str]) -> Optional[str]:
+  """The vocab (or SentencePiece model) the metadata names, if it is still there
+  and unchanged: a relative path is looked up beside the metadata, then from
+  here; a file whose sha256 differs is not used (a warning says so)."""
   if not meta:
     return None
+  flag_values = meta.get("flags") or {}
   for key in ("spm_model_file", "vocab_file"):
-    path = (meta.get("flags") or {}).get(key)
-    if path and os.path.isfile(path):
-      return path
+    given = flag_values.get(key)
+    if not given:
+      continue
+    candidates = [given] if os.path.isabs(given) else [
+        os.path.join(os.path.dirname(os.path.abspath(meta_path)), given), given]
+    found = [p for p in dict.fromkeys(candidates) if os.path.isfile(p)]
+    for path in found:
+      if vocab_lib.file_sha256(path) == meta.get("vocab_sha256"):
+        return path
+    if found:
+      print(f"warning: {found[0]} (named by {meta_path}) is not the vocab the records "
+            "were made with (sha256 differs): token ids shown; pass --vocab_file",
+            file=sys.stderr)
   return None
 
 
-def collect(pattern: str, max_records: Optional[int] = None) -> Tally:
+def collect(pattern: str, max_records: Optional[int] = None, *,
+            vocab_file: Optional[str] = None, compression: Optional[str] = None) -> Tally:
+  """The tally of the records (`inspect.record_files`: a --vocab_file other
+  than the records' is refused, `compression` is for plain files)."""
   tally = Tally()
-  for path, compression in record_files(pattern):
-    for rec in tfrecord.read_records(path, compression):
+  for f in record_files(pattern, vocab_file, compression=compression):
+    for rec in tfrecord.read_records(f.path, f.compression):
       if max_records is not None and len(tally.lengths) >= max_records:
         return tally
       tally.add(example_codec.decode_example(rec))
@@ -198,7 +218,8 @@ def define_flags():
                       "and the [UNK] share (default: the one the metadata names).")
   flags.DEFINE_integer("max_records", None, "Read at most this many records.")
   flags.DEFINE_string("plot", None, "Save the distributions as one PNG here.")
-  flags.DEFINE_bool("verbose", False, "Show tracebacks for unexpected errors.")
+  cli.define_tool_flags()
+  define_compression_flag()
 
 
 def main(argv):
@@ -209,10 +230,11 @@ def main(argv):
   if FLAGS.max_records is not None:
     cli.check_range("max_records", FLAGS.max_records, 1, None)
   plt = cli.pyplot() if FLAGS.plot else None
-  meta = _meta_of(FLAGS.input_file)
-  vocab_path = FLAGS.vocab_file or _meta_vocab(meta)
+  meta, meta_path = _meta_of(FLAGS.input_file)
+  vocab_path = FLAGS.vocab_file or _meta_vocab(meta, meta_path)
   tokens = load_vocab_tokens(vocab_path) if vocab_path else None
-  tally = collect(FLAGS.input_file, FLAGS.max_records)
+  tally = collect(FLAGS.input_file, FLAGS.max_records, vocab_file=vocab_path,
+                  compression=compression_from_flag())
   if not tally.lengths:
     raise UserError(f"--input_file: {FLAGS.input_file} holds no records")
   task = meta.get("sentence_task", "nsp") if meta else None

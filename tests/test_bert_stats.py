@@ -69,3 +69,59 @@ def test_cli_prints_json_and_saves_one_png(tmp_path):
   assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   r = run_cli("bert_data.stats", f"--input_file={tmp_path}/missing.tfrecord")
   assert r.returncode == 2 and len(error_lines(r.stderr)) == 1
+
+
+def _run_in(cwd, *args):
+  """`python -m bert_data.<tool> args` from folder `cwd` (this checkout's code)."""
+  import os  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  from conftest import REPO  # pylint: disable=import-outside-toplevel
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+  return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                        timeout=300, env=env, cwd=str(cwd))
+
+
+def test_stats_uses_only_the_records_vocab(tmp_path):
+  # issue 21 item 7: the metadata's relative vocab.txt was looked up from the current
+  # folder, and --vocab_file was not checked: other words with exit 0.
+  import shutil  # pylint: disable=import-outside-toplevel
+  from conftest import SAMPLE_TEXT, VOCAB  # pylint: disable=import-outside-toplevel
+  data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+  data.mkdir()
+  elsewhere.mkdir()
+  shutil.copy(VOCAB, data / "vocab.txt")
+  words = open(VOCAB, encoding="utf-8").read().splitlines()
+  (elsewhere / "vocab.txt").write_text("\n".join(words[1:] + words[:1]) + "\n")
+  r = _run_in(data, "bert_data.create", f"--input_file={SAMPLE_TEXT}", "--vocab_file=vocab.txt",
+              "--output_file=out.tfrecord", "--dupe_factor=1", "--quiet")
+  assert r.returncode == 0, r.stderr
+  out = str(data / "out.tfrecord")
+  files = lambda: {str(p): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}  # noqa: E731
+  before = files()
+  r = _run_in(data, "bert_data.stats", f"--input_file={out}", "--vocab_file=vocab.txt")
+  assert r.returncode == 0, r.stderr
+  expected = json.loads(r.stdout)
+  assert expected["top_tokens"][0][0] in words
+  for cwd in (tmp_path, elsewhere):  # elsewhere holds another vocab.txt
+    r = _run_in(cwd, "bert_data.stats", f"--input_file={out}")
+    assert r.returncode == 0 and error_lines(r.stderr) == [], r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["vocab"] == str(data / "vocab.txt")
+    assert summary["top_tokens"] == expected["top_tokens"]
+  r = _run_in(elsewhere, "bert_data.stats", f"--input_file={out}", "--vocab_file=vocab.txt")
+  lines = error_lines(r.stderr)
+  assert r.returncode == 2 and r.stdout == "" and len(lines) == 1, r.stderr
+  assert lines[0] == ("error: --vocab_file=vocab.txt is not the vocab the records were made "
+                      f"with (sha256 differs from {out}.meta.json); pass the one given to "
+                      "bert_data.create")
+  assert files() == before  # nothing the user had changed
+  with open(data / "vocab.txt", "a", encoding="utf-8") as f:
+    f.write("extra\n")  # the vocab beside the records changed: ids, with a warning
+  r = _run_in(tmp_path, "bert_data.stats", f"--input_file={out}")
+  assert r.returncode == 0, r.stderr
+  assert error_lines(r.stderr) == [
+      f"warning: {data / 'vocab.txt'} (named by {out}.meta.json) is not the vocab the "
+      "records were made with (sha256 differs): token ids shown; pass --vocab_file"]
+  summary = json.loads(r.stdout)
+  assert "vocab" not in summary and summary["top_tokens"][0][0].isdigit()

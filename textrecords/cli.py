@@ -3,7 +3,9 @@
 Shared absl flags, range checks, progress lines, the summary (one line on
 stderr, `--quiet` silences it, `--summary_json=PATH` for machines), `--help`
 that lists every flag the command takes and exits 0, repeated single-value
-flags refused, Ctrl-C as one line and exit 130, and the one-line error exit.
+flags refused, Ctrl-C as one line and exit 130, the one-line error exit, and
+a closed stdout (`... | head -1`) ending the command quietly with exit 141
+(128 + SIGPIPE, as Unix tools end).
 """
 
 import contextlib
@@ -11,6 +13,7 @@ import functools
 import gc
 import json
 import os
+import select
 import sys
 import threading
 import time
@@ -318,7 +321,11 @@ def _parse_flags(argv, main: Optional[Callable] = None):
     args = args[:args.index("--")]
   helps = [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in HELP_FLAGS]
   if helps and main is not None:
-    sys.stdout.write(_help_text(main, full=any("helpfull" in h for h in helps)))
+    try:
+      sys.stdout.write(_help_text(main, full=any("helpfull" in h for h in helps)))
+      sys.stdout.flush()
+    except BrokenPipeError:
+      sys.exit(_silence_stdout())
     sys.exit(0)
   try:
     rest = FLAGS(argv)
@@ -349,13 +356,45 @@ def run_script(main: Callable[[], Optional[int]]) -> int:
   """Runs a plain (argparse) script's `main()`: the exit status, with user
   errors as one line and exit 2, Ctrl-C as one line and exit 130."""
   try:
-    return main() or 0
+    status = main() or 0
+    sys.stdout.flush()
+    return status
   except UserError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
     print("error: interrupted", file=sys.stderr)
     return 130
+  except BrokenPipeError:
+    if not stdout_reader_gone():
+      raise
+    return _silence_stdout()
+
+
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: the status of a Unix tool whose reader left
+
+
+def stdout_reader_gone() -> bool:
+  """Whether stdout is a pipe whose reading end was closed (`| head -1`), so a
+  BrokenPipeError came from our output (not from, say, a worker's pipe)."""
+  try:
+    poller = select.poll()
+    poller.register(sys.stdout.fileno(), select.POLLOUT)
+    return any(ev & select.POLLERR for _, ev in poller.poll(0))
+  except (AttributeError, OSError, ValueError):  # no poll, stdout not a file
+    return False
+
+
+def _silence_stdout() -> int:
+  """Points stdout at /dev/null (so the flush at exit prints no 'Exception
+  ignored' line); returns the exit status of a command whose reader left."""
+  try:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+  except (OSError, ValueError):
+    pass
+  return EXIT_CLOSED_PIPE
 
 
 def _skip_collections_at_exit():
@@ -375,12 +414,14 @@ def run(main: Callable):
 
   Ctrl-C (SIGINT, to this process or its whole process group) prints
   `error: interrupted` and exits 130; worker processes ignore SIGINT (see
-  `parallel`), so no traceback is printed.
+  `parallel`), so no traceback is printed. A closed stdout (`| head -1`)
+  ends the command silently with exit 141.
   """
 
   def wrapped(argv):
     try:
       main(argv)
+      sys.stdout.flush()  # a closed pipe shows here, not at exit
       _skip_collections_at_exit()
     except UserError as e:
       print(f"error: {e}", file=sys.stderr)
@@ -389,6 +430,8 @@ def run(main: Callable):
       print("error: interrupted", file=sys.stderr)
       sys.exit(130)
     except Exception as e:  # pylint: disable=broad-except
+      if isinstance(e, BrokenPipeError) and stdout_reader_gone():
+        sys.exit(_silence_stdout())
       if "verbose" in FLAGS and FLAGS.verbose:
         raise
       print(f"error: {type(e).__name__}: {e} (rerun with --verbose for a traceback)",
