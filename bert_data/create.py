@@ -9,13 +9,14 @@ Example:
       --output_file=out/train.tfrecord --vocab_file=vocab.txt --num_shards=8
 """
 
-import os
 
 from absl import flags
 
 from bert_data.config import BertConfig
 from bert_data import pipeline
 from textrecords import cli
+from textrecords import metadata
+from textrecords.layout import DatasetLayout
 from textrecords import text_input
 from textrecords.run_options import run_options_from_flags
 
@@ -88,8 +89,9 @@ def _summary(config: BertConfig, summary: dict):
   line = (f"bert_data: {summary['documents']:,} documents, {summary['tokens']:,} tokens, "
           f"{summary['instances']:,} instances{cli.decode_note(summary)} -> "
           f"{','.join(config.output_files)}")
-  return line, dict(summary, output_files=[os.path.abspath(p) for p in config.output_files],
-                    decode_errors=cli.decode_errors(summary))
+  files = [f for p in config.output_files
+           for f in metadata.read(DatasetLayout.for_file(p).meta_path)["files"]]
+  return line, cli.summary("bert_data", list(config.output_files), summary, files)
 
 
 main = cli.generator(config_from_flags, pipeline.create, _summary, output="output_files",

@@ -13,7 +13,6 @@ import math
 import mmap
 import os
 import random
-import shutil
 from typing import Dict, Optional
 
 import numpy as np
@@ -26,16 +25,14 @@ from bert_data.documents import Corpus, encode_lines, read_corpus
 from bert_data.instances import (FastDraws, instances_from_document, instances_from_spans,
                                  spans_from_document)
 from bert_data.sentence_order import sop_spans_from_document
-from textrecords import __version__
 from textrecords import cli
-from textrecords import dataset_writer
-from textrecords import direct_output
 from textrecords import engine as engine_lib
+from textrecords.engine import local as local_engine
 from textrecords import storage
 from textrecords import features
 from textrecords import metadata
-from textrecords import output_lock
 from textrecords import parallel
+from textrecords import run as run_lib
 from textrecords import seeding
 from textrecords import spill
 from textrecords import text_input
@@ -397,7 +394,7 @@ def check_instance_count(total: int, num_files: int):
 
 def _frame_bucket(task):
   """Worker: sorts bucket b into files of framed records, one per output file
-  its records go to; returns [(output file index, framed path, records)].
+  its records go to; returns their `local_engine.Part`s.
 
   Args:
     task: (bucket, its first record's index in the whole output order,
@@ -412,100 +409,10 @@ def _frame_bucket(task):
   frame = tfrecord.frame
   framed = [frame(rec) for _, rec in items]
   if round_robin:
-    parts = _split_round_robin(framed, first, round_robin)
+    groups = local_engine.split_round_robin(framed, first, round_robin)
   else:
-    parts = [(b // per_shard, framed)]
-  return _write_part_files(ctx, f"framed-{b:05d}", parts)
-
-
-_FILES: Dict[int, object] = {}  # the shard-writer process's open files
-
-
-def _init_file_writer(targets, compression):
-  _STATE["targets"] = targets
-  _STATE["compression"] = compression
-  _FILES.clear()
-
-
-def _file_writer(msg):
-  """Shard-writer process: appends framed files to outputs, hashing as it goes.
-
-  ("append", f, framed path, records) appends to output f (opened at its
-  first append); ("finish", f) completes output f and returns its info for
-  `DatasetWriter.record_finished`. Outputs already finished by a resumed
-  run are skipped (target None).
-  """
-  f = msg[1]
-  target = _STATE["targets"][f]
-  h = _FILES.get(f)
-  if h is None and target is not None:
-    writer, out_path = target
-    h = _FILES[f] = writer.open(out_path, _STATE["compression"])
-  if msg[0] == "append":
-    _, _, path, count = msg
-    if h is not None:
-      h.append_framed_file(path, count)
-    os.remove(path)
-    return None
-  _FILES.pop(f, None)
-  return None if h is None else h.finish()
-
-
-def _split_round_robin(framed: list, first: int, n_files: int):
-  """[(file, records)] when record `first + j` goes to file (first + j) % n_files."""
-  return [(f, framed[(f - first) % n_files::n_files]) for f in range(n_files)]
-
-
-def _write_part_files(ctx: _Context, name: str, parts) -> list:
-  """Writes each (file index, framed records) part to a scratch file; returns
-  [(file index, path, records)] for `_append_parts`."""
-  out = []
-  for f, recs in parts:
-    if recs:
-      path = os.path.join(ctx.spill_dir, f"{name}-{f:05d}")
-      with open(path, "wb") as fh:
-        fh.write(b"".join(recs))
-      out.append((f, path, len(recs)))
-  return out
-
-
-def _append_parts(part_lists, targets, compression: str, num_workers: int) -> None:
-  """Appends framed part files to the outputs in writer processes.
-
-  This process only passes file names along: writer processes (one per
-  output file, up to num_workers) copy the parts (in the kernel) and hash
-  them (sha256 for the metadata) while the workers make the next parts;
-  then the outputs are recorded here.
-
-  Args:
-    part_lists: yields ([(file index, path, records)], [file indexes now complete]).
-    targets: per output file, (DatasetWriter, path), or None if finished.
-  """
-  def messages():
-    for parts, finished in part_lists:
-      for f, path, count in parts:
-        yield ("append", f, path, count)
-      for f in finished:
-        yield ("finish", f)
-
-  infos = {}
-  try:
-    for info in parallel.ordered_map(_file_writer, messages(),
-                                     max(1, min(num_workers, len(targets))),
-                                     in_process=False, prefetch=256, window=1 << 20,
-                                     route=lambda msg: msg[1], initializer=_init_file_writer,
-                                     initargs=(targets, compression)):
-      if info is not None:
-        infos[info["name"]] = info
-  except BaseException:
-    for t in targets:
-      if t is not None:
-        t[0].remove_temps(t[1])
-    raise
-  for t in targets:
-    if t is not None:
-      writer, path = t
-      writer.record_finished(path, infos[os.path.basename(path)])
+    groups = [(b // per_shard, framed)]
+  return local_engine.spill_parts(ctx.spill_dir, f"framed-{b:05d}", groups)
 
 
 def write_default_mode_files(ctx: _Context, targets, per_bucket: np.ndarray, compression: str,
@@ -535,7 +442,7 @@ def write_default_mode_files(ctx: _Context, targets, per_bucket: np.ndarray, com
       yield parts, finished
       progress.update(lambda: f"written {int(per_bucket[:b + 1].sum()):,} records")
 
-  _append_parts(part_lists(), targets, compression, ctx.config.num_workers)
+  local_engine.append_parts(part_lists(), targets, compression, ctx.config.num_workers)
   return int(per_bucket.sum())
 
 
@@ -635,7 +542,8 @@ def _gather_reference(task):
   finally:
     for m in maps.values():
       m.close()
-  return _write_part_files(ctx, f"gathered-{s:012d}", _split_round_robin(out, s, n_files))
+  return local_engine.spill_parts(ctx.spill_dir, f"gathered-{s:012d}",
+                                  local_engine.split_round_robin(out, s, n_files))
 
 
 def write_reference_mode_files(ctx: _Context, rng: random.Random, targets, compression: str,
@@ -687,34 +595,37 @@ def write_reference_mode_files(ctx: _Context, rng: random.Random, targets, compr
       yield parts, (range(n_files) if n == len(tasks) - 1 else ())
       progress.update(lambda: f"written {min(total, (n + 1) * _REF_BATCH):,} records")
 
-  _append_parts(part_lists(), targets, compression, ctx.config.num_workers)
+  local_engine.append_parts(part_lists(), targets, compression, ctx.config.num_workers)
   _STATE.pop("gather", None)
   return total
 
 
 # ---------------------------------------------------------------- outputs
 
-def _fingerprint(config: BertConfig, vocab_sha: str) -> dict:
-  """What determines the output bytes; local paths absolute, so --resume works
-  from any working directory."""
-  inputs = [[p if storage.is_url(p) else os.path.abspath(p), *storage.stat(p)]
-            for p in config.input_files]
-  flags = dataclasses.asdict(config)
-  for k in ("num_workers", "overwrite", "resume", "quiet"):
-    flags.pop(k)
+def fingerprint(config: BertConfig, vocab_sha: str) -> dict:
+  """What determines the output bytes (`run.fingerprint`); local paths
+  absolute, so --resume works from any working directory."""
+  flags = config.identity_flags()
   flags["input_files"] = [storage.absolute(p) for p in config.input_files]
   flags["output_files"] = [storage.absolute(p) for p in config.output_files]
   for k in ("vocab_file", "spm_model_file"):
     if flags.get(k):
       flags[k] = storage.absolute(flags[k])
-  return {"inputs": inputs, "flags": flags, "vocab_sha256": vocab_sha, "version": __version__}
+  return run_lib.fingerprint("bert_data", flags, config.input_files, vocab_sha256=vocab_sha)
+
+
+def datasets(config: BertConfig):
+  """The run's datasets: one per --output_file, each of --num_shards files."""
+  return [run_lib.DatasetFiles(lay, tuple(lay.record_paths(num_shards=config.num_shards)),
+                               compression=tfrecord.check_compression(config.compression))
+          for lay in map(DatasetLayout.for_file, config.output_files)]
 
 
 def create(config: BertConfig, engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> dict:
   """Runs the whole job; returns a summary dict (also stored in the metadata).
 
-  Holds the outputs' locks while it runs (a second run on them fails at
-  once) and leaves no corpus or tokenizer behind in module state.
+  Runs in a `run.GeneratorRun` (locks, destination checks, resume, scratch,
+  finalize) and leaves no corpus or tokenizer behind in module state.
   """
   config.validate()
   engine.validate(config.output_files)
@@ -722,8 +633,7 @@ def create(config: BertConfig, engine: engine_lib.EngineOptions = engine_lib.LOC
     raise UserError("--reference_compatible with --engine=beam: the reference's order comes "
                     "from one sequential RNG; use --engine=local")
   try:
-    with output_lock.hold([DatasetLayout.for_file(p).meta_path for p in config.output_files]):
-      return _create(config, engine)
+    return _create(config, engine)
   finally:
     _STATE.clear()
 
@@ -732,29 +642,26 @@ def _create(config: BertConfig, engine: engine_lib.EngineOptions) -> dict:
   progress = cli.Progress(config.quiet)
   tok = load_tokenizer(config)
   vocab_sha = storage.sha256(config.tokenizer_file)
+  # Several --output_file paths are separate datasets, filled round-robin;
+  # one path with --num_shards is one dataset of N shards.
+  outputs = datasets(config)
+  with run_lib.GeneratorRun("bert_data", outputs, fingerprint(config, vocab_sha), config,
+                            flag="--output_file", engine=engine) as run:
+    if run.already_complete:
+      progress.update(lambda: f"{outputs[0].layout.meta_path} is already complete for these "
+                      "inputs and flags", force=True)
+      return summary_of(run.existing_meta())
+    groups = [(d.layout.meta_path, list(d.record_paths)) for d in outputs]
+    if engine.is_beam:
+      from bert_data import beam_pipeline  # pylint: disable=import-outside-toplevel
+      return beam_pipeline.create(config, tok, vocab_sha, groups, run.writers, engine)
+    return _run_local(config, tok, vocab_sha, run, progress)
+
+
+def _run_local(config: BertConfig, tok, vocab_sha: str, run: run_lib.GeneratorRun,
+               progress: cli.Progress) -> dict:
+  """The local engine's run inside the GeneratorRun."""
   compression = tfrecord.check_compression(config.compression)
-  fingerprint = _fingerprint(config, vocab_sha)
-
-  # Destinations: several --output_file paths are separate datasets, filled
-  # round-robin; one path with --num_shards is one dataset of N shards.
-  layouts = [DatasetLayout.for_file(p) for p in config.output_files]
-  groups = [(lay.meta_path, lay.record_paths(num_shards=config.num_shards))
-            for lay in layouts]
-  # Beam's workers write the outputs in place (a URL or a shared mount).
-  make_writer = direct_output.DirectDataset if engine.is_beam else dataset_writer.DatasetWriter
-  writers = [make_writer(m, dict(fingerprint, meta=storage.absolute(m)),
-                         overwrite=config.overwrite, resume=config.resume)
-             for m, _ in groups]
-  all_paths = [p for _, ps in groups for p in ps]
-  if all(w.already_complete for w in writers):
-    meta = metadata.read(groups[0][0], package="bert_data")
-    progress.update(lambda: f"{groups[0][0]} is already complete for these inputs and flags",
-                    force=True)
-    return summary_of(meta)
-
-  if engine.is_beam:
-    from bert_data import beam_pipeline  # pylint: disable=import-outside-toplevel
-    return beam_pipeline.create(config, tok, vocab_sha, groups, writers, engine)
   decode_errors = text_input.DecodeErrorCounts()
   corpus = build_corpus(config, tok, progress, decode_errors)
   progress.update(lambda: f"read {corpus.num_docs:,} documents, "
@@ -763,36 +670,30 @@ def _create(config: BertConfig, engine: engine_lib.EngineOptions) -> dict:
   encoder = make_encoder(config, tok)
   dynamic = make_dynamic_encoder(config)
   clean = not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
-  tmp = writers[0].scratch_dir()
-  try:
-    targets = [None if w.is_finished(p) else (w, p)
-               for w, (_, ps) in zip(writers, groups) for p in ps]
-    if config.reference_compatible:
-      rng = random.Random(config.random_seed)
-      order = list(range(corpus.num_docs))
-      rng.shuffle(order)
-      ctx = _Context(config, corpus.reordered(order), mask, encoder, spill_dir=tmp, clean=clean)
-      count = write_reference_mode_files(ctx, rng, targets, compression, progress)
-    else:
-      nb = estimate_buckets(config, corpus, config.num_shards)
-      ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb, clean=clean,
-                     dynamic=dynamic)
-      ctx.packed = pack(config, corpus)
-      per_bucket = spill_default_mode(ctx, progress)
-      total = int(per_bucket.sum())
-      check_instance_count(total, len(all_paths))
-      count = write_default_mode_files(ctx, targets, per_bucket, compression,
-                                       len(config.output_files) > 1, progress)
-  finally:
-    shutil.rmtree(tmp, ignore_errors=True)
-
+  tmp = run.scratch_dir()
+  targets = [None if w.is_finished(p) else (w, p)
+             for w, d in zip(run.writers, run.datasets) for p in d.record_paths]
+  if config.reference_compatible:
+    rng = random.Random(config.random_seed)
+    order = list(range(corpus.num_docs))
+    rng.shuffle(order)
+    ctx = _Context(config, corpus.reordered(order), mask, encoder, spill_dir=tmp, clean=clean)
+    count = write_reference_mode_files(ctx, rng, targets, compression, progress)
+  else:
+    nb = estimate_buckets(config, corpus, config.num_shards)
+    ctx = _Context(config, corpus, mask, encoder, spill_dir=tmp, num_buckets=nb, clean=clean,
+                   dynamic=dynamic)
+    ctx.packed = pack(config, corpus)
+    per_bucket = spill_default_mode(ctx, progress)
+    check_instance_count(int(per_bucket.sum()), len(targets))
+    count = write_default_mode_files(ctx, targets, per_bucket, compression,
+                                     len(config.output_files) > 1, progress)
   summary = run_summary(corpus, count, decode_errors)
-  for w, (_, ps) in zip(writers, groups):
-    w.finalize(ps, MetaBuilder(config, vocab_sha, tok.vocab_size,
-                               features.schema_to_json((dynamic or encoder).schema),
-                               masking_meta(config, mask), summary))
-  progress.update(lambda: f"wrote {count:,} instances to {len(all_paths)} file(s)",
-                  force=True)
+  build = MetaBuilder(config, vocab_sha, tok.vocab_size,
+                      features.schema_to_json((dynamic or encoder).schema),
+                      masking_meta(config, mask), summary)
+  run.finalize([build] * len(run.datasets))
+  progress.update(lambda: f"wrote {count:,} instances to {len(targets)} file(s)", force=True)
   return summary
 
 
@@ -828,7 +729,7 @@ class MetaBuilder:
         "vocab_size": self.vocab_size, "random_seed": config.random_seed,
         "mode": "reference" if config.reference_compatible else "default",
         "masking": self.masking_block,
-        "flags": dataclasses.asdict(config),
+        "flags": config.identity_flags(),
         "counts": dict(self.summary, records=sum(i["records"] for i in infos)),
         "datasets": [os.path.basename(p) for p in config.output_files],
         "sentence_task": config.sentence_task,

@@ -21,7 +21,6 @@ import time
 
 import apache_beam as beam
 
-from textrecords import direct_output
 from textrecords import storage
 from textrecords import text_input
 from textrecords import tfrecord
@@ -160,16 +159,14 @@ def _encode_block(kv):
   return file_index, (block,), data, len(items)
 
 
-def create(cfg, files, log, engine) -> dict:
-  """Runs the Beam pipeline; returns the same summary as the local run."""
+def create(cfg, files, log, engine, run) -> dict:
+  """Runs the Beam pipeline inside the `run.GeneratorRun` `run`; returns the
+  same summary as the local run."""
   t0 = time.monotonic()
   out = storage.absolute(cfg.output_dir)
-  from mt_data import create as create_lib  # pylint: disable=import-outside-toplevel
-  inputs = create_lib._inputs_info(files)  # pylint: disable=protected-access
-  fingerprint = create_lib.fingerprint_of(cfg, inputs)
+  inputs = units.inputs_info(files)
   lay = DatasetLayout.for_dir(out)
-  dw = direct_output.DirectDataset(lay.meta_path, fingerprint,
-                                   overwrite=cfg.overwrite, resume=cfg.resume)
+  dw = run.writers[0]
   shard_paths = units.record_paths(lay, cfg.num_shards)
   record_files = shard_paths["train"] + shard_paths["valid"]
   vocab_names = sorted(units.vocab_files("word", [], []))

@@ -22,10 +22,6 @@ from absl import flags
 import numpy as np
 
 from textrecords import cli
-from textrecords import storage
-from textrecords import dataset_writer
-from textrecords import metadata
-from textrecords import output_lock
 from textrecords import text_input
 from textrecords.errors import UserError
 from textrecords.layout import DatasetLayout
@@ -38,6 +34,8 @@ from mt_data import schema
 from mt_data import units
 from mt_data import vocab as vocab_lib
 from textrecords import engine as engine_lib
+from textrecords import run as run_lib
+from textrecords.engine import local as local_engine
 
 FLAGS = flags.FLAGS
 BLOCK = 8192  # records per worker task
@@ -107,41 +105,20 @@ def read_blocks(cfg: config_lib.MTConfig, files: List[str],
   return blocks
 
 
-def _check_output_dir(cfg: config_lib.MTConfig):
-  """Fails early (before reading input) on an output that cannot be written
-  (a URL: checked by the Beam run's `direct_output.DirectDataset`)."""
-  if storage.is_url(cfg.output_dir):
-    return
-  out = os.path.abspath(cfg.output_dir)
-  if os.path.exists(out) and not os.path.isdir(out):
-    raise UserError(f"--output_dir={cfg.output_dir}: exists and is not a folder")
-  meta_path = DatasetLayout.for_dir(cfg.output_dir).meta_path  # named as given
-  if os.path.exists(meta_path) and not (cfg.overwrite or cfg.resume):
-    raise UserError(f"{meta_path} exists (a complete earlier output); pass --overwrite "
-                    "to replace it")
-  probe = out
-  while not os.path.exists(probe):
-    parent = os.path.dirname(probe)
-    if parent == probe:
-      break
-    probe = parent
-  if not os.path.isdir(probe):
-    raise UserError(f"--output_dir={cfg.output_dir}: cannot create it, {probe} is not a folder")
-  if not os.access(probe, os.W_OK | os.X_OK):
-    raise UserError(f"--output_dir={cfg.output_dir}: {probe} is not writable")
+def dataset_files(cfg: config_lib.MTConfig) -> run_lib.DatasetFiles:
+  """The run's files: vocabularies (and bpe tokenizers), then every split's shards."""
+  lay = DatasetLayout.for_dir(cfg.output_dir)
+  names = sorted(schema.VOCAB_FILE.values())
+  if cfg.tokenizer == "bpe":
+    names = sorted(names + list(schema.TOKENIZER_FILE.values()))
+  shards = units.record_paths(lay, cfg.num_shards)
+  return run_lib.DatasetFiles(lay, tuple(p for split in schema.SPLITS for p in shards[split]),
+                              tuple(lay.path(n) for n in names), cfg.compression_name)
 
 
-def _inputs_info(files: List[str]) -> List[dict]:
-  return [{"path": f, "bytes": storage.size(f), "sha256": storage.sha256(f)}
-          for f in files]
-
-
-def fingerprint_of(cfg: config_lib.MTConfig, inputs: List[dict]) -> dict:
-  return {"package": schema.PACKAGE, "version": metadata.base_meta("")["version"],
-          "flags": cfg.output_flags(),
-          "inputs": [{"path": (i["path"] if storage.is_url(i["path"])
-                               else os.path.abspath(i["path"])), "bytes": i["bytes"],
-                      "sha256": i["sha256"]} for i in inputs]}
+def fingerprint_of(cfg: config_lib.MTConfig, files: List[str]) -> dict:
+  """Everything that determines the output bytes (`run.fingerprint`)."""
+  return run_lib.fingerprint(schema.PACKAGE, cfg.output_flags(), files)
 
 
 def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None,
@@ -151,24 +128,8 @@ def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None
   Raises:
     UserError: bad settings, unreadable or unusable input, or an output that
       exists (without overwrite/resume) or cannot be written, or another run
-      writing it. Nothing visible is left in the output folder on failure.
+      writing it. Nothing is left in the output folder on failure.
   """
-  # Millions of small token lists stay alive until the end: the cyclic GC
-  # would rescan them over and over (it more than doubles the run time).
-  cfg.validate()
-  _check_output_dir(cfg)
-  gc_was_enabled = gc.isenabled()
-  gc.disable()
-  try:
-    with output_lock.hold([DatasetLayout.for_dir(storage.absolute(cfg.output_dir)).meta_path]):
-      return _create(cfg, log, engine)
-  finally:
-    _W.clear()
-    if gc_was_enabled:
-      gc.enable()
-
-
-def _create(cfg, log, engine):
   t0 = time.monotonic()
   if log is None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # pylint: disable=unnecessary-lambda-assignment
@@ -178,10 +139,33 @@ def _create(cfg, log, engine):
     raise UserError(f"--tokenizer={cfg.tokenizer} with --engine=beam: BPE training needs "
                     "every train pair in one process; use --engine=local")
   files = text_input.expand_patterns(cfg.input_file, flag="--input_file")
-  _check_output_dir(cfg)
-  if engine.is_beam:
-    from mt_data import beam_pipeline  # pylint: disable=import-outside-toplevel
-    return beam_pipeline.create(cfg, files, log, engine)
+  # Millions of small token lists stay alive until the end: the cyclic GC
+  # would rescan them over and over (it more than doubles the run time).
+  gc_was_enabled = gc.isenabled()
+  gc.disable()
+  try:
+    with run_lib.GeneratorRun(schema.PACKAGE, [dataset_files(cfg)], fingerprint_of(cfg, files),
+                              cfg, flag="--output_dir", engine=engine) as run:
+      if run.already_complete:
+        if not cfg.quiet:
+          log(f"mt_data: {run.datasets[0].layout.meta_path} is already complete for these "
+              "inputs and flags")
+        summary = units.summary_of(run.existing_meta(), cfg.output_dir)
+        summary["files_kept_from_earlier_run"] = len(summary["files"])
+        summary["seconds"] = {"total": round(time.monotonic() - t0, 3)}
+        return summary
+      if engine.is_beam:
+        from mt_data import beam_pipeline  # pylint: disable=import-outside-toplevel
+        return beam_pipeline.create(cfg, files, log, engine, run)
+      return _run_local(cfg, files, log, run, t0)
+  finally:
+    _W.clear()
+    if gc_was_enabled:
+      gc.enable()
+
+
+def _run_local(cfg, files, log, run: run_lib.GeneratorRun, t0: float) -> dict:
+  """The local engine's run inside the GeneratorRun: read, vocab, write."""
   progress = cli.Progress(cfg.quiet)
 
   # 1. Read, clean, tokenize and count the pairs (in workers).
@@ -203,6 +187,40 @@ def _create(cfg, log, engine):
   t_read = time.monotonic()
 
   # 2. Vocabularies and ids.
+  vocab = _vocabularies(cfg, blocks, n_train)
+  del blocks
+  src_ids, tgt_ids = vocab["ids"]
+  src_lens, tgt_lens = src_ids.lengths, tgt_ids.lengths
+  split_stats = {
+      "train": _length_stats(src_lens[:n_train], tgt_lens[:n_train]),
+      "valid": _length_stats(src_lens[n_train:], tgt_lens[n_train:]),
+  }
+  unk = {"source": int(np.count_nonzero(src_ids.flat == preprocess.UNK_ID)),
+         "target": int(np.count_nonzero(tgt_ids.flat == preprocess.UNK_ID))}
+  t_vocab = time.monotonic()
+
+  # 3. Write everything through the run's DatasetWriter (atomic, resumable).
+  kept, split_names = _write_files(cfg, run, vocab["files"], src_ids, tgt_ids, n_train, n_val,
+                                   progress)
+  t_write = time.monotonic()
+  inputs = units.inputs_info(files)
+
+  def build_meta(infos):
+    return units.build_meta(cfg, inputs, lines_read, skipped, decode_errors, n_train, n_val,
+                            split_names, split_stats, len(vocab["tokens"][0]),
+                            len(vocab["tokens"][1]), vocab["files"], unk, infos)
+
+  meta, = run.finalize([build_meta])
+  t_end = time.monotonic()
+  summary = units.summary_of(meta, cfg.output_dir)
+  summary["files_kept_from_earlier_run"] = kept
+  summary["seconds"] = {"read": round(t_read - t0, 3), "vocab": round(t_vocab - t_read, 3),
+                        "write": round(t_write - t_vocab, 3), "total": round(t_end - t0, 3)}
+  return summary
+
+
+def _vocabularies(cfg, blocks, n_train: int) -> dict:
+  """{"tokens": (source, target), "ids": (IdSequences, IdSequences), "files": {name: bytes}}."""
   tokenizer_json: Dict[str, bytes] = {}
   if cfg.tokenizer == "word":
     src_tokens = vocab_lib.word_vocab_from_counts(
@@ -226,43 +244,28 @@ def _create(cfg, log, engine):
     tgt_ids = _id_sequences(vocab_lib.bpe_encode_all(tgt_tok, targets))
     tokenizer_json[schema.TOKENIZER_FILE["source"]] = vocab_lib.tokenizer_json(src_tok)
     tokenizer_json[schema.TOKENIZER_FILE["target"]] = vocab_lib.tokenizer_json(tgt_tok)
-    del sources, targets
-  del blocks
-  vocab_files = units.vocab_files(cfg.tokenizer, src_tokens, tgt_tokens, tokenizer_json)
-  src_lens, tgt_lens = src_ids.lengths, tgt_ids.lengths
-  split_stats = {
-      "train": _length_stats(src_lens[:n_train], tgt_lens[:n_train]),
-      "valid": _length_stats(src_lens[n_train:], tgt_lens[n_train:]),
-  }
-  unk = {"source": int(np.count_nonzero(src_ids.flat == preprocess.UNK_ID)),
-         "target": int(np.count_nonzero(tgt_ids.flat == preprocess.UNK_ID))}
-  t_vocab = time.monotonic()
+  return {"tokens": (src_tokens, tgt_tokens), "ids": (src_ids, tgt_ids),
+          "files": units.vocab_files(cfg.tokenizer, src_tokens, tgt_tokens, tokenizer_json)}
 
-  # 3. Write everything through one DatasetWriter (atomic, resumable).
-  out = os.path.abspath(cfg.output_dir)
-  inputs = _inputs_info(files)
-  fingerprint = fingerprint_of(cfg, inputs)
-  lay = DatasetLayout.for_dir(out)
-  dw = dataset_writer.DatasetWriter(lay.meta_path, fingerprint,
-                                    overwrite=cfg.overwrite, resume=cfg.resume)
-  all_paths = []
+
+def _write_files(cfg, run: run_lib.GeneratorRun, vocab_files: Dict[str, bytes], src_ids,
+                 tgt_ids, n_train: int, n_val: int, progress: cli.Progress):
+  """Writes the vocab files and the record shards (workers encode blocks, this
+  process appends them); returns (files kept from the run resumed, split -> names)."""
+  dw, lay = run.writers[0], run.datasets[0].layout
   kept = 0
   for name in sorted(vocab_files):
     path = lay.path(name)
-    all_paths.append(path)
     if dw.is_finished(path):
       kept += 1
     else:
       dw.write_bytes(path, vocab_files[name])
-
-  compression = cfg.compression_name
   split_names: Dict[str, List[str]] = {}
-  tasks, plan = [], []  # plan: (path, task indices) per unfinished shard
+  tasks, plan = [], []  # plan: (path, first task, end task) per unfinished shard
   offsets = {"train": (0, n_train), "valid": (n_train, n_train + n_val)}
   for split, paths in units.record_paths(lay, cfg.num_shards).items():
     lo, hi = offsets[split]
     split_names[split] = [os.path.basename(p) for p in paths]
-    all_paths.extend(paths)
     for path, (s, e) in zip(paths, records.shard_ranges(hi - lo, cfg.num_shards)):
       if dw.is_finished(path):
         kept += 1
@@ -272,34 +275,17 @@ def _create(cfg, log, engine):
       plan.append((path, first, len(tasks)))
   results = parallel.ordered_map(_encode_block, tasks, cfg.num_workers,
                                  initializer=_init_worker, initargs=(src_ids, tgt_ids))
-  written = 0
-  for path, first, last in plan:
-    h = dw.open(path, compression)
-    try:
+  out = local_engine.PartWriter(lambda f: dw.open(plan[f][0], cfg.compression_name))
+  try:
+    for f, (_, first, last) in enumerate(plan):
       for _ in range(first, last):
         blob, count = next(results)
-        h.write(blob)
-        h.records += count
-      h.commit()
-    except BaseException:
-      h.abort()
-      raise
-    written += 1
-    progress.update(lambda: f"wrote {written}/{len(plan)} record files")
-  t_write = time.monotonic()
-
-  def build_meta(infos):
-    return units.build_meta(cfg, inputs, lines_read, skipped, decode_errors, n_train, n_val,
-                            split_names, split_stats, len(src_tokens), len(tgt_tokens),
-                            vocab_files, unk, infos)
-
-  meta = dw.finalize(all_paths, build_meta)
-  t_end = time.monotonic()
-  summary = units.summary_of(meta, out)
-  summary["files_kept_from_earlier_run"] = kept
-  summary["seconds"] = {"read": round(t_read - t0, 3), "vocab": round(t_vocab - t_read, 3),
-                        "write": round(t_write - t_vocab, 3), "total": round(t_end - t0, 3)}
-  return summary
+        out.append(local_engine.Part(f, blob, count))
+      out.finish(f)
+      progress.update(lambda: f"wrote {f + 1}/{len(plan)} record files")
+  finally:
+    out.abort()
+  return kept, split_names
 
 
 def _concat(arrays: List[np.ndarray]) -> np.ndarray:
@@ -319,12 +305,13 @@ def _length_stats(src_lens: np.ndarray, tgt_lens: np.ndarray) -> dict:
 
 
 def _summary(cfg: config_lib.MTConfig, summary: dict):
+  summary = dict(summary, outputs=[cfg.output_dir])  # as given (not a staging folder)
   train, valid = summary["splits"]["train"], summary["splits"]["valid"]
   vocab = summary["vocab"]
-  line = (f"mt_data: {summary['lines_read']:,} lines, {train['pairs']:,} train + "
+  line = (f"mt_data: {summary['counts']['lines_read']:,} lines, {train['pairs']:,} train + "
           f"{valid['pairs']:,} valid pairs, vocab {vocab['source']['size']:,} source / "
           f"{vocab['target']['size']:,} target{cli.decode_note(summary['decode_errors'])}"
-          f" -> {cfg.output_dir}")  # as given, as bert_data and w2v_data print it
+          f" -> {summary['outputs'][0]}")
   return line, summary
 
 

@@ -11,6 +11,7 @@ from typing import Dict, List, Sequence, Tuple
 from textrecords import cli
 from textrecords import features
 from textrecords import metadata
+from textrecords import storage
 from textrecords import text_input
 from textrecords import vocab as core_vocab
 from textrecords.errors import UserError
@@ -62,6 +63,11 @@ def vocab_files(tokenizer: str, src_tokens: List[str], tgt_tokens: List[str],
   return files
 
 
+def inputs_info(files: Sequence[str]) -> List[dict]:
+  """The metadata's record of the inputs: path (as given), bytes, sha256."""
+  return [{"path": f, "bytes": storage.size(f), "sha256": storage.sha256(f)} for f in files]
+
+
 def build_meta(cfg, inputs: List[dict], lines_read: int, skipped: dict,
                decode_errors: text_input.DecodeErrorCounts, n_train: int,
                n_val: int, split_names: Dict[str, List[str]], split_stats: dict,
@@ -75,9 +81,11 @@ def build_meta(cfg, inputs: List[dict], lines_read: int, skipped: dict,
       "reserved_tokens": list(preprocess.RESERVED),
       "flags": cfg.output_flags(),
       "inputs": inputs,
-      "lines_read": lines_read,
-      "skipped_lines": skipped,
-      "decode_errors": decode_errors.as_dict(),
+      # As in every package: counts; "invalid_lines" are the lines that are
+      # no translation pair (per reason), "skipped_lines" those skipped as
+      # invalid UTF-8 (--on_decode_error=skip_line).
+      "counts": {"lines_read": lines_read, "invalid_lines": dict(skipped),
+                 "pairs": n_train + n_val, **decode_errors.as_dict()},
       "compression": cfg.compression_name,
       "splits": {
           split: {"pairs": n, "files": split_names[split], **split_stats[split]}
@@ -98,8 +106,5 @@ def build_meta(cfg, inputs: List[dict], lines_read: int, skipped: dict,
 
 def summary_of(meta: dict, out: str) -> dict:
   """A run's summary from its metadata (both engines; the caller adds timings)."""
-  summary = {k: meta[k] for k in ("lines_read", "skipped_lines", "splits", "vocab",
-                                  "tokenizer")}
-  summary["decode_errors"] = cli.decode_errors(meta.get("decode_errors", {}))
-  summary["output_dir"] = out
-  return summary
+  return cli.summary(schema.PACKAGE, [out], meta["counts"], meta["files"],
+                     **{k: meta[k] for k in ("splits", "vocab", "tokenizer")})

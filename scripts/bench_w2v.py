@@ -259,7 +259,7 @@ def main():
   meta = json.load(open(os.path.join(args.work_dir, "sentence", "meta.json")))
   c = corpus_lib.load_corpus([args.ptb], 10)
   sampler = sampling.SkipGramSampler.build(c.counts, subsample_t=1e-4, max_window_size=5,
-                                           num_noise_words=5, seed=meta["seed"])
+                                           num_noise_words=5, seed=meta.get("random_seed", meta.get("seed")))
   starts = np.r_[0, np.cumsum(c.lengths)]
   the = c.tokens.index("the")
   kept = np.zeros(len(c.tokens), np.int64)

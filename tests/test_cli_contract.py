@@ -135,7 +135,7 @@ def test_decode_error_counts_in_summary_and_metadata(tmp_path, package, mode, wo
   assert r.returncode == 0, r.stderr
   assert f"1 line with invalid UTF-8 {word}" in error_lines(r.stderr)[-1]
   meta = json.load(open(meta_of(out), encoding="utf-8"))
-  counts = meta["decode_errors"] if package == "mt_data" else meta["counts"]
+  counts = meta["counts"]
   assert counts[f"{word}_lines" if word == "replaced" else "skipped_lines"] == 1
   assert counts["replaced_lines" if word == "skipped" else "skipped_lines"] == 0
   summary = tmp_path / "summary.json"
@@ -191,8 +191,9 @@ def test_decode_error_counts_merge_exactly_over_chunks_and_workers(tmp_path, mon
       summary = mt_create.create(mt_config.MTConfig(
           input_file=str(path), output_dir=str(out), num_train=0, num_val=5,
           on_decode_error=mode, num_workers=workers), log=lambda _: None)
-      counts = json.load(open(out / "meta.json", encoding="utf-8"))["decode_errors"]
-      assert summary["decode_errors"] == counts
+      counts = json.load(open(out / "meta.json", encoding="utf-8"))["counts"]
+      assert summary["decode_errors"] == {k: counts[k] for k in ("replaced_lines",
+                                                                 "skipped_lines")}
     word = "replaced" if mode == "replace" else "skipped"
     counts = {k: counts[k] for k in ("replaced_lines", "skipped_lines")}
     assert counts == {"replaced_lines": 0, "skipped_lines": 0, f"{word}_lines": num_bad}
@@ -337,3 +338,159 @@ def test_a_finished_run_skips_cycle_collection_at_exit_an_error_still_exits_2(tm
                        env=env, timeout=120)
   assert bad.returncode == 2 and bad.stderr.strip() == "error: bad x"
   assert bad.stdout.split("\n")[:2] == ["ran", "frozen False"]
+
+
+# ------------------------------------------------------------ existing files (issue 21)
+
+def _record_path(package, out):
+  """The first record file a tiny run writes (where a foreign file may sit)."""
+  return os.path.join(out, "t.tfrecord" if package == "bert_data" else "train.tfrecord")
+
+
+def _stats(folder):
+  """name -> (inode, mtime_ns, bytes) of every file, hidden ones included."""
+  return {n: (os.stat(os.path.join(folder, n)).st_ino, os.stat(os.path.join(folder, n)).st_mtime_ns,
+              open(os.path.join(folder, n), "rb").read()) for n in sorted(os.listdir(folder))}
+
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+def test_a_foreign_file_at_an_output_path_needs_overwrite_and_is_named(tmp_path, package):
+  """Item 1: `cp x out/precious.tfrecord; create --output_file=out/precious.tfrecord`
+  (mt/w2v: a notes file named train.tfrecord in --output_dir) is refused."""
+  module, args, meta_of = TOOLS[package]
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  precious = _record_path(package, out)
+  with open(precious, "wb") as f:
+    f.write(b"notes\n")
+  r = run_cli(module, *args(INPUTS[package], out))
+  assert r.returncode == 2
+  assert error_lines(r.stderr) == [
+      f"error: {precious} exists and is not a file of a textrecords dataset (not listed in "
+      f"{meta_of(out)}); this run would replace it: move it away or pass --overwrite"]
+  assert os.listdir(out) == [os.path.basename(precious)]
+  assert open(precious, "rb").read() == b"notes\n"
+  # A foreign vocab file or offset index is refused the same way; --overwrite replaces.
+  r = run_cli(module, *args(INPUTS[package], out), "--overwrite")
+  assert r.returncode == 0, r.stderr
+  assert os.path.exists(meta_of(out)) and open(precious, "rb").read() != b"notes\n"
+
+
+@pytest.mark.parametrize("package", ["w2v_data", "mt_data"])
+def test_a_foreign_vocab_or_index_file_is_refused(tmp_path, package):
+  module, args, meta_of = TOOLS[package]
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  name = {"w2v_data": "vocab.txt", "mt_data": "train.tfrecord.index"}[package]
+  with open(os.path.join(out, name), "w", encoding="utf-8") as f:
+    f.write("mine\n")
+  r = run_cli(module, *args(INPUTS[package], out))
+  assert r.returncode == 2
+  lines = error_lines(r.stderr)
+  assert len(lines) == 1 and f"{out}/{name} exists and is not a file" in lines[0], lines
+  assert os.listdir(out) == [name]
+
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+def test_an_unusable_output_path_is_refused_before_any_work(tmp_path, package):
+  """Item 2: bert --output_file=out/slash/ (a folder); w2v/mt --output_dir=a file."""
+  module, args, _ = TOOLS[package]
+  out = tmp_path / "out"
+  out.mkdir()
+  if package == "bert_data":
+    (out / "slash").mkdir()
+    flags = [a for a in args(INPUTS[package], str(out)) if not a.startswith("--output_file")]
+    r = run_cli(module, *flags, f"--output_file={out}/slash/")
+    want = (f"error: --output_file={out}/slash: is a folder; give a file path (the records go "
+            "to that file, the metadata beside it)")
+  else:
+    (out / "file").write_text("x")
+    r = run_cli(module, *args(INPUTS[package], f"{out}/file"))
+    want = f"error: --output_dir={out}/file: exists and is not a folder"
+  assert r.returncode == 2
+  assert error_lines(r.stderr) == [want]
+  assert sorted(os.listdir(out)) == ["file" if package != "bert_data" else "slash"]
+  assert [n for n in os.listdir(out) if n.startswith(".")] == []
+
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+def test_a_run_that_fails_after_writing_files_leaves_no_hidden_file(tmp_path, monkeypatch,
+                                                                    package):
+  """Item 2: a failure after files were finished (here: at finalize) removes them all."""
+  from textrecords import dataset_writer  # pylint: disable=import-outside-toplevel
+  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
+
+  def fail(self, paths, build_meta):
+    assert [n for n in os.listdir(self.dir) if n.endswith(".done")]  # files were written
+    raise UserError("disk gone")
+
+  monkeypatch.setattr(dataset_writer.DatasetWriter, "finalize", fail)
+  out = tmp_path / "out"
+  with pytest.raises(UserError, match="disk gone"):
+    _create_in_process(package, str(out))
+  assert not out.exists()
+
+
+def _create_in_process(package, out, **kw):
+  from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
+  from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
+  from mt_data import create as mt_create  # pylint: disable=import-outside-toplevel
+  from w2v_data import pipeline as w2v_pipeline  # pylint: disable=import-outside-toplevel
+  from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
+  if package == "bert_data":
+    return bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
+                                           output_files=(f"{out}/t.tfrecord",), vocab_file=VOCAB,
+                                           dupe_factor=1, num_shards=2, **kw))
+  if package == "w2v_data":
+    return w2v_pipeline.create(W2vConfig(input_file=W2V_TINY, output_dir=out, min_freq=1,
+                                         num_shards=2, **kw))
+  return mt_create.create(mt_config.MTConfig(input_file=MT_PAIRS, output_dir=out, num_train=8,
+                                             num_val=2, min_freq=1, num_shards=2, **kw),
+                          log=lambda _: None)
+
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+def test_resume_on_a_complete_dataset_changes_nothing(tmp_path, package):
+  """Item 12: same inodes, mtimes and bytes of every file after --resume."""
+  module, args, _ = TOOLS[package]
+  out = str(tmp_path / "out")
+  assert run_cli(module, *args(INPUTS[package], out), "--num_shards=2").returncode == 0
+  before = _stats(out)
+  r = run_cli(module, *args(INPUTS[package], out), "--num_shards=2", "--resume")
+  assert r.returncode == 0, r.stderr
+  assert "already complete" in r.stderr
+  assert _stats(out) == before
+
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+def test_run_settings_are_not_in_the_metadata_and_summaries_share_one_shape(tmp_path, package):
+  """Items 13 and 14: 1 or 2 workers, --quiet, --summary_json, a resumed run:
+  byte-identical metadata; one seed key, `counts`, one summary JSON shape."""
+  module, args, meta_of = TOOLS[package]
+  out = str(tmp_path / "out")
+  summary = tmp_path / "s.json"
+  assert run_cli(module, *args(INPUTS[package], out)).returncode == 0
+  first = open(meta_of(out), "rb").read()
+  two = [a for a in args(INPUTS[package], out) if a != "--num_workers=1"] + ["--num_workers=2"]
+  r = run_cli(module, *two, "--overwrite", "--quiet", f"--summary_json={summary}")
+  assert r.returncode == 0, r.stderr
+  assert open(meta_of(out), "rb").read() == first
+  meta = json.loads(first)
+  for key in ("num_workers", "resume", "overwrite", "quiet", "summary_json", "verbose"):
+    assert key not in meta["flags"] and key not in meta["fingerprint"]["flags"], key
+  if package != "mt_data":  # (mt_data draws nothing at random)
+    assert isinstance(meta["random_seed"], int) and "seed" not in meta
+  assert isinstance(meta["counts"], dict) and "replaced_lines" in meta["counts"]
+  if package == "mt_data":
+    assert "skipped_lines" not in meta and "lines_read" not in meta
+    assert set(meta["counts"]["invalid_lines"]) == {"blank_line", "fewer_than_2_columns",
+                                                    "empty_source_or_target"}
+  data = json.loads(summary.read_text(encoding="utf-8"))
+  assert {k: data[k] for k in ("package", "outputs", "counts", "decode_errors")} == {
+      "package": package,
+      "outputs": [_record_path(package, out) if package == "bert_data" else out],
+      "counts": {k: meta["counts"][k] for k in data["counts"]},
+      "decode_errors": {"replaced_lines": 0, "skipped_lines": 0}}
+  assert set(meta["counts"]) - set(data["counts"]) <= {"records"}
+  assert [f["name"] for f in data["files"]] == [f["name"] for f in meta["files"]]

@@ -79,9 +79,9 @@ def test_parse_line_skips(line, reason):
 
 def test_messy_file_counts_and_tokens(tmp_path):
   summary, out = run(tmp_path, input_file=MESSY, num_train=4, num_val=0, min_freq=1)
-  assert summary["lines_read"] == 11
-  assert summary["skipped_lines"] == {"blank_line": 1, "fewer_than_2_columns": 1,
-                                      "empty_source_or_target": 3}
+  assert summary["counts"]["lines_read"] == 11
+  assert summary["counts"]["invalid_lines"] == {"blank_line": 1, "fewer_than_2_columns": 1,
+                                                "empty_source_or_target": 3}
   assert summary["splits"]["train"]["pairs"] == 4
   assert summary["splits"]["valid"]["pairs"] == 2
   src, tgt = mt_vocab.load_codecs(out)
@@ -203,7 +203,8 @@ def test_chunked_parallel_reading_gives_the_same_bytes(tmp_path, monkeypatch, to
   monkeypatch.setattr(mt_create, "READ_CHUNK", 40)
   s2, chunked = run(tmp_path, "chunked", num_workers=3, **kw)
   assert tree_bytes(whole) == tree_bytes(chunked)
-  assert s1["lines_read"] == s2["lines_read"] == 61 and s1["skipped_lines"] == s2["skipped_lines"]
+  assert s1["counts"]["lines_read"] == s2["counts"]["lines_read"] == 61
+  assert s1["counts"]["invalid_lines"] == s2["counts"]["invalid_lines"]
   # Counts over all pairs: a sequential count gives the same vocabulary.
   reader = preprocess.PairReader([MESSY, PAIRS])
   pairs = list(reader)

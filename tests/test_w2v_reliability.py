@@ -110,7 +110,7 @@ def test_existing_output_overwrite_and_resume(tmp_path):
   rc, lines = run_cli(*[a for a in args if a != "--quiet"], "--resume", check=0)
   assert any("already complete" in l for l in lines)
   run_cli(*args, "--random_seed=9", "--overwrite", check=0)
-  assert json.load(open(os.path.join(out, "meta.json")))["seed"] == 9
+  assert json.load(open(os.path.join(out, "meta.json")))["random_seed"] == 9
   assert visible(out) == ["meta.json", "train.tfrecord", "train.tfrecord.index", "vocab.txt"]
 
 

@@ -289,6 +289,33 @@ def decode_errors(counts: dict) -> dict:
   return {k: counts.get(k, 0) for k in ("replaced_lines", "skipped_lines")}
 
 
+def summary(package: str, outputs, counts: dict, files=(), **details) -> dict:
+  """The `--summary_json` of every generator (and build_vocab): one shape.
+
+  {"package": "w2v_data", "outputs": ["out/w2v"], "counts": {...},
+   "decode_errors": {"replaced_lines": 0, "skipped_lines": 0},
+   "files": [{"name", "bytes", "sha256", ...}], ...package details...}
+
+  Args:
+    package: the tool's package.
+    outputs: the output locations as given (a str or a list).
+    counts: the run's counts (the metadata's `counts`).
+    files: the files written (the metadata's `files` entries).
+    details: package-specific fields (vocab sizes, splits, ...); they may not
+      shadow the shared ones.
+
+  >>> summary("p", "out", {"lines": 2})["decode_errors"]
+  {'replaced_lines': 0, 'skipped_lines': 0}
+  """
+  out = {"package": package, "outputs": [outputs] if isinstance(outputs, str) else list(outputs),
+         "counts": dict(counts), "decode_errors": decode_errors(counts), "files": list(files)}
+  clash = sorted(set(details) & set(out))
+  if clash:
+    raise ValueError(f"summary details {clash} shadow the shared fields")
+  out.update(details)
+  return out
+
+
 def check_no_positional(argv):
   if len(argv) > 1:
     raise UserError(f"unexpected arguments {' '.join(argv[1:])}: every setting is a --flag")

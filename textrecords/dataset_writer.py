@@ -16,10 +16,11 @@ dataset is only replaced with `overwrite=True`.
 import json
 import os
 import shutil
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Sequence
 
 from textrecords import index
 from textrecords import metadata
+from textrecords import storage
 from textrecords import tfrecord
 from textrecords.errors import UserError
 
@@ -28,6 +29,25 @@ def done_path(path: str) -> str:
   """The hidden name a finished file waits under until `finalize`."""
   d, base = os.path.split(path)
   return os.path.join(d, f".{base}.done")
+
+
+def check_replaceable(paths: Sequence[str], ours: set, meta_path: str):
+  """Refuses output paths that are folders, and existing files not named in
+  `ours` (the names the dataset's metadata or progress lists): a run without
+  --overwrite never replaces a file that is no part of the dataset.
+
+  Raises:
+    UserError: naming the path.
+  """
+  for path in paths:
+    if storage.is_dir(path):
+      raise UserError(f"{path} is a folder, not a file of the output; give another output "
+                      "path or move the folder away")
+    if storage.basename(path) not in ours and (
+        os.path.lexists(path) if not storage.is_url(path) else storage.exists(path)):
+      raise UserError(f"{path} exists and is not a file of a textrecords dataset (not "
+                      f"listed in {meta_path}); this run would replace it: move it "
+                      "away or pass --overwrite")
 
 
 class DatasetWriter:
@@ -42,18 +62,27 @@ class DatasetWriter:
     resume: keep finished files of an interrupted run with the same fingerprint;
       on a complete output with the same fingerprint, `already_complete` is
       True (nothing to do); with another fingerprint it is an error.
+    paths: every file the run would write (index files included): each must
+      not be a folder, and an existing one needs `overwrite` unless it is a
+      file of this dataset that a complete same-fingerprint output keeps
+      (`resume`) or that an interrupted run of it left (its progress file
+      lists it); a file that is no part of the dataset is named.
   """
 
   def __init__(self, meta_path: str, fingerprint: dict, *, overwrite: bool = False,
-               resume: bool = False):
+               resume: bool = False, paths: Sequence[str] = ()):
     self.meta_path = meta_path
     self.dir = os.path.dirname(os.path.abspath(meta_path))
     self.fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True))
     self.progress_path = os.path.join(
         self.dir, f".{os.path.basename(meta_path)}.progress")
     self._finished: Dict[str, dict] = {}
+    self._kept: set = set()  # names kept from the interrupted run being resumed
     self._header_written = False  # the progress file is created at the first commit
+    self._progress_was_there = os.path.exists(self.progress_path)
     self._check_destination(overwrite, resume)
+    if not overwrite:
+      self._check_paths(paths)
     if resume:
       self._load_progress()
 
@@ -74,6 +103,25 @@ class DatasetWriter:
         raise UserError(f"{self.meta_path} exists (a complete output of other inputs or "
                         "flags); --resume would replace it: pass --overwrite instead")
       self.already_complete = True
+
+  def _check_paths(self, paths: Sequence[str]):
+    """Refuses to replace an existing file that is not ours to replace."""
+    check_replaceable(paths, self._old_listed_files() | self._progress_names(), self.meta_path)
+
+  def _progress_names(self) -> set:
+    """Names the progress file of an interrupted run lists (any fingerprint)."""
+    try:
+      with open(self.progress_path, "rb") as f:
+        lines = f.read().decode("utf-8").splitlines()[1:]
+    except (OSError, ValueError):
+      return set()
+    names = set()
+    for line in lines:
+      try:
+        names.add(json.loads(line)["name"])
+      except (ValueError, KeyError, TypeError):
+        continue
+    return names
 
   def _old_fingerprint(self):
     try:
@@ -107,6 +155,22 @@ class DatasetWriter:
       if (os.path.exists(done) and os.path.getsize(done) == info["bytes"]
           and tfrecord.file_sha256(done) == info["sha256"]):
         self._finished[info["name"]] = info
+        self._kept.add(info["name"])
+
+  def discard(self):
+    """After a failed run: removes the hidden files it made (finished files,
+    their indexes, the progress file it started); files kept from the run it
+    resumed stay for another --resume."""
+    for name in set(self._finished) - self._kept:
+      try:
+        os.remove(done_path(os.path.join(self.dir, name)))
+      except OSError:
+        pass
+    if not self._kept and not self._progress_was_there:
+      try:
+        os.remove(self.progress_path)
+      except OSError:
+        pass
 
   def scratch_dir(self) -> str:
     """A new hidden scratch folder beside the outputs (for spill files).

@@ -13,6 +13,22 @@ from textrecords import tfrecord
 from textrecords.errors import UserError
 
 
+# Settings of where and how a run goes, never of what it writes: kept out of
+# fingerprints and of the metadata's flags, so 1 or 2 workers, or a resumed
+# run, give the same bytes, metadata included.
+RUN_ENVIRONMENT = ("num_workers", "overwrite", "resume", "quiet", "verbose", "summary_json",
+                   "engine", "beam_pipeline_options")
+
+
+def identity_flags(flags: dict) -> dict:
+  """`flags` without the run-environment settings (`RUN_ENVIRONMENT`).
+
+  >>> identity_flags({"num_workers": 2, "quiet": True, "max_seq_length": 128})
+  {'max_seq_length': 128}
+  """
+  return {k: v for k, v in flags.items() if k not in RUN_ENVIRONMENT}
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunOptions:
   """Shared settings (see `cli.define_common_flags` for the flags).
@@ -39,6 +55,10 @@ class RunOptions:
     # Stored normalized ("gzip" -> "GZIP", "none" -> ""), so every reader of
     # the field (writers, metadata, fingerprints) sees the one spelling.
     object.__setattr__(self, "compression", tfrecord.normalize_compression(self.compression))
+
+  def identity_flags(self) -> dict:
+    """Every field of the config except the run environment (for metadata)."""
+    return identity_flags(dataclasses.asdict(self))
 
   def validate_run_options(self) -> None:
     """Range-checks the shared settings; raises UserError naming the flag."""

@@ -16,12 +16,10 @@ Paragraph-vector models (`--model=pv_*`) stay local: document ids must be
 unique over the whole input.
 """
 
-import sys
 
 import apache_beam as beam
 import numpy as np
 
-from textrecords import direct_output
 from textrecords import metadata
 from textrecords import text_input
 from textrecords import tfrecord
@@ -155,20 +153,14 @@ class _SmallFiles:
     return {self.vocab_path: vocab_lib.tokens_file_bytes(s["vocab"][0])}
 
 
-def create(config, files, fingerprint, engine) -> dict:
+def create(config, files, writer, fingerprint, engine) -> dict:
   """Runs the Beam pipeline; returns the metadata written (as the local run).
 
-  Workers write the output in place (`direct_output`): a URL or a local path
-  on a mount every worker has.
+  Workers write the output in place through `writer` (the run's
+  `direct_output.DirectDataset`, made by `run.GeneratorRun`): a URL or a
+  local path on a mount every worker has.
   """
   lay = DatasetLayout.for_dir(config.output_dir)
-  writer = direct_output.DirectDataset(lay.meta_path, fingerprint,
-                                       overwrite=config.overwrite, resume=config.resume)
-  if writer.already_complete:
-    if not config.quiet:
-      print(f"w2v_data: {lay.meta_path} is already complete for these inputs and flags",
-            file=sys.stderr, flush=True)
-    return metadata.read(lay.meta_path, schema.PACKAGE)
   vocab_path = lay.path(schema.VOCAB_NAME)
   record_paths = lay.record_paths(schema.SPLIT, config.num_shards)
   finished = [i for i, p in enumerate(record_paths) if writer.is_finished(p)]

@@ -7,7 +7,6 @@ Example:
       --output_dir=out/pv
 """
 
-import os
 
 from absl import flags
 
@@ -62,9 +61,8 @@ def _summary(config: W2vConfig, meta: dict):
   c = meta["counts"]
   line = (f"w2v_data: {units.counts_text(config.model, c, meta['vocab']['size'])}"
           f"{cli.decode_note(c)} -> {config.output_dir}")
-  return line, {"output_dir": os.path.abspath(config.output_dir), "counts": c,
-                "vocab_size": meta["vocab"]["size"], "files": meta["files"],
-                "decode_errors": cli.decode_errors(c)}
+  return line, cli.summary("w2v_data", config.output_dir, c, meta["files"],
+                           vocab_size=meta["vocab"]["size"])
 
 
 main = cli.generator(config_from_flags, pipeline.create, _summary, output="output_dir",

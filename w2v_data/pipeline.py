@@ -3,22 +3,17 @@
 import bisect
 import dataclasses
 import functools
-import json
 import os
-import shutil
 import sys
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 import numpy as np
 
-from textrecords import __version__
 from textrecords import cli
-from textrecords import dataset_writer
 from textrecords import engine as engine_lib
-from textrecords import metadata
-from textrecords import output_lock
 from textrecords import parallel
-from textrecords import storage
+from textrecords import run as run_lib
+from textrecords.engine import local as local_engine
 from textrecords import text_input
 from textrecords import vocab as vocab_lib
 from textrecords.errors import UserError
@@ -108,13 +103,18 @@ def _items(piece_lines: Sequence[int], num_shards: int, finished) -> List[_Item]
 
 
 def fingerprint_of(config: W2vConfig, files) -> dict:
-  """Everything that determines the output bytes (resume keeps files only if equal)."""
-  inputs = []
-  for f in files:
-    size, version = storage.stat(f)
-    inputs.append([f if storage.is_url(f) else os.path.abspath(f), size, version])
-  return {"package": schema.PACKAGE, "version": __version__,
-          "flags": config.output_flags(), "inputs": inputs}
+  """Everything that determines the output bytes (`run.fingerprint`)."""
+  return run_lib.fingerprint(schema.PACKAGE, config.output_flags(), files)
+
+
+def dataset_files(config: W2vConfig) -> run_lib.DatasetFiles:
+  """The run's files: vocab.txt (docs.txt for pv_*), then the record shards."""
+  out = DatasetLayout.for_dir(config.output_dir)
+  others = [out.path(schema.VOCAB_NAME)]
+  if config.model in schema.PV_MODELS:
+    others.append(out.path(schema.DOCS_NAME))
+  return run_lib.DatasetFiles(out, tuple(out.record_paths(schema.SPLIT, config.num_shards)),
+                              tuple(others), config.compression)
 
 
 def _log(config: W2vConfig, msg: str):
@@ -136,8 +136,7 @@ def create(config: W2vConfig,
     raise UserError(f"--model={config.model} with --engine=beam: document ids must be checked "
                     "for uniqueness in one pass; use --engine=local")
   try:
-    with output_lock.hold([DatasetLayout.for_dir(config.output_dir).meta_path]):
-      return _create(config, engine)
+    return _create(config, engine)
   finally:
     _STATE.clear()
     compiled.wait_loading()  # no thread left loading numba when this returns
@@ -145,45 +144,35 @@ def create(config: W2vConfig,
 
 def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
   files = config.input_files()
-  out = DatasetLayout.for_dir(config.output_dir)
-  meta_path = out.meta_path
   fingerprint = fingerprint_of(config, files)
-  if engine.is_beam:
-    from w2v_data import beam_pipeline  # pylint: disable=import-outside-toplevel
-    return beam_pipeline.create(config, files, fingerprint, engine)
-  if config.resume and not config.overwrite and os.path.exists(meta_path):
-    old = metadata.read(meta_path, schema.PACKAGE)
-    if old.get("fingerprint") == json.loads(json.dumps(fingerprint)):
-      _log(config, f"w2v_data: {meta_path} is already complete for these inputs and flags")
-      return old
-    raise UserError(f"{meta_path} exists (a complete output of other inputs or flags); "
-                    "pass --overwrite to replace it")
-  writer = dataset_writer.DatasetWriter(meta_path, fingerprint, overwrite=config.overwrite,
-                                        resume=config.resume)
-  mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
-          if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
-  decode_errors = text_input.DecodeErrorCounts()
-  # Kernels built ahead of time load in a few ms, before the read workers
-  # fork (they count with them); numba's JIT (or a first build) loads in a
-  # thread while the read workers count in Python.
-  compiled_now = compiled.load_if_built()
-  # With workers, a scratch folder holds each read chunk's ids (written by
-  # the worker that counted it, read by those that sample it) and the
-  # workers' part files.
-  parallel_run = config.num_workers > 1
-  scratch = writer.scratch_dir() if parallel_run else None
-  try:
-    return _count_and_write(config, files, out, writer, fingerprint, mode, decode_errors,
-                            compiled_now, scratch)
-  finally:
-    if scratch is not None:
-      shutil.rmtree(scratch, ignore_errors=True)
+  with run_lib.GeneratorRun(schema.PACKAGE, [dataset_files(config)], fingerprint, config,
+                            flag="--output_dir", engine=engine) as run:
+    if run.already_complete:
+      _log(config, f"w2v_data: {run.datasets[0].layout.meta_path} is already complete for "
+           "these inputs and flags")
+      return run.existing_meta()
+    if engine.is_beam:
+      from w2v_data import beam_pipeline  # pylint: disable=import-outside-toplevel
+      return beam_pipeline.create(config, files, run.writers[0], fingerprint, engine)
+    mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
+            if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
+    # Kernels built ahead of time load in a few ms, before the read workers
+    # fork (they count with them); numba's JIT (or a first build) loads in a
+    # thread while the read workers count in Python.
+    compiled_now = compiled.load_if_built()
+    # With workers, a scratch folder holds each read chunk's ids (written by
+    # the worker that counted it, read by those that sample it) and the
+    # workers' part files.
+    scratch = run.scratch_dir() if config.num_workers > 1 else None
+    return _count_and_write(config, files, run, fingerprint, mode, compiled_now, scratch)
 
 
-def _count_and_write(config, files, out, writer, fingerprint, mode, decode_errors,
-                     compiled_now, scratch):
+def _count_and_write(config, files, run, fingerprint, mode, compiled_now, scratch):
   """The local engine's run after the checks: count, then sample, encode and write."""
   progress = cli.Progress(config.quiet)
+  out = run.datasets[0].layout
+  writer = run.writers[0]
+  decode_errors = text_input.DecodeErrorCounts()
   corpus = corpus_lib.count_corpus(files, config.min_freq, config.on_decode_error,
                                    num_workers=config.num_workers, mode=mode,
                                    counts=decode_errors,
@@ -208,14 +197,15 @@ def _count_and_write(config, files, out, writer, fingerprint, mode, decode_error
     docs_bytes = vocab_lib.tokens_file_bytes(corpus.doc_names)
     if not writer.is_finished(docs_path):
       writer.write_bytes(docs_path, docs_bytes)
-  record_paths = out.record_paths(schema.SPLIT, config.num_shards)
+  record_paths = list(run.datasets[0].record_paths)
   finished = [writer.is_finished(p) for p in record_paths]
   if config.resume and any(finished):
     _log(config, f"w2v_data: resume: keeping {sum(finished)} of {len(finished)} finished "
          "record files")
   totals = {"centers": 0, "pairs": 0, "subsampled_tokens": 0, "max_contexts": 0, "records": 0}
   file_centers = [0] * config.num_shards
-  handle: Optional[dataset_writer.FileHandle] = None
+  files_out = local_engine.PartWriter(
+      lambda f: writer.open(record_paths[f], config.compression))
   done = 0
   # Workers map their sentences to global ids, sample, encode and write part
   # files (in the scratch folder); this process appends the parts (copied in
@@ -233,25 +223,18 @@ def _count_and_write(config, files, out, writer, fingerprint, mode, decode_error
       file_centers[item.shard] += counts["centers"]
       done += item.hi - item.lo
       if item.write:
-        if handle is None:
-          handle = writer.open(record_paths[item.shard], config.compression)
         n = counts["centers" if config.layout == "center" else "records"]
-        if isinstance(data, str):
-          handle.append_framed_file(data, n, starts)
-          os.remove(data)
-        elif data:
-          handle.write_framed(data, starts, n)
+        if data:
+          files_out.append(local_engine.Part(item.shard, data, n, starts))
         if item.last:
-          handle.commit()
-          handle = None
+          files_out.finish(item.shard)
       progress.update(lambda: f"w2v_data: {done:,}/{num_sentences:,} "
                       f"{units.text_unit(config.model)}, "
                       f"{totals['centers']:,} centers")
   except sampling.NoNoiseWordError as e:
     raise units.no_noise_error(*corpus.line_of[e.sentence_index], len(corpus.tokens)) from None
   finally:
-    if handle is not None:
-      handle.abort()
+    files_out.abort()
     _STATE.clear()
 
   counts = {**units.summary_counts(config, num_sentences, corpus.raw_tokens,
@@ -264,8 +247,7 @@ def _count_and_write(config, files, out, writer, fingerprint, mode, decode_error
                             docs_bytes)
 
 
-  meta = writer.finalize([vocab_path] + ([docs_path] if docs_path else []) + record_paths,
-                         build_meta)
+  meta, = run.finalize([build_meta])
   progress.update(lambda: f"w2v_data: done: {counts['centers']:,} centers, "
                   f"{counts['pairs']:,} pairs", force=True)
   return meta

@@ -1,0 +1,224 @@
+"""The local engine's record files: framed parts appended to output files.
+
+Every generator (and the Beam engine's file step) writes record files the
+same way: workers frame records into *parts* (a run of framed records for
+one output file, in memory or in a scratch file) and a `PartWriter` appends
+the parts of each file in order through the dataset's file writer (temp
+name, gzip framing, sha256, the hidden finished name). A part carries its
+records' start offsets, so each file's offset index comes from the offsets
+written: no finished file is read back.
+
+  * `part`, `spill_part`: a part from framed records (bytes / scratch file).
+  * `split_round_robin`: records spread over files in turn (bert's several
+    --output_file datasets).
+  * `PartWriter`: appends parts to the files it opens through `open_file`
+    (a location: `DatasetWriter.open` of a path, or
+    `dataset_writer.open_finished_file` in a Beam worker).
+  * `append_parts`: a `PartWriter` per output file in writer processes
+    (one per file, up to the worker count), fed part lists as workers make
+    them; the files are recorded with their `DatasetWriter` here.
+"""
+
+import os
+import struct
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from textrecords import parallel
+
+_LENGTH = struct.Struct("<Q")
+
+
+class Part(NamedTuple):
+  """Framed records bound for output file `file`.
+
+  Attributes:
+    file: the output file's index.
+    data: the framed records, or the path of a scratch file holding them
+      (removed once appended).
+    records: how many records.
+    starts: each record's start offset within `data` (int64), or None to
+      take them from the framing.
+  """
+  file: int
+  data: Union[bytes, str]
+  records: int
+  starts: Optional[np.ndarray] = None
+
+
+def framed_starts(framed: Sequence[bytes]) -> np.ndarray:
+  """Start offsets of framed records laid end to end.
+
+  >>> framed_starts([b"x" * 18, b"y" * 20]).tolist()
+  [0, 18]
+  """
+  sizes = np.fromiter(map(len, framed), np.int64, len(framed))
+  return np.cumsum(sizes) - sizes
+
+
+def starts_of(data) -> np.ndarray:
+  """Start offsets of the framed records in `data` (their length headers).
+
+  >>> from textrecords import tfrecord
+  >>> starts_of(tfrecord.frame(b"ab") + tfrecord.frame(b"cde")).tolist()
+  [0, 18]
+  """
+  out, pos, size = [], 0, len(data)
+  while pos < size:
+    out.append(pos)
+    pos += 16 + _LENGTH.unpack_from(data, pos)[0]
+  return np.asarray(out, np.int64)
+
+
+def part(file_index: int, framed: Sequence[bytes]) -> Part:
+  """An in-memory part of framed records."""
+  return Part(file_index, b"".join(framed), len(framed), framed_starts(framed))
+
+
+def spill_part(folder: str, name: str, file_index: int, framed: Sequence[bytes]) -> Part:
+  """A part written to scratch file `folder/name` (a worker's output)."""
+  path = os.path.join(folder, name)
+  with open(path, "wb") as f:
+    f.write(b"".join(framed))
+  return Part(file_index, path, len(framed), framed_starts(framed))
+
+
+def spill_parts(folder: str, name: str, groups) -> List[Part]:
+  """`spill_part` of each non-empty (file index, framed records) group,
+  named `name-FFFFF`."""
+  return [spill_part(folder, f"{name}-{f:05d}", f, recs) for f, recs in groups if recs]
+
+
+def split_round_robin(framed: Sequence[bytes], first: int, n_files: int):
+  """[(file, records)] when record `first + j` goes to file (first + j) % n_files.
+
+  >>> split_round_robin(["a", "b", "c"], 1, 2)
+  [(0, ['b']), (1, ['a', 'c'])]
+  """
+  return [(f, list(framed[(f - first) % n_files::n_files])) for f in range(n_files)]
+
+
+class PartWriter:
+  """Appends parts to output files, each file's parts in order.
+
+  Args:
+    open_file: file index -> an open file handle (`DatasetWriter.open`,
+      `open_finished_file`), or None for a file not to write (finished by
+      the run being resumed: its parts are dropped).
+  """
+
+  def __init__(self, open_file: Callable[[int], Optional[object]]):
+    self._open_file = open_file
+    self._handles: Dict[int, object] = {}
+    self._skip = set()
+
+  def _handle(self, f: int):
+    h = self._handles.get(f)
+    if h is None and f not in self._skip:
+      h = self._open_file(f)
+      if h is None:
+        self._skip.add(f)
+      else:
+        self._handles[f] = h
+    return h
+
+  def append(self, p: Part):
+    """Appends part `p` to its file (opened at its first part)."""
+    h = self._handle(p.file)
+    if isinstance(p.data, str):
+      if h is not None:
+        starts = p.starts
+        if starts is None:
+          with open(p.data, "rb") as src:
+            starts = starts_of(src.read())
+        h.append_framed_file(p.data, p.records, starts)
+      os.remove(p.data)
+    elif h is not None and p.data:
+      h.write_framed(p.data, starts_of(p.data) if p.starts is None else p.starts, p.records)
+
+  def finish(self, f: int, commit: bool = True) -> Optional[dict]:
+    """Completes file f (an empty file if it got no part); returns its info.
+
+    `commit=False` only completes the temp file (`FileHandle.finish`), for
+    the process that owns the DatasetWriter to record; None for a skipped file.
+    """
+    h = self._handle(f)
+    self._handles.pop(f, None)
+    if h is None:
+      return None
+    try:
+      return h.commit() if commit else h.finish()
+    except BaseException:
+      h.abort()
+      raise
+
+  def abort(self):
+    """Removes every file still open (after an error)."""
+    for h in self._handles.values():
+      h.abort()
+    self._handles.clear()
+
+
+# ---------------------------------------------------------------- writer processes
+
+_WRITER: Dict[str, PartWriter] = {}  # a writer process's PartWriter
+
+
+def _init_writer(targets, compression: str):
+  def open_file(f):
+    target = targets[f]
+    return None if target is None else target[0].open(target[1], compression)
+  _WRITER["w"] = PartWriter(open_file)
+
+
+def _write(msg):
+  """Writer process: ("append", Part) or ("finish", file index) -> info or None."""
+  w = _WRITER["w"]
+  if msg[0] == "append":
+    w.append(msg[1])
+    return None
+  return w.finish(msg[1], commit=False)
+
+
+def _route(msg) -> int:
+  return msg[1].file if msg[0] == "append" else msg[1]
+
+
+def append_parts(part_lists: Iterable, targets: Sequence, compression: str,
+                 num_workers: int) -> None:
+  """Appends parts to the outputs in writer processes; records the finished files.
+
+  This process only passes parts along (scratch file names, start offsets):
+  writer processes (one per output file, up to `num_workers`) copy the parts
+  (in the kernel) and hash them while the workers make the next parts.
+
+  Args:
+    part_lists: yields ([Part], [file indexes now complete]).
+    targets: per output file, (DatasetWriter, path), or None if finished.
+    compression: "" or "GZIP".
+  """
+  def messages():
+    for parts, finished in part_lists:
+      for p in parts:
+        yield ("append", p)
+      for f in finished:
+        yield ("finish", f)
+
+  infos = {}
+  try:
+    for info in parallel.ordered_map(_write, messages(), max(1, min(num_workers, len(targets))),
+                                     in_process=False, prefetch=256, window=1 << 20,
+                                     route=_route, initializer=_init_writer,
+                                     initargs=(targets, compression)):
+      if info is not None:
+        infos[info["name"]] = info
+  except BaseException:
+    for t in targets:
+      if t is not None:
+        t[0].remove_temps(t[1])
+    raise
+  for t in targets:
+    if t is not None:
+      writer, path = t
+      writer.record_finished(path, infos[os.path.basename(path)])

@@ -1,0 +1,200 @@
+"""One generator run: the steps every create takes around its package's work.
+
+Every package's create (both engines) goes through `GeneratorRun`:
+
+  fp = run.fingerprint("w2v_data", config.identity_flags(), files)
+  with run.GeneratorRun("w2v_data", [run.DatasetFiles(layout, records, others)], fp,
+                        config, flag="--output_dir") as r:
+    if r.already_complete:        # --resume on a complete output: nothing is touched
+      return r.existing_meta()
+    scratch = r.scratch_dir()     # removed when the block ends
+    ... write every file through r.writers[i] (`DatasetWriter`) ...
+    metas = r.finalize([build_meta])
+
+It owns, in this order: the output locks (`output_lock`), the destination
+checks before any work (an output path that is a folder, an existing file
+the run would replace without --overwrite, a foreign file named), resume /
+already-complete / overwrite (`DatasetWriter`), the scratch folder, the
+finalize (files in place, metadata last), and after a failure the removal of
+the hidden files the run made (an interrupted or killed run keeps them for
+--resume). `fingerprint` is the one definition of what determines a run's
+bytes; `run_options.RUN_ENVIRONMENT` names the settings that never do.
+"""
+
+import dataclasses
+import os
+import shutil
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from textrecords import __version__
+from textrecords import dataset_writer
+from textrecords import direct_output
+from textrecords import index
+from textrecords import metadata
+from textrecords import output_lock
+from textrecords import storage
+from textrecords.errors import UserError
+from textrecords.layout import DatasetLayout
+from textrecords.run_options import identity_flags
+
+def input_stats(files: Sequence[str]) -> List[list]:
+  """[path, size, version] of every input: local paths absolute (a resume works
+  from any working directory), URLs as given; the version is the mtime or the
+  store's ETag (`storage.stat`)."""
+  return [[storage.absolute(f), *storage.stat(f)] for f in files]
+
+
+def fingerprint(package: str, flags: dict, inputs: Sequence[str], **extra) -> dict:
+  """Everything that determines a run's bytes: package, version, the identity
+  flags, the inputs' stats and `extra` (e.g. a vocab's sha256).
+
+  `--resume` keeps finished files only when it is equal; it is stored in the
+  metadata, which a complete output's `already_complete` compares with.
+  """
+  return {"package": package, "version": __version__, "flags": identity_flags(flags),
+          "inputs": input_stats(inputs), **extra}
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetFiles:
+  """The files one dataset of a run consists of.
+
+  Attributes:
+    layout: where the dataset lives.
+    record_paths: its record files, in reading order.
+    other_paths: its other files (vocabularies, tokenizers), listed first.
+    compression: "" or "GZIP" (uncompressed record files get an offset index).
+  """
+  layout: DatasetLayout
+  record_paths: Tuple[str, ...]
+  other_paths: Tuple[str, ...] = ()
+  compression: str = ""
+
+  @property
+  def paths(self) -> List[str]:
+    """Every file, in metadata order (others, then records)."""
+    return list(self.other_paths) + list(self.record_paths)
+
+  @property
+  def destinations(self) -> List[str]:
+    """Every path the run writes: files, then the record files' indexes."""
+    indexes = [] if self.compression else [index.index_path(p) for p in self.record_paths]
+    return self.paths + indexes
+
+
+def _listed_names(meta_path: str) -> set:
+  """The file names an existing metadata lists (none if there is none)."""
+  if not storage.exists(meta_path):
+    return set()
+  try:
+    return {f["name"] for f in metadata.load(meta_path).get("files", [])}
+  except UserError:
+    return set()
+
+
+class GeneratorRun:
+  """A context manager around one run of a generator (see the module doc).
+
+  Args:
+    package: the generator's package name (metadata "package").
+    datasets: the run's output datasets (bert: one per --output_file).
+    fingerprint: from `fingerprint`.
+    options: anything with `overwrite`, `resume` and `quiet` (RunOptions).
+    flag: the output flag, for messages ("--output_file").
+    engine: the run's engine; with Beam, `writers` are
+      `direct_output.DirectDataset`s (workers write the outputs in place),
+      else `dataset_writer.DatasetWriter`s.
+  """
+
+  def __init__(self, package: str, datasets: Sequence[DatasetFiles], fingerprint_: dict,
+               options, *, flag: str, engine=None):
+    self.direct = engine is not None and engine.is_beam
+    self.package = package
+    self.datasets = list(datasets)
+    self.fingerprint = fingerprint_
+    self.options = options
+    self.flag = flag
+    self.writers: List[dataset_writer.DatasetWriter] = []
+    self._lock = None
+    self._scratch: Optional[str] = None
+    self._finalized = False
+
+  def __enter__(self) -> "GeneratorRun":
+    for d in self.datasets:
+      self._check_location(d)
+    self._lock = output_lock.hold([d.layout.meta_path for d in self.datasets])
+    self._lock.__enter__()  # pylint: disable=unnecessary-dunder-call
+    try:
+      self.writers = [self._writer(d) for d in self.datasets]
+    except BaseException as e:
+      self._lock.__exit__(type(e), e, e.__traceback__)
+      raise
+    return self
+
+  def _writer(self, d: DatasetFiles):
+    o = self.options
+    if not self.direct:
+      return dataset_writer.DatasetWriter(d.layout.meta_path, self.fingerprint,
+                                          overwrite=o.overwrite, resume=o.resume,
+                                          paths=d.destinations)
+    w = direct_output.DirectDataset(d.layout.meta_path, self.fingerprint,
+                                    overwrite=o.overwrite, resume=o.resume)
+    if not o.overwrite:
+      dataset_writer.check_replaceable(d.destinations, _listed_names(d.layout.meta_path),
+                                       d.layout.meta_path)
+    return w
+
+  def _check_location(self, d: DatasetFiles):
+    """The output location is usable: checked before any work."""
+    where = d.layout.location
+    if storage.is_url(where):
+      return  # checked by the storage when the run reaches it (`DirectDataset`)
+    if d.layout.file_stem is not None and os.path.isdir(where):
+      raise UserError(f"{self.flag}={where}: is a folder; give a file path (the records "
+                      "go to that file, the metadata beside it)")
+    if d.layout.file_stem is None and os.path.exists(where) and not os.path.isdir(where):
+      raise UserError(f"{self.flag}={where}: exists and is not a folder")
+    probe = os.path.abspath(d.layout.root)
+    while not os.path.exists(probe):
+      probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+      raise UserError(f"cannot create output folder {d.layout.root} ({self.flag}={where}): "
+                      f"{probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+      raise UserError(f"output folder {probe} is not writable")
+
+  @property
+  def already_complete(self) -> bool:
+    """True when --resume found every dataset complete for this fingerprint."""
+    return all(w.already_complete for w in self.writers)
+
+  def existing_meta(self, i: int = 0) -> dict:
+    """The metadata of dataset i as it is on disk (an already complete run)."""
+    return metadata.read(self.datasets[i].layout.meta_path, package=self.package)
+
+  def scratch_dir(self) -> str:
+    """The run's hidden scratch folder beside the first dataset (removed at the end)."""
+    if self._scratch is None:
+      self._scratch = self.writers[0].scratch_dir()
+    return self._scratch
+
+  def finalize(self, build_metas: Sequence[Callable[[List[dict]], dict]]) -> List[dict]:
+    """Every dataset's files in place, its metadata last; returns the metadata."""
+    metas = [w.finalize(d.paths, b)
+             for w, d, b in zip(self.writers, self.datasets, build_metas)]
+    self._finalized = True
+    return metas
+
+  def __exit__(self, exc_type, exc, tb):
+    try:
+      if self._scratch is not None:
+        shutil.rmtree(self._scratch, ignore_errors=True)
+      # An error (not an interrupt or a kill): remove the hidden files this run
+      # made, so a failure leaves nothing; Ctrl-C keeps them for --resume.
+      if exc_type is not None and issubclass(exc_type, Exception) and not self._finalized:
+        for w in self.writers:
+          if isinstance(w, dataset_writer.DatasetWriter):  # (Beam runs discard their own)
+            w.discard()
+    finally:
+      self._lock.__exit__(exc_type, exc, tb)
+    return False
