@@ -53,30 +53,41 @@ def build_corpus(source: str, size_mb: float, path: str, seed: int = 0) -> dict:
   return {"bytes": size, "documents": docs}
 
 
-def run_measured(cmd, env=None) -> dict:
-  """Runs cmd; returns wall seconds and peak summed RSS of the process tree."""
+def run_measured(cmd, env=None, pss: bool = False) -> dict:
+  """Runs cmd; returns wall seconds and peak summed RSS of the process tree
+  (and with `pss`, the peak summed PSS: shared pages counted once, sampled
+  every 0.2 s since reading smaps is slower)."""
   start = time.perf_counter()
   proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   root = psutil.Process(proc.pid)
-  peak = 0
+  peak = peak_pss = 0
   while proc.poll() is None:
     try:
       procs = [root] + root.children(recursive=True)
-      rss = 0
+      rss = tree_pss = 0
       for p in procs:
         try:
-          rss += p.memory_info().rss
+          if pss:
+            info = p.memory_full_info()
+            tree_pss += info.pss
+            rss += info.rss
+          else:
+            rss += p.memory_info().rss
         except psutil.Error:
           pass
       peak = max(peak, rss)
+      peak_pss = max(peak_pss, tree_pss)
     except psutil.Error:
       pass
-    time.sleep(0.05)
+    time.sleep(0.2 if pss else 0.05)
   out, err = proc.communicate()
   wall = time.perf_counter() - start
   if proc.returncode != 0:
     raise SystemExit(f"command failed: {' '.join(cmd)}\n{err[-2000:]}")
-  return {"wall_s": wall, "peak_rss_mb": peak / 2**20, "stdout": out, "stderr": err}
+  r = {"wall_s": wall, "peak_rss_mb": peak / 2**20, "stdout": out, "stderr": err}
+  if pss:
+    r["peak_pss_mb"] = peak_pss / 2**20
+  return r
 
 
 _SPIN = "import time\nt=time.perf_counter()\nx=0\nfor i in range(10_000_000): x += i*i\nprint(time.perf_counter()-t)"

@@ -14,6 +14,13 @@ Inputs are built here from the sources given (nothing is downloaded):
   w2v_data: --w2v_source lines repeated to --w2v_mb;
   mt_data: the first two columns of --mt_source lines repeated to --mt_pairs.
 
+--memory: peak PSS (shared pages counted once) of the process tree instead
+of speed, bert_data only unless --tools says otherwise, e.g. issue 23's
+figure (52 MB corpus, dupe 10, 2 workers, against the commit before the
+offset index):
+  python scripts/bench_revisions.py c7280dc^ --memory --repeats=1 --bert_mb=52 \\
+      --bert_dupe=10 --num_shards=1
+
 Usage:
   python scripts/bench_revisions.py 8519c6b4 --repeats=3 \\
       --bert_source=../shared/data/ptb.train.txt --w2v_source=../shared/data/ptb.train.txt \\
@@ -64,13 +71,14 @@ def make_inputs(work: str, a) -> dict:
   return inputs
 
 
-def commands(inputs: dict, out: str, workers: int) -> dict:
+def commands(inputs: dict, out: str, workers: int, bert_dupe: int = 5,
+             num_shards: int = 2) -> dict:
   """tool -> (python arguments, output folder); flags every revision accepts."""
-  common = ["--quiet", f"--num_workers={workers}", "--num_shards=2"]
+  common = ["--quiet", f"--num_workers={workers}", f"--num_shards={num_shards}"]
   return {
       "bert_data": (["-m", "bert_data.create", f"--input_file={inputs['bert']}",
                      f"--output_file={out}/bert/t.tfrecord", f"--vocab_file={VOCAB}",
-                     "--dupe_factor=5", *common], f"{out}/bert"),
+                     f"--dupe_factor={bert_dupe}", *common], f"{out}/bert"),
       "w2v_data": (["-m", "w2v_data.create", f"--input_file={inputs['w2v']}",
                     f"--output_dir={out}/w2v", "--min_freq=5", *common], f"{out}/w2v"),
       "mt_data": (["-m", "mt_data.create", f"--input_file={inputs['mt']}",
@@ -103,22 +111,25 @@ def check_imports_from(tree: str):
     raise SystemExit(f"error: python in {tree} imports {out}, not that tree's packages")
 
 
-def timed(tree: str, args: list, out_dir: str) -> dict:
+def timed(tree: str, args: list, out_dir: str, pss: bool = False) -> dict:
   shutil.rmtree(out_dir, ignore_errors=True)
   os.makedirs(os.path.dirname(out_dir), exist_ok=True)
   old = os.getcwd()
   os.chdir(tree)  # `python -m` imports from the working directory first
   try:
-    r = run_measured([sys.executable, *args], env=_env(tree))
+    r = run_measured([sys.executable, *args], env=_env(tree), pss=pss)
   finally:
     os.chdir(old)
-  return {"wall_s": r["wall_s"], "peak_rss_mb": r["peak_rss_mb"]}
+  return {k: r[k] for k in ("wall_s", "peak_rss_mb", "peak_pss_mb") if k in r}
 
 
 def summarize(runs: list) -> dict:
   walls = [r["wall_s"] for r in runs]
-  return {"best_s": round(min(walls), 2), "median_s": round(statistics.median(walls), 2),
-          "peak_rss_mb": round(max(r["peak_rss_mb"] for r in runs))}
+  out = {"best_s": round(min(walls), 2), "median_s": round(statistics.median(walls), 2),
+         "peak_rss_mb": round(max(r["peak_rss_mb"] for r in runs))}
+  if "peak_pss_mb" in runs[0]:
+    out["peak_pss_mb"] = round(max(r["peak_pss_mb"] for r in runs))
+  return out
 
 
 def main() -> int:
@@ -132,7 +143,12 @@ def main() -> int:
   ap.add_argument("--w2v_mb", type=float, default=5.0)
   ap.add_argument("--mt_source", default=os.path.join(TESTDATA, "mt_pairs.txt"))
   ap.add_argument("--mt_pairs", type=int, default=100000)
-  ap.add_argument("--tools", default="bert_data,w2v_data,mt_data")
+  ap.add_argument("--tools", default=None,
+                  help="comma-separated (default: all three; bert_data with --memory)")
+  ap.add_argument("--bert_dupe", type=int, default=5, help="bert_data --dupe_factor")
+  ap.add_argument("--num_shards", type=int, default=2)
+  ap.add_argument("--memory", action="store_true",
+                  help="report peak PSS of the process tree and its ratio tree / base")
   ap.add_argument("--work_dir", default=None, help="scratch folder (default: a new temp one)")
   a = ap.parse_args()
   rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--verify", a.base + "^{commit}"],
@@ -154,19 +170,24 @@ def main() -> int:
               "machine": f"{platform.system()} {os.cpu_count()} cpus, Python "
                          f"{platform.python_version()}",
               "inputs_mb": {k: round(os.path.getsize(p) / 1e6, 2) for k, p in inputs.items()},
-              "num_workers": a.num_workers, "repeats": a.repeats, "tools": {}}
-    for tool in a.tools.split(","):
+              "num_workers": a.num_workers, "repeats": a.repeats, "bert_dupe": a.bert_dupe,
+              "num_shards": a.num_shards, "tools": {}}
+    tools = a.tools or ("bert_data" if a.memory else "bert_data,w2v_data,mt_data")
+    for tool in tools.split(","):
       runs = {"base": [], "tree": []}
       digests = {}
       for _ in range(a.repeats):
         for side, tree in (("base", base_tree), ("tree", REPO)):
           args, out_dir = commands(inputs, os.path.join(work, f"out_{side}"),
-                                   a.num_workers)[tool]
-          runs[side].append(timed(tree, args, out_dir))
+                                   a.num_workers, a.bert_dupe, a.num_shards)[tool]
+          runs[side].append(timed(tree, args, out_dir, pss=a.memory))
           digests[side] = records_digest(out_dir)
       base, head = summarize(runs["base"]), summarize(runs["tree"])
       report["tools"][tool] = {"base": base, "tree": head,
                                "ratio_best": round(head["best_s"] / base["best_s"], 3),
+                               **({"ratio_peak_pss": round(head["peak_pss_mb"]
+                                                           / base["peak_pss_mb"], 3)}
+                                  if a.memory else {}),
                                "same_record_bytes": digests["base"] == digests["tree"]}
       print(json.dumps({tool: report["tools"][tool]}), file=sys.stderr, flush=True)
     print(json.dumps(report, indent=1))

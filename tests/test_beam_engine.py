@@ -237,3 +237,39 @@ def test_cli_engine_flag_and_missing_extra(tmp_path):
     lines = error_lines(r.stderr)
     assert len(lines) == 1 and "pip install 'textrecords[beam]'" in lines[0], lines
     assert not os.path.exists(tmp_path / "x"), module
+
+
+def _create_with(package, out, engine, **kw):
+  if package == "bert_data":
+    return bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
+                                           output_files=(f"{out}/train.tfrecord",),
+                                           vocab_file=VOCAB, dupe_factor=1, **kw), engine)
+  if package == "w2v_data":
+    return w2v_pipeline.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
+                                         output_dir=out, min_freq=1, **kw), engine)
+  return mt_create.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
+                                             output_dir=out, num_train=8, num_val=2, min_freq=1,
+                                             **kw), log=lambda _: None, engine=engine)
+
+
+@pytest.mark.parametrize("package", ["bert_data", "w2v_data", "mt_data"])
+def test_both_engines_run_in_the_one_skeleton(tmp_path, package):
+  """textrecords.run.GeneratorRun for both engines: a foreign file at an output
+  path is refused before any work, --resume on the complete output (written by
+  the other engine) changes nothing."""
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "train.tfrecord").write_bytes(b"notes\n")
+  beam = EngineOptions("beam", IN_MEMORY)
+  for engine in (LOCAL, beam):
+    with pytest.raises(UserError, match=f"{out}/train.tfrecord exists and is not a file of a "
+                                        "textrecords dataset"):
+      _create_with(package, str(out), engine)
+    assert os.listdir(out) == ["train.tfrecord"]
+  (out / "train.tfrecord").unlink()
+  _create_with(package, str(out), beam)
+  stats = {n: os.stat(out / n) for n in os.listdir(out)}
+  for engine in (LOCAL, beam):
+    _create_with(package, str(out), engine, resume=True)
+    assert {n: (s.st_ino, s.st_mtime_ns) for n, s in stats.items()} == {
+        n: (os.stat(out / n).st_ino, os.stat(out / n).st_mtime_ns) for n in os.listdir(out)}
