@@ -90,6 +90,14 @@ def test_w2v_numpy_batches_equal_make_dataset(w2v_outs, layout, pad_to):
                       w2v_data.numpy_batches(d, 5, pad_to=pad_to))
 
 
+def test_w2v_numpy_batches_expand_labels_as_make_dataset(w2v_outs):
+  d = w2v_outs["sentence"]
+  assert_same_batches(w2v_data.make_dataset(d, 5, training=False, expand_labels=True),
+                      w2v_data.numpy_batches(d, 5, expand_labels=True))
+  with pytest.raises(UserError, match="expand_labels='yes': must be True or False"):
+    w2v_data.numpy_batches(d, 5, expand_labels="yes")
+
+
 @pytest.mark.parametrize("split,num_steps", [("train", 9), ("valid", 4)])
 def test_mt_numpy_batches_equal_make_dataset(mt_out, split, num_steps):
   assert_same_batches(mt_data.make_dataset(mt_out, split, 8, num_steps=num_steps,

@@ -182,19 +182,30 @@ def open_dataset(location: str, *, pad_to: Optional[int] = None, negatives: str 
 
 def numpy_batches(location: str, batch_size: int, *, training: bool = False,
                   seed: Optional[int] = None, drop_remainder: bool = False,
-                  shard_index: int = 0, num_shards: int = 1, **options):
+                  shard_index: int = 0, num_shards: int = 1, expand_labels: bool = False,
+                  **options):
   """An iterator of one epoch of `(x, y, sample_weight)` batches of centers.
 
   Training: records in a seeded global shuffle, and the centers of each
   chunk of records shuffled again. `options`: `pad_to`, `negatives` and the
-  reading options.
+  reading options. expand_labels: y and sample_weight get a last axis of 1,
+  as make_dataset's (for `keras.losses.BinaryCrossentropy`).
   """
   batch_size = reader.check_batch_size(batch_size)
+  if not isinstance(expand_labels, bool):
+    raise UserError(f"expand_labels={expand_labels!r}: must be True or False")
   opened = open_dataset(location, **options)
   dec = opened.decoder
   chunks = opened.chunks(CHUNK_RECORDS, training=training, seed=seed,
                          shard_index=shard_index, num_shards=num_shards)
-  return _center_batches(chunks, dec, batch_size, drop_remainder, training, seed)
+  batches = _center_batches(chunks, dec, batch_size, drop_remainder, training, seed)
+  return _with_label_axis(batches) if expand_labels else batches
+
+
+def _with_label_axis(batches):
+  """(x, y, w) batches with y and w given a last axis of 1."""
+  for x, y, w in batches:
+    yield x, y[..., np.newaxis], w[..., np.newaxis]
 
 
 def _center_batches(chunks, dec, batch_size: int, drop_remainder: bool,
