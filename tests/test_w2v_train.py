@@ -376,3 +376,17 @@ def test_eval_vectors_script_on_hand_made_files(tmp_path):
                      capture_output=True, text=True, timeout=60)
   assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'bad.tsv'}:2: " \
       "expected 'word1 word2 score'"
+
+
+def test_sgd_flag_errors_are_one_line(tmp_path, capsys):
+  sub = _create(tmp_path / "sub")  # subsampled records: no fresh subsampling
+  mod = _script()
+  assert mod.main([f"--data_dir={sub}", "--subsample_t=1e-3", "--words="]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("error: ") and "--subsample_t=1" in err and "\n" not in err
+  assert mod.main([f"--data_dir={sub}", "--threads=-1", "--words="]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err == "error: --threads=-1: must be >= 0"
+  cbow = _create(tmp_path / "cbow", model="cbow")
+  assert mod.main([f"--data_dir={cbow}", "--words="]) == 2
+  assert "records are for --model=cbow" in capsys.readouterr().err
