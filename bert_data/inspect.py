@@ -17,7 +17,7 @@ from absl import flags
 from bert_data import schema as S
 from textrecords import cli
 from textrecords import dataset_files
-from textrecords import example_codec
+from textrecords import example_decoder
 from textrecords import index as index_lib
 from textrecords import metadata
 from textrecords import storage
@@ -101,7 +101,7 @@ def main(argv):
     for index, rec in enumerate(tfrecord.read_records(f.path, f.compression)):
       if shown >= FLAGS.max_records:
         return
-      features = _checked(example_codec.decode_example(rec), f.v2_names, tokens, f.path,
+      features = _checked(example_decoder.decode_example(rec), f.v2_names, tokens, f.path,
                           index)
       print(f"*** record {shown} ({f.path}) ***")
       print(format_record(features, tokens, f.task))

@@ -17,7 +17,7 @@ import numpy as np
 
 from bert_data import schema as S
 from bert_data.instances import Instance
-from textrecords import example_codec as codec
+from textrecords import example_encoder
 from textrecords import features as F
 from textrecords import varint
 
@@ -34,9 +34,9 @@ class _EntryHeaders(dict):
 
   def __missing__(self, length: int) -> bytes:
     marker = b"\x00" * length
-    wrap = (codec.float_feature_from_payload if self._spec.dtype == F.FLOAT
-            else codec.int64_feature_from_payload)
-    entry = codec.ExampleEncoder((self._spec,), "schema").encode_features(
+    wrap = (example_encoder.float_feature_from_payload if self._spec.dtype == F.FLOAT
+            else example_encoder.int64_feature_from_payload)
+    entry = example_encoder.ExampleEncoder((self._spec,), "schema").encode_features(
         {self._spec.name: wrap(marker)})
     # entry = example header + map entry; keep only the map entry's prefix.
     prefix = entry[:len(entry) - length]
@@ -88,9 +88,10 @@ class BertRecordEncoder(_SequenceParts):
   """Encodes Instances for given lengths and vocab size.
 
   Example:
+    >>> from textrecords import example_decoder
     >>> enc = BertRecordEncoder(8, 2, 100)
     >>> rec = enc.encode(Instance([1, 5, 2, 6, 2], 3, True, [1], [9]))
-    >>> codec.decode_example(rec)["segment_ids"]
+    >>> example_decoder.decode_example(rec)["segment_ids"]
     [0, 0, 0, 1, 1, 0, 0, 0]
   """
 
@@ -202,10 +203,11 @@ class DynamicRecordEncoder(_SequenceParts):
   whole-word masking, word_starts.
 
   Example:
+    >>> from textrecords import example_decoder
     >>> enc = DynamicRecordEncoder(8, whole_word=False)
     >>> rec = enc.encode_arrays(np.array([[1, 5, 2, 6, 2, 0, 0, 0]]), np.array([5]), [3],
     ...                         [True], np.array([7], np.uint64))[0]
-    >>> ex = codec.decode_example(rec)
+    >>> ex = example_decoder.decode_example(rec)
     >>> ex["segment_ids"], ex["record_key"], ex["next_sentence_labels"]
     ([0, 0, 0, 1, 1, 0, 0, 0], [7], [1])
   """

@@ -37,7 +37,7 @@ from bert_data.inspect import (compression_from_flag, define_compression_flag,
                                load_vocab_tokens, record_files)
 from textrecords import cli
 from textrecords import dataset_files
-from textrecords import example_codec
+from textrecords import example_decoder
 from textrecords import metadata
 from textrecords import tfrecord
 from textrecords import vocab as vocab_lib
@@ -179,7 +179,7 @@ def collect(pattern: str, max_records: Optional[int] = None, *,
     for rec in tfrecord.read_records(f.path, f.compression):
       if max_records is not None and len(tally.lengths) >= max_records:
         return tally
-      tally.add(example_codec.decode_example(rec))
+      tally.add(example_decoder.decode_example(rec))
   return tally
 
 

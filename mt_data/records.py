@@ -9,24 +9,25 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from textrecords import example_codec
+from textrecords import example_encoder
 from textrecords import tfrecord
 
 from mt_data import schema
 
-_ENCODER = example_codec.ExampleEncoder(schema.SCHEMA)
+_ENCODER = example_encoder.ExampleEncoder(schema.SCHEMA)
 
 
 def encode_pair(source_ids: Sequence[int], target_ids: Sequence[int]) -> bytes:
   """The serialized tf.train.Example of one pair.
 
   >>> rec = encode_pair([4, 3], [5, 6, 3])
-  >>> example_codec.decode_example(rec)
+  >>> from textrecords import example_decoder
+  >>> example_decoder.decode_example(rec)
   {'source_ids': [4, 3], 'target_ids': [5, 6, 3]}
   """
   return _ENCODER.encode_features({
-      schema.SOURCE_IDS.name: example_codec.encode_feature(schema.SOURCE_IDS.dtype, source_ids),
-      schema.TARGET_IDS.name: example_codec.encode_feature(schema.TARGET_IDS.dtype, target_ids),
+      schema.SOURCE_IDS.name: example_encoder.encode_feature(schema.SOURCE_IDS.dtype, source_ids),
+      schema.TARGET_IDS.name: example_encoder.encode_feature(schema.TARGET_IDS.dtype, target_ids),
   })
 
 

@@ -16,7 +16,7 @@ from typing import Dict, List
 from absl import flags
 
 from textrecords import cli
-from textrecords import example_codec
+from textrecords import example_decoder
 from textrecords import metadata
 from textrecords import tfrecord
 from textrecords.errors import UserError
@@ -45,7 +45,7 @@ def lengths(output_dir: str, splits) -> Dict[str, List[int]]:
     names = meta["splits"][split]["files"]
     for path in metadata.verified_files(meta, found.layout, names, verify="size"):
       for rec in tfrecord.read_records(path, meta.get("compression", "")):
-        ex = example_codec.decode_example(rec)
+        ex = example_decoder.decode_example(rec)
         out["source"].append(len(ex[schema.SOURCE_IDS.name]))
         out["target"].append(len(ex[schema.TARGET_IDS.name]))
   return out

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli, write_varied_corpus
-from textrecords import example_codec, layout, tfrecord
+from textrecords import example_decoder, layout, tfrecord
 
 MOD = "bert_data.create"
 
@@ -97,7 +97,7 @@ def test_gzip_and_metadata(tmp_path, corpus):
     recs = list(tfrecord.read_records(path, "GZIP"))
     assert len(recs) == f["records"]
     n += len(recs)
-    ex = example_codec.decode_example(recs[0])
+    ex = example_decoder.decode_example(recs[0])
     assert len(ex["input_ids"]) == 64 and len(ex["masked_lm_ids"]) == 10
   assert n == meta["counts"]["instances"] == meta["counts"]["records"]
 
@@ -108,7 +108,7 @@ def test_default_mode_differs_by_seed_and_is_valid(tmp_path, corpus):
   _create(b, corpus, "--random_seed=2")
   assert tfrecord.file_sha256(a) != tfrecord.file_sha256(b)
   for rec in tfrecord.read_records(a):
-    ex = example_codec.decode_example(rec)
+    ex = example_decoder.decode_example(rec)
     n = sum(ex["input_mask"])
     assert ex["input_ids"][0] == 101 and ex["input_ids"][n - 1] == 102  # [CLS] ... [SEP]
     m = int(sum(ex["masked_lm_weights"]))
@@ -244,7 +244,7 @@ def test_default_mode_unmasked_segments_come_from_documents(tmp_path, corpus, ww
   docs = ["," + d + "," for d in docs if d]
   n_records = 0
   for rec in tfrecord.read_records(out):
-    ex = example_codec.decode_example(rec)
+    ex = example_decoder.decode_example(rec)
     n = sum(ex["input_mask"])
     ids = ex["input_ids"][:n]
     m = int(sum(ex["masked_lm_weights"]))
@@ -290,7 +290,7 @@ def _mask_signatures(path):
   """
   out = []
   for rec in tfrecord.read_records(path):
-    ex = example_codec.decode_example(rec)
+    ex = example_decoder.decode_example(rec)
     m = int(sum(ex["masked_lm_weights"]))
     pos, labels = ex["masked_lm_positions"][:m], ex["masked_lm_ids"][:m]
     rand = tuple((p, ex["input_ids"][p]) for p, l in zip(pos, labels)

@@ -11,7 +11,7 @@ import bert_data
 from bert_data import pipeline
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB
-from textrecords import example_codec, layout, tfrecord
+from textrecords import example_decoder, layout, tfrecord
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def records(tmp_path_factory):
 
 
 def _decoded(out, n):
-  return [example_codec.decode_example(r)
+  return [example_decoder.decode_example(r)
           for p in layout.shard_paths(out, n) for r in tfrecord.read_records(p)]
 
 
@@ -148,7 +148,7 @@ def test_gzip_records_are_detected_from_metadata(tmp_path):
                              compression="GZIP"))
   meta = json.load(open(out + ".meta.json"))
   got = [x["input_ids"].numpy() for x, _, _ in bert_data.make_dataset(out, 1, training=False)]
-  want = [example_codec.decode_example(r)["input_ids"]
+  want = [example_decoder.decode_example(r)["input_ids"]
           for r in tfrecord.read_records(out, "GZIP")]
   assert len(got) == meta["counts"]["records"] == len(want)
   assert all(g[0].tolist() == w for g, w in zip(got, want))
@@ -187,11 +187,11 @@ def test_v2_named_records_read_as_either(tmp_path, records):
                              max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3,
                              num_shards=2, use_v2_feature_names=True))
   recs = [r for p in layout.shard_paths(out, 2) for r in tfrecord.read_records(p)]
-  ex = example_codec.decode_example(recs[0])
+  ex = example_decoder.decode_example(recs[0])
   assert "input_word_ids" in ex and "input_type_ids" in ex and "input_ids" not in ex
   # Same instances as the bert-named run, only the names differ.
   want = _decoded(records, 2)
-  got = [example_codec.decode_example(r) for r in recs]
+  got = [example_decoder.decode_example(r) for r in recs]
   assert [g["input_word_ids"] for g in got] == [e["input_ids"] for e in want]
   for names in ("bert", "v2"):
     a = next(iter(bert_data.make_dataset(out, 5, training=False, feature_names=names)))

@@ -17,7 +17,7 @@ from bert_data import dynamic_masking as dm
 from bert_data import masking, pipeline
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB, write_varied_corpus
-from textrecords import example_codec, seeding, tfrecord
+from textrecords import example_decoder, seeding, tfrecord
 
 CLS, SEP, MASK = 101, 102, 103
 POOL = tuple(range(3000))
@@ -253,16 +253,16 @@ def test_dynamic_records_are_the_static_instances_unmasked(tmp_path, corpus):
   static = _create(tmp_path / "s.tfrecord", corpus, masking="static")
   unmasked = []
   for rec in tfrecord.read_records(static):
-    ex = example_codec.decode_example(rec)
+    ex = example_decoder.decode_example(rec)
     ids = ex["input_ids"]
     for q, l, wt in zip(ex["masked_lm_positions"], ex["masked_lm_ids"], ex["masked_lm_weights"]):
       if wt:
         ids[q] = l
     unmasked.append((tuple(ids), tuple(ex["segment_ids"]), ex["next_sentence_labels"][0]))
   dynamic = [(tuple(e["input_ids"]), tuple(e["segment_ids"]), e["next_sentence_labels"][0])
-             for e in map(example_codec.decode_example, tfrecord.read_records(dyn))]
+             for e in map(example_decoder.decode_example, tfrecord.read_records(dyn))]
   assert sorted(unmasked) == sorted(dynamic) and len(dynamic) > 20
-  ex = example_codec.decode_example(next(iter(tfrecord.read_records(dyn))))
+  ex = example_decoder.decode_example(next(iter(tfrecord.read_records(dyn))))
   assert "masked_lm_positions" not in ex and "word_starts" not in ex
 
 
@@ -272,7 +272,7 @@ def test_whole_word_records_store_word_starts(tmp_path, corpus):
   p = pipeline.masking_params(BertConfig(input_files=(), output_files=("x",), vocab_file=VOCAB,
                                          do_whole_word_mask=True), tok)
   for rec in tfrecord.read_records(out):
-    ex = example_codec.decode_example(rec)
+    ex = example_decoder.decode_example(rec)
     n = sum(ex["input_mask"])
     want = masking.word_starts(np.array([ex["input_ids"]]), np.array([n]), p)[0]
     assert ex["word_starts"] == want.tolist()

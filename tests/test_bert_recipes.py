@@ -121,7 +121,7 @@ from bert_data import pipeline  # noqa: E402  pylint: disable=wrong-import-posit
 from bert_data import schema as S  # noqa: E402  pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # noqa: E402  pylint: disable=wrong-import-position
 from bert_data.tokenizer import WordPieceTokenizer  # noqa: E402  pylint: disable=wrong-import-position
-from textrecords import example_codec, tfrecord  # noqa: E402  pylint: disable=wrong-import-position
+from textrecords import example_decoder, tfrecord  # noqa: E402  pylint: disable=wrong-import-position
 
 SAMPLE_CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "bert_data", "sample", "sample_corpus.txt")
@@ -177,7 +177,7 @@ def test_sop_end_to_end_adjacent_balanced_same_bytes_any_workers(tmp_path):
   docs = _documents()
   labels = []
   for raw in tfrecord.read_records(one):
-    rec = example_codec.decode_example(raw)
+    rec = example_decoder.decode_example(raw)
     ids, seg = _unmasked(rec)
     num_a = seg.count(0)
     first, second = ids[1:num_a - 1], ids[num_a:-1]
@@ -200,14 +200,14 @@ def test_sop_with_dynamic_masking(tmp_path):
   static = _create(tmp_path, "s", 1, sentence_order=True, dupe_factor=1)
   meta = json.load(open(dyn + ".meta.json"))
   assert meta["sentence_task"] == "sop" and meta["masking"]["mode"] == "dynamic"
-  records = [example_codec.decode_example(r) for r in tfrecord.read_records(dyn)]
+  records = [example_decoder.decode_example(r) for r in tfrecord.read_records(dyn)]
   assert all(S.MASKED_LM_POSITIONS not in r and S.RECORD_KEY in r for r in records)
   stored = [(tuple(r[S.INPUT_IDS][:sum(r[S.INPUT_MASK])]),
              tuple(r[S.SEGMENT_IDS][:sum(r[S.INPUT_MASK])]), r[S.NEXT_SENTENCE_LABELS][0])
             for r in records]
   want = []
   for raw in tfrecord.read_records(static):
-    rec = example_codec.decode_example(raw)
+    rec = example_decoder.decode_example(raw)
     ids, seg = _unmasked(rec)
     want.append((tuple(ids), tuple(seg), rec[S.NEXT_SENTENCE_LABELS][0]))
   assert sorted(stored) == sorted(want) and len(stored) > 50
@@ -243,7 +243,7 @@ def test_packing_end_to_end_no_label_all_text_same_bytes_any_workers(tmp_path, m
   for path in (one, wwm):
     text_tokens = 0
     for raw in tfrecord.read_records(path):
-      rec = example_codec.decode_example(raw)
+      rec = example_decoder.decode_example(raw)
       assert S.NEXT_SENTENCE_LABELS not in rec
       ids, seg = _unmasked(rec)
       assert not any(seg) and ids[0] == CLS and ids[-1] == SEP and len(ids) <= 64
@@ -303,7 +303,7 @@ def test_packing_with_dynamic_masking(tmp_path, whole_word):
   one = _create(tmp_path, "w1", 1, **kw)
   two = _create(tmp_path, "w2", 2, **kw)
   assert open(one, "rb").read() == open(two, "rb").read()
-  rec = example_codec.decode_example(next(iter(tfrecord.read_records(one))))
+  rec = example_decoder.decode_example(next(iter(tfrecord.read_records(one))))
   assert S.NEXT_SENTENCE_LABELS not in rec and S.RECORD_KEY in rec
   assert (S.WORD_STARTS in rec) == whole_word
   masked = 0

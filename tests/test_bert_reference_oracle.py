@@ -14,7 +14,7 @@ from bert_data import pipeline
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB
 from reference_bert import reference_records
-from textrecords import example_codec, tfrecord
+from textrecords import example_decoder, tfrecord
 
 WORDS = open(SAMPLE_TEXT, encoding="utf-8").read().split() + [
     "Café", "naïve", "Zürich", "東京", "日本語", "«quoted»", "—", "x" * 150, "y" * 210,
@@ -64,7 +64,7 @@ def test_reference_mode_equals_oracle(tmp_path, seed):
                    reference_compatible=True, num_workers=1 + seed % 2,
                    **{k: v for k, v in flags.items()})
   pipeline.create(cfg)
-  got = [example_codec.decode_example(r) for r in tfrecord.read_records(out)]
+  got = [example_decoder.decode_example(r) for r in tfrecord.read_records(out)]
   assert len(got) == len(want) > 0
   for i, (g, w) in enumerate(zip(got, want)):
     assert g == w, f"record {i} differs"

@@ -10,7 +10,7 @@ from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli
 from bert_data import build_vocab
 from bert_data import schema as S
 from bert_data import sentencepiece_tokenizer as spt
-from textrecords import example_codec
+from textrecords import example_decoder
 from textrecords import tfrecord
 
 SAMPLE_CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -50,7 +50,7 @@ def test_decoded_pieces_restore_the_normalized_text(model):
 
 
 def _records(path):
-  return [example_codec.decode_example(r) for r in tfrecord.read_records(path)]
+  return [example_decoder.decode_example(r) for r in tfrecord.read_records(path)]
 
 
 def test_create_with_spm_model_same_bytes_for_any_worker_count(model, tmp_path):

@@ -1,13 +1,17 @@
 """textrecords core: Example encoding and TFRecord framing against TensorFlow."""
 
+import doctest
 import gzip
 import os
 import random
+import struct
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
-from textrecords import example_codec as codec
+from textrecords import example_decoder
+from textrecords import example_encoder as codec
 from textrecords import features as F
 from textrecords import layout
 from textrecords import tfrecord
@@ -55,7 +59,7 @@ def test_schema_order_parses_to_same_example():
 
 def test_decode_example_round_trip():
   values = _random_values(random.Random(5))
-  dec = codec.decode_example(codec.ExampleEncoder(SCHEMA).encode(values))
+  dec = example_decoder.decode_example(codec.ExampleEncoder(SCHEMA).encode(values))
   assert dec["ids"] == values["ids"]
   assert dec["a_first"] == values["a_first"]
   assert dec["w"] == pytest.approx(values["w"], rel=1e-6)
@@ -136,3 +140,51 @@ def test_parse_spec_matches_schema():
   assert isinstance(spec["ids"], tf.io.RaggedFeature)
   assert spec["w"].shape == [3] and spec["w"].dtype == tf.float32
   assert F.schema_from_json(F.schema_to_json(SCHEMA)) == SCHEMA
+
+
+# --- batched int64 records (numpy; the compiled kernel is checked against it in
+# test_w2v_kernels) ----------------------------------------------------------------
+
+def _split_framed(data: bytes):
+  """The records (unframed) of a concatenation of framed records."""
+  out, pos = [], 0
+  while pos < len(data):
+    (length,) = struct.unpack_from("<Q", data, pos)
+    out.append(bytes(data[pos + 12:pos + 12 + length]))
+    pos += 16 + length
+  return out
+
+
+def test_vectorised_records_match_example_encoder():
+  rng = np.random.default_rng(3)
+  n = 50
+  lens_a = rng.integers(0, 4, size=n)
+  lens_b = rng.integers(0, 30, size=n)
+  vals_a = rng.integers(0, 1 << 62, size=int(lens_a.sum()))
+  vals_b = rng.integers(0, 20000, size=int(lens_b.sum()))
+  data = codec.encode_int64_records([("zeta", vals_b, lens_b), ("alpha", vals_a, lens_a)])
+  enc = codec.ExampleEncoder((F.FeatureSpec("alpha", "int64", None),
+                              F.FeatureSpec("zeta", "int64", None)))
+  ca, cb = np.r_[0, np.cumsum(lens_a)], np.r_[0, np.cumsum(lens_b)]
+  expected = b"".join(tfrecord.frame(enc.encode({
+      "alpha": vals_a[ca[i]:ca[i + 1]].tolist(), "zeta": vals_b[cb[i]:cb[i + 1]].tolist()}))
+                      for i in range(n))
+  assert data == expected
+
+
+@pytest.mark.parametrize("high", [100, 16000])
+def test_vectorised_records_small_values(high):
+  rng = np.random.default_rng(high)
+  lens = rng.integers(0, 6, size=40)
+  vals = rng.integers(0, high, size=int(lens.sum()))
+  data = codec.encode_int64_records([("v", vals, lens)])
+  enc = codec.ExampleEncoder((F.FeatureSpec("v", "int64", None),))
+  cs = np.r_[0, np.cumsum(lens)]
+  assert _split_framed(data) == [enc.encode({"v": vals[cs[i]:cs[i + 1]].tolist()})
+                                 for i in range(40)]
+
+
+def test_docstring_examples():
+  for mod in (codec,):
+    result = doctest.testmod(mod)
+    assert result.failed == 0 and result.attempted > 0, mod.__name__

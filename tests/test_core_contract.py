@@ -9,7 +9,7 @@ import pytest
 
 from mt_data import config as mt_config
 from mt_data import create as mt_create
-from textrecords import example_codec
+from textrecords import example_decoder
 from textrecords import text_input
 from textrecords import tfrecord
 from textrecords.errors import UserError
@@ -123,7 +123,7 @@ def test_mt_drops_the_bom(tmp_path):
   with open(tmp_path / "out" / "meta.json", encoding="utf-8") as f:
     meta = json.load(f)
   first = next(tfrecord.read_records(str(tmp_path / "out" / meta["splits"]["train"]["files"][0])))
-  assert example_codec.decode_example(first)["source_ids"][0] == src_vocab.index("café")
+  assert example_decoder.decode_example(first)["source_ids"][0] == src_vocab.index("café")
   assert meta["unk_tokens"]["source"] == 0
 
 

@@ -1,6 +1,9 @@
 """textrecords.varint: the scalar, table and numpy encoders agree."""
 
+import doctest
+
 import numpy as np
+import pytest
 
 from textrecords import varint
 
@@ -26,3 +29,31 @@ def test_small_table_and_encode_match_the_definition():
 def test_pack_equals_the_scalar_encoder():
   values = np.array([0, 1, 127, 128, 300, 16383, 16384, 2**35 + 7], dtype=np.int64)
   assert bytes(varint.pack(values)) == b"".join(_reference(int(v)) for v in values)
+
+
+def test_unpack_inverts_pack_per_run():
+  rng = np.random.default_rng(0)
+  runs = [rng.integers(0, 1 << int(rng.integers(1, 63)), int(rng.integers(0, 6)))
+          for _ in range(40)]
+  values = np.concatenate(runs)
+  sizes = np.array([varint.pack(r).size for r in runs])
+  got, counts = varint.unpack(varint.pack(values), sizes)
+  assert got.tolist() == values.tolist()
+  assert counts.tolist() == [len(r) for r in runs]
+  negative = np.frombuffer(varint.encode((1 << 64) - 5), np.uint8)
+  assert varint.unpack(negative, [negative.size])[0].tolist() == [-5]
+
+
+def test_truncated_varints_raise():
+  for err in (ValueError, IndexError):
+    with pytest.raises(err, match="truncated varint"):
+      varint.decode(b"\x05\xac", 1)
+  with pytest.raises(varint.TruncatedError):  # a run ends inside a varint
+    varint.unpack(np.frombuffer(b"\xac\x02\x05", np.uint8), [1, 2])
+  with pytest.raises(ValueError, match="longer than 10"):
+    varint.unpack(np.frombuffer(b"\xff" * 10 + b"\x01", np.uint8), [11])
+
+
+def test_docstring_examples():
+  result = doctest.testmod(varint)
+  assert result.failed == 0 and result.attempted > 0

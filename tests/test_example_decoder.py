@@ -6,12 +6,13 @@ import doctest
 import numpy as np
 import pytest
 
-from textrecords import example_codec
+from textrecords import example_encoder
 from textrecords import example_decoder as ED
 from textrecords import example_kernels
 from textrecords import features as F
 from textrecords import reader
 from textrecords import tfrecord
+from textrecords import varint
 
 SCHEMA = (
     F.FeatureSpec("ids", F.INT64, 6),
@@ -33,7 +34,7 @@ def _values(rng, i):
 
 def _records(n, seed=0, key_order="sorted"):
   rng = np.random.default_rng(seed)
-  enc = example_codec.ExampleEncoder(SCHEMA, key_order)
+  enc = example_encoder.ExampleEncoder(SCHEMA, key_order)
   vals = [_values(rng, i) for i in range(n)]
   return [enc.encode(v) for v in vals], vals
 
@@ -89,7 +90,7 @@ def test_extra_features_are_skipped_by_the_fast_path(compiled):
   wide = SCHEMA + (F.FeatureSpec("aaa_extra", F.INT64, None),
                    F.FeatureSpec("zzz", F.FLOAT, None))
   rng = np.random.default_rng(1)
-  enc = example_codec.ExampleEncoder(wide)
+  enc = example_encoder.ExampleEncoder(wide)
   vals = [dict(_values(rng, i), aaa_extra=[1, 2, 300][:i % 4], zzz=[0.5] * (i % 2))
           for i in range(30)]
   recs = [enc.encode(v) for v in vals]
@@ -102,8 +103,8 @@ def test_extra_features_are_skipped_by_the_fast_path(compiled):
 
 def _unpacked(values):
   """An int64 Feature with each value as its own (unpacked) field."""
-  body = b"".join(b"\x08" + example_codec._varint(v) for v in values)  # pylint: disable=protected-access
-  return example_codec._len_delimited(0x1A, body)  # pylint: disable=protected-access
+  body = b"".join(b"\x08" + varint.encode(v) for v in values)
+  return example_encoder._len_delimited(0x1A, body)  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("compiled", PATHS)
@@ -118,8 +119,8 @@ def test_other_encodings_take_the_general_path(compiled):
   assert dec.decode_fast(ED.RecordBatch.from_records(mixed)) is None
   _check_values(dec.decode(mixed), vals[:6] + _records(12)[1][6:])
   # A record whose int64 list is not packed.
-  enc = example_codec.ExampleEncoder(SCHEMA)
-  feats = {s.name: example_codec.encode_feature(s.dtype, vals[0][s.name]) for s in SCHEMA}
+  enc = example_encoder.ExampleEncoder(SCHEMA)
+  feats = {s.name: example_encoder.encode_feature(s.dtype, vals[0][s.name]) for s in SCHEMA}
   feats["var"] = _unpacked(vals[0]["var"] or [7, 300])
   odd = enc.encode_features(feats)
   want = dict(vals[0], var=vals[0]["var"] or [7, 300])
@@ -131,13 +132,13 @@ def test_other_encodings_take_the_general_path(compiled):
 def test_bad_records_raise_decode_errors(compiled):
   recs, _ = _records(4)
   dec = ED.ExampleDecoder(SCHEMA, compiled=compiled)
-  short = example_codec.ExampleEncoder(SCHEMA[:3]).encode(
+  short = example_encoder.ExampleEncoder(SCHEMA[:3]).encode(
       {"ids": [1] * 6, "var": [], "w": [0.0] * 3})
   with pytest.raises(ED.DecodeError, match="no feature 'floats'"):
     dec.decode(recs[:2] + [short])
   with pytest.raises(ED.DecodeError, match="truncated|not a tf.train.Example"):
     dec.decode(recs[:2] + [recs[2][:-3]])
-  wrong_len = example_codec.ExampleEncoder(
+  wrong_len = example_encoder.ExampleEncoder(
       (F.FeatureSpec("ids", F.INT64, 5),) + SCHEMA[1:]).encode(
           {"ids": [1] * 5, "var": [], "w": [0.0] * 3, "floats": []})
   with pytest.raises(ED.DecodeError, match="'ids' has 5 values in record 2"):

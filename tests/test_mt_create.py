@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from textrecords import example_codec
+from textrecords import example_decoder
 from textrecords import tfrecord
 from textrecords.errors import UserError
 
@@ -31,7 +31,7 @@ def read_split(out, split):
     meta = json.load(f)
   recs = []
   for name in meta["splits"][split]["files"]:
-    recs += [example_codec.decode_example(r)
+    recs += [example_decoder.decode_example(r)
              for r in tfrecord.read_records(os.path.join(out, name), meta["compression"])]
   return [(r["source_ids"], r["target_ids"]) for r in recs]
 
@@ -222,7 +222,7 @@ def test_gzip_round_trip(tmp_path):
 
 
 def test_record_encoding_matches_core_encoder():
-  from textrecords.example_codec import ExampleEncoder
+  from textrecords.example_encoder import ExampleEncoder
   from mt_data import schema
   ids = ([5, 300, 3], [70000, 2, 3])
   assert records.encode_pair(*ids) == ExampleEncoder(schema.SCHEMA).encode(

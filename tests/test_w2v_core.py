@@ -9,8 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from textrecords import example_codec
-from textrecords import features as F
+from textrecords import example_decoder
 from textrecords import tfrecord
 from textrecords.errors import UserError
 from w2v_data import corpus as corpus_lib
@@ -201,25 +200,6 @@ def test_no_noise_word_left_raises():
     s.sample(np.array([1, 2, 1], np.int32), np.array([3]), np.array([0]))
 
 
-# --- record encoding -------------------------------------------------------------------
-
-def test_vectorised_records_match_example_encoder():
-  rng = np.random.default_rng(3)
-  n = 50
-  lens_a = rng.integers(0, 4, size=n)
-  lens_b = rng.integers(0, 30, size=n)
-  vals_a = rng.integers(0, 1 << 62, size=int(lens_a.sum()))
-  vals_b = rng.integers(0, 20000, size=int(lens_b.sum()))
-  data = records.encode_int64_records([("zeta", vals_b, lens_b), ("alpha", vals_a, lens_a)])
-  enc = example_codec.ExampleEncoder((F.FeatureSpec("alpha", "int64", None),
-                                      F.FeatureSpec("zeta", "int64", None)))
-  ca, cb = np.r_[0, np.cumsum(lens_a)], np.r_[0, np.cumsum(lens_b)]
-  expected = b"".join(tfrecord.frame(enc.encode({
-      "alpha": vals_a[ca[i]:ca[i + 1]].tolist(), "zeta": vals_b[cb[i]:cb[i + 1]].tolist()}))
-                      for i in range(n))
-  assert data == expected
-
-
 # --- the create run --------------------------------------------------------------------
 
 def _config(tmp_path, name="out", **kw):
@@ -248,7 +228,7 @@ def test_create_round_trip(tmp_path, layout):
   got = []
   for name in meta["splits"]["train"]["files"]:
     for rec in tfrecord.read_records(str(out / name)):
-      ex = example_codec.decode_example(rec)
+      ex = example_decoder.decode_example(rec)
       if layout == "center":
         got.append((ex["center"][0], ex["contexts"], ex["negatives"]))
       else:
@@ -295,18 +275,6 @@ def test_no_noise_word_is_a_user_error_naming_the_line(tmp_path):
 def test_schema_names_live_in_schema_module():
   assert {s.name for s in schema.SENTENCE_SCHEMA} == {"centers", "num_contexts", "contexts",
                                                        "negatives"}
-
-
-@pytest.mark.parametrize("high", [100, 16000])
-def test_vectorised_records_small_values(high):
-  rng = np.random.default_rng(high)
-  lens = rng.integers(0, 6, size=40)
-  vals = rng.integers(0, high, size=int(lens.sum()))
-  data = records.encode_int64_records([("v", vals, lens)])
-  enc = example_codec.ExampleEncoder((F.FeatureSpec("v", "int64", None),))
-  cs = np.r_[0, np.cumsum(lens)]
-  assert records.split_framed(data) == [enc.encode({"v": vals[cs[i]:cs[i + 1]].tolist()})
-                                        for i in range(40)]
 
 
 def test_docstring_examples():

@@ -194,7 +194,7 @@ def test_known_epoch_length(outputs):
 def test_cbow_and_pv_batches_match_the_records(tmp_path, model):
   """Eval batches hold every center once, in record order, with its contexts,
   noise words and document id; training batches are a seeded permutation."""
-  from textrecords import example_codec, tfrecord  # pylint: disable=import-outside-toplevel
+  from textrecords import example_decoder, tfrecord  # pylint: disable=import-outside-toplevel
   from textrecords import layout  # pylint: disable=import-outside-toplevel
   from textrecords.layout import DatasetLayout  # pylint: disable=import-outside-toplevel
   from w2v_data import schema  # pylint: disable=import-outside-toplevel
@@ -210,7 +210,7 @@ def test_cbow_and_pv_batches_match_the_records(tmp_path, model):
   for name in sorted(n for n in os.listdir(d) if n.startswith(stem)
                      and not layout.is_index_name(n)):
     for rec in tfrecord.read_records(os.path.join(d, name)):
-      r = example_codec.decode_example(rec)
+      r = example_decoder.decode_example(rec)
       n = r.get(schema.NUM_CONTEXTS, [0] * len(r[schema.CENTERS]))
       cs = np.r_[0, np.cumsum(n)]
       for i, c in enumerate(r[schema.CENTERS]):

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from textrecords import example_codec
+from textrecords import example_decoder
 from textrecords import layout
 from textrecords import tfrecord
 from textrecords.errors import UserError
@@ -29,7 +29,7 @@ def _records(out_dir):
   for name in sorted(os.listdir(out_dir)):
     if name.startswith(layout.DatasetLayout.for_dir(out_dir).record_stem(schema.SPLIT)) and (
         not layout.is_index_name(name)):
-      out += [example_codec.decode_example(r)
+      out += [example_decoder.decode_example(r)
               for r in tfrecord.read_records(os.path.join(out_dir, name))]
   return out
 

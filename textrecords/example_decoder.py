@@ -1,12 +1,14 @@
-"""Batched `tf.train.Example` decoding into numpy arrays, without TensorFlow.
+"""`tf.train.Example` decoding without TensorFlow: batched into numpy arrays, or one record.
 
 `ExampleDecoder(schema)` turns a batch of serialized Examples into one array
 per feature: the values of all records concatenated plus each record's
 length (fixed-length features come back as a (B, length) matrix).
+`decode_example(record)` gives one record as {name: list} (any schema; for
+tests and inspection).
 
-Two paths give the same arrays:
+Two paths of `ExampleDecoder` give the same arrays:
   * fast (records whose map entries all have one layout, as every record
-    our `example_codec` writes: the same keys in the same order, key before
+    our `example_encoder` writes: the same keys in the same order, key before
     value, each list packed in one run): the layout is learned from the
     batch's first record, then every record is walked entry by entry with
     a few numpy operations over the whole batch (offset arithmetic on the
@@ -17,23 +19,26 @@ Two paths give the same arrays:
     each record. A batch the fast walk does not validate in full goes here.
 
 Example:
-  >>> from textrecords import example_codec, features as F
+  >>> from textrecords import example_encoder, features as F
   >>> schema = (F.FeatureSpec("ids", "int64", None), F.FeatureSpec("w", "float", 1))
-  >>> enc = example_codec.ExampleEncoder(schema)
+  >>> enc = example_encoder.ExampleEncoder(schema)
   >>> recs = [enc.encode({"ids": [5, 300], "w": [0.5]}), enc.encode({"ids": [7], "w": [1.0]})]
   >>> out = ExampleDecoder(schema).decode(recs)
   >>> out["ids"].values.tolist(), out["ids"].lengths.tolist(), out["w"].values.tolist()
   ([5, 300, 7], [2, 1], [[0.5], [1.0]])
+  >>> decode_example(recs[0])
+  {'ids': [5, 300], 'w': [0.5]}
 """
 
 import dataclasses
+import struct
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from textrecords import example_codec
-from textrecords import example_kernels
+from textrecords import example_encoder
 from textrecords import features as F
+from textrecords import varint
 
 # Feature message field tags: bytes_list = 1, float_list = 2, int64_list = 3.
 _LIST_TAG = {F.BYTES: 0x0A, F.FLOAT: 0x12, F.INT64: 0x1A}
@@ -98,40 +103,103 @@ def as_batch(records) -> RecordBatch:
   return records if isinstance(records, RecordBatch) else RecordBatch.from_records(records)
 
 
-def _varint(buf, pos: int):
-  b = buf[pos]
-  if b < 0x80:
-    return b, pos + 1
-  result, shift = b & 0x7F, 7
-  while True:
-    pos += 1
-    b = buf[pos]
-    result |= (b & 0x7F) << shift
-    if b < 0x80:
-      return result, pos + 1
-    shift += 7
+_varint = varint.decode
 
 
-def decode_varints(data: np.ndarray) -> np.ndarray:
-  """All varints in `data` (uint8), as int64 (two's complement for negatives).
+def _unpack(data: np.ndarray, sizes: np.ndarray, count: Optional[int] = None):
+  """`varint.unpack`, its errors as DecodeError."""
+  try:
+    return varint.unpack(data, sizes, count)
+  except ValueError as e:
+    raise DecodeError(str(e)) from e
 
-  >>> decode_varints(np.frombuffer(bytes([5, 0xAC, 0x02]), np.uint8)).tolist()
-  [5, 300]
+
+# ------------------------------------------------------------- one record, any schema
+
+def decode_example(data: bytes) -> dict:
+  """Decodes a serialized Example into {name: list}; for tests and inspection.
+
+  Accepts any valid encoding (packed or not, any entry order).
   """
-  if data.size == 0:
-    return np.zeros(0, np.int64)
-  ends = data < 0x80
-  if not ends[-1]:
-    raise DecodeError("truncated varint")
-  if ends.all():
-    return data.astype(np.int64)
-  starts = np.flatnonzero(np.concatenate(([True], ends[:-1])))
-  owner = np.cumsum(ends) - ends
-  shift = (np.arange(data.size) - starts[owner]) * 7
-  if shift.max() > 63:
-    raise DecodeError("varint longer than 10 bytes")
-  contrib = (data & 0x7F).astype(np.uint64) << shift.astype(np.uint64)
-  return np.add.reduceat(contrib, starts).view(np.int64)
+  out = {}
+  for field, value in _fields(_only(data, 1)):
+    if field != 1:
+      continue
+    key, feat = None, b""
+    for f2, v2 in _fields(value):
+      if f2 == 1:
+        key = v2.decode("utf-8")
+      elif f2 == 2:
+        feat = v2
+    out[key] = _decode_feature(feat)
+  return out
+
+
+def _only(data: bytes, field: int) -> bytes:
+  for f, v in _fields(data):
+    if f == field:
+      return v
+  return b""
+
+
+def _fields(buf: bytes):
+  """Yields (field_number, value) with value an int (varint) or bytes."""
+  pos = 0
+  while pos < len(buf):
+    key, pos = _varint(buf, pos)
+    field, wire = key >> 3, key & 7
+    if wire == 0:
+      v, pos = _varint(buf, pos)
+      yield field, ("varint", v)
+    elif wire == 2:
+      n, pos = _varint(buf, pos)
+      if pos + n > len(buf):
+        raise ValueError("truncated field")
+      yield field, buf[pos:pos + n]
+      pos += n
+    elif wire == 5:
+      yield field, ("fixed32", buf[pos:pos + 4])
+      pos += 4
+    else:
+      raise ValueError(f"unsupported wire type {wire}")
+
+
+def _decode_feature(feat: bytes):
+  for field, value in _fields(feat):
+    if field == 3:
+      vals = []
+      for f, v in _fields(value):
+        if isinstance(v, tuple):
+          vals.append(_signed(v[1]))
+        else:
+          pos = 0
+          while pos < len(v):
+            x, pos = _varint(v, pos)
+            vals.append(_signed(x))
+      return vals
+    if field == 2:
+      vals = []
+      for f, v in _fields(value):
+        raw = v[1] if isinstance(v, tuple) else v
+        vals.extend(struct.unpack(f"<{len(raw) // 4}f", raw))
+      return vals
+    if field == 1:
+      return [v for f, v in _fields(value)]
+  return []
+
+
+def _signed(x: int) -> int:
+  return x - (1 << 64) if x >= 1 << 63 else x
+
+
+# ------------------------------------------------------------- batches, one schema
+
+def _kernels():
+  """`example_kernels`, imported by the batched decoder only (it imports
+  numba: `decode_example` alone, as the stats and inspect tools use it,
+  needs none of it)."""
+  from textrecords import example_kernels  # pylint: disable=import-outside-toplevel
+  return example_kernels
 
 
 class ExampleDecoder:
@@ -146,8 +214,9 @@ class ExampleDecoder:
     """
     self.schema = tuple(schema)
     self._want = {s.name.encode("utf-8"): s for s in self.schema}
-    self.compiled = example_kernels.available() if compiled is None else compiled
-    if self.compiled and not example_kernels.available():
+    kernels = _kernels()
+    self.compiled = kernels.available() if compiled is None else compiled
+    if self.compiled and not kernels.available():
       raise ImportError("compiled decoding needs numba: pip install 'textrecords[fast]'")
 
   def payloads(self, record: bytes) -> Dict[str, bytes]:
@@ -231,12 +300,12 @@ class ExampleDecoder:
       if p2 + m == stop:  # one packed field: the common case
         return record[p2:stop]
     # Unpacked (or several packed runs): decode the slow way, re-pack.
-    values = example_codec._decode_feature(record[start:stop])  # pylint: disable=protected-access
+    values = _decode_feature(record[start:stop])
     if spec.dtype == F.INT64:
-      return example_codec._int64_payload(values)  # pylint: disable=protected-access
+      return example_encoder.int64_payload(values)
     if spec.dtype == F.FLOAT:
-      return example_codec._float_payload(values)  # pylint: disable=protected-access
-    return example_codec._bytes_payload(values)  # pylint: disable=protected-access
+      return example_encoder.float_payload(values)
+    return example_encoder.bytes_payload(values)
 
   def decode(self, records) -> Dict[str, Column]:
     """{feature name: Column} for a batch of serialized Examples (a list of
@@ -341,7 +410,7 @@ class ExampleDecoder:
                      np.int64),
             np.array([0 if spec is None else _LIST_TAG[spec.dtype] for _, spec in layout],
                      np.uint8))
-      if example_kernels.walk(buf, batch.starts, batch.ends, *kernel_layout, out_start,
+      if _kernels().walk(buf, batch.starts, batch.ends, *kernel_layout, out_start,
                               out_size):
         break
     else:
@@ -350,7 +419,7 @@ class ExampleDecoder:
     for i, spec in enumerate(self.schema):
       starts, sizes = out_start[i], out_size[i]
       if spec.dtype == F.INT64:
-        got = example_kernels.decode_ranges(buf, starts, sizes)
+        got = _kernels().decode_ranges(buf, starts, sizes)
         if got is None:
           raise DecodeError("truncated varint")
         values, lengths = got
@@ -381,20 +450,14 @@ class ExampleDecoder:
     sizes = np.fromiter(map(len, parts), np.int64, len(parts))
     raw = np.frombuffer(b"".join(parts), np.uint8)
     if spec.dtype == F.INT64:
-      values = decode_varints(raw)
-      if values.size == raw.size:
-        lengths = sizes
-      else:
-        bounds = np.concatenate(([0], np.cumsum(sizes)))
-        ends = np.concatenate(([0], np.cumsum(raw < 0x80)))
-        lengths = ends[bounds[1:]] - ends[bounds[:-1]]
+      values, lengths = _unpack(raw, sizes)
     elif spec.dtype == F.FLOAT:
       if np.any(sizes % 4):
         raise DecodeError(f"feature {spec.name!r}: float payload not a multiple of 4 bytes")
       values = raw.view("<f4").astype(np.float32)
       lengths = sizes // 4
     else:
-      lists = [[v for _, v in example_codec._fields(p)] for p in parts]  # pylint: disable=protected-access
+      lists = [[v for _, v in _fields(p)] for p in parts]
       values = np.array([v for l in lists for v in l], dtype=object)
       lengths = np.fromiter(map(len, lists), np.int64, len(lists))
     return _shaped(spec, values, lengths, len(parts))
@@ -438,7 +501,7 @@ def _varints_at(buf: np.ndarray, pos: np.ndarray):
 
 
 def _width(n: int) -> int:
-  return len(example_codec._varint(n))  # pylint: disable=protected-access
+  return len(varint.encode(n))
 
 
 class _Template:
@@ -612,33 +675,4 @@ def _gather_varints(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
                     length: Optional[int]):
   """(values int64, count per range) of the packed varints in each range
   (`length`: the count every range must have, when fixed)."""
-  data = buf[_ranges(starts, sizes)]
-  term = data < 0x80
-  if term.all():
-    return data.astype(np.int64), sizes
-  ends = np.cumsum(sizes)
-  if np.any(data[ends[sizes > 0] - 1] >= 0x80):
-    raise DecodeError("truncated varint")
-  stops = np.flatnonzero(term)
-  # The byte before a varint's last byte is its own iff it has the
-  # continuation bit (the previous varint ends in a byte without it; the
-  # wrap-around at -1 reads the buffer's last byte, which ends a varint).
-  val = (data[stops] & 0x7F).astype(np.int64)
-  back = stops
-  has = np.ones(stops.shape, bool)
-  for k in range(1, 10):
-    back = back - 1
-    b = data[back]
-    has &= b >= 0x80
-    if not has.any():
-      break
-    val = np.where(has, (val << 7) | (b & 0x7F), val)  # the last byte is the top 7 bits
-  else:
-    if (has & (data[back - 1] >= 0x80)).any():
-      raise DecodeError("varint longer than 10 bytes")
-  if length is not None and stops.size == length * sizes.size:
-    last = stops[length - 1::length]
-    if (last == ends - 1).all():
-      return val, np.full(sizes.shape, length, np.int64)
-  done = np.searchsorted(stops, ends, side="left")
-  return val, np.diff(done, prepend=0)
+  return _unpack(buf[_ranges(starts, sizes)], sizes, length)

@@ -1,7 +1,7 @@
 """Feature specs: one description of each feature drives writer and parser.
 
 A package's `schema.py` lists its features as `FeatureSpec`s. The Example
-encoder (`example_codec`) and the `tf.io` parse spec (`parse_spec`) are both
+encoder (`example_encoder`) and the `tf.io` parse spec (`parse_spec`) are both
 generated from that list, and the list is stored in the metadata sidecar so a
 parser can refuse files written with another schema.
 """

@@ -1,9 +1,14 @@
 """Protobuf base-128 varints: one implementation, scalar and vectorized (numpy).
 
 A varint stores 7 bits per byte, low bits first; the top bit of every byte
-but the last is set. The scalar functions build single records; the numpy
-ones pack whole batches of ids (bert_data) or whole record layouts (w2v_data)
-with a few array operations. Both give the same bytes.
+but the last is set. The scalar functions build and parse single records;
+the numpy ones pack whole batches of ids (bert_data) or whole record layouts
+(w2v_data), and unpack runs of packed varints, with a few array operations.
+Both give the same bytes and values.
+
+The compiled kernels (`example_kernels`, `w2v_data.kernels`) keep their own
+few-line loops: numba's cache and w2v_data's ahead-of-time build key on
+their own module's source, so they cannot call into this one.
 
 >>> encode(300), decode(b"\\xac\\x02", 0)
 (b'\\xac\\x02', (300, 2))
@@ -11,7 +16,7 @@ with a few array operations. Both give the same bytes.
 [5, 172, 2]
 """
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -44,22 +49,31 @@ def table(n: int) -> List[bytes]:
   return [encode(i) for i in range(n)]
 
 
+class TruncatedError(ValueError, IndexError):
+  """The buffer ends inside a varint. An IndexError too, so that a parser
+  walking a buffer catches it where it catches any other read past the end."""
+
+
 def decode(buf: bytes, pos: int) -> Tuple[int, int]:
   """(value, position after it) of the varint at `buf[pos:]`.
 
   Raises:
-    ValueError: the buffer ends inside the varint.
+    TruncatedError: the buffer ends inside the varint.
   """
-  result = shift = 0
-  while True:
-    if pos >= len(buf):
-      raise ValueError("truncated varint")
+  try:
     b = buf[pos]
-    pos += 1
-    result |= (b & 0x7F) << shift
-    if not b & 0x80:
-      return result, pos
-    shift += 7
+    if b < 0x80:  # one byte: most lengths and ids
+      return b, pos + 1
+    result, shift = b & 0x7F, 7
+    while True:
+      pos += 1
+      b = buf[pos]
+      result |= (b & 0x7F) << shift
+      if b < 0x80:
+        return result, pos + 1
+      shift += 7
+  except IndexError:
+    raise TruncatedError("truncated varint") from None
 
 
 def lengths(values: np.ndarray) -> np.ndarray:
@@ -126,3 +140,49 @@ def pack(values: np.ndarray, nbytes: np.ndarray = None) -> np.ndarray:
   out = np.zeros(int(nbytes.sum()), dtype=np.uint8)
   scatter(out, np.cumsum(nbytes) - nbytes, values, nbytes)
   return out
+
+
+def unpack(data: np.ndarray, sizes: np.ndarray, count: Optional[int] = None):
+  """The varints packed in consecutive runs of `data` (uint8): run i is the
+  next sizes[i] bytes. Returns (values int64, two's complement for negatives;
+  number of values per run). `count`: the number each run should hold, when
+  all hold the same (a shortcut, not a check).
+
+  >>> v, n = unpack(np.frombuffer(bytes([5, 0xAC, 0x02, 7]), np.uint8), np.array([3, 1]))
+  >>> v.tolist(), n.tolist()
+  ([5, 300, 7], [2, 1])
+
+  Raises:
+    TruncatedError: a run ends inside a varint.
+    ValueError: a varint longer than 10 bytes.
+  """
+  sizes = np.asarray(sizes, np.int64)
+  term = data < 0x80
+  if term.all():
+    return data.astype(np.int64), sizes
+  ends = np.cumsum(sizes)
+  if np.any(data[ends[sizes > 0] - 1] >= 0x80):
+    raise TruncatedError("truncated varint")
+  stops = np.flatnonzero(term)
+  # The byte before a varint's last byte is its own iff it has the
+  # continuation bit (the previous varint ends in a byte without it; the
+  # wrap-around at -1 reads the buffer's last byte, which ends a varint).
+  val = (data[stops] & 0x7F).astype(np.int64)
+  back = stops
+  has = np.ones(stops.shape, bool)
+  for _ in range(1, 10):
+    back = back - 1
+    b = data[back]
+    has &= b >= 0x80
+    if not has.any():
+      break
+    val = np.where(has, (val << 7) | (b & 0x7F), val)  # the last byte is the top 7 bits
+  else:
+    if (has & (data[back - 1] >= 0x80)).any():
+      raise ValueError("varint longer than 10 bytes")
+  if count is not None and stops.size == count * sizes.size:
+    last = stops[count - 1::count]
+    if (last == ends - 1).all():
+      return val, np.full(sizes.shape, count, np.int64)
+  done = np.searchsorted(stops, ends, side="left")
+  return val, np.diff(done, prepend=0)
