@@ -3,6 +3,7 @@
 import dataclasses
 from typing import Tuple
 
+from bert_data.masks import registry
 from textrecords import cli
 from textrecords.errors import UserError
 from textrecords.run_options import RunOptions
@@ -66,13 +67,7 @@ class BertConfig(RunOptions):
     if self.masking == "dynamic" and self.reference_compatible:
       raise UserError("--masking=dynamic with --reference_compatible: the reference masks "
                       "at create time; drop one of them")
-    cli.check_range("max_ngram_size", self.max_ngram_size, 1, 32)
-    if self.max_ngram_size > 1 and not self.do_whole_word_mask:
-      raise UserError(f"--max_ngram_size={self.max_ngram_size} masks n-grams of whole "
-                      "words: add --do_whole_word_mask")
-    if self.max_ngram_size > 1 and self.reference_compatible:
-      raise UserError(f"--max_ngram_size={self.max_ngram_size} with --reference_compatible: "
-                      "the reference has no n-gram masking")
+    registry.validate(self)  # each masking rule's flags
     self._validate_recipes()
     self.validate_run_options()
     if len(self.output_files) > 1 and self.num_shards > 1:

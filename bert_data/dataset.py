@@ -3,6 +3,7 @@
 from typing import Optional
 
 from bert_data import schema as S
+from bert_data.masks import registry
 from textrecords import dataset_files
 from textrecords import features
 from textrecords import tf_input
@@ -20,7 +21,7 @@ def record_schema(meta: dict):
   masking = meta.get("masking")
   next_sentence = meta.get("sentence_task") != "none"
   if masking and masking.get("mode") == "dynamic":
-    return S.dynamic_schema(meta["max_seq_length"], bool(masking["whole_word"]), v2,
+    return S.dynamic_schema(meta["max_seq_length"], registry.rule_of_meta(masking).WORDS, v2,
                             next_sentence=next_sentence)
   return S.bert_schema(meta["max_seq_length"], meta["max_predictions_per_seq"], v2,
                        next_sentence=next_sentence)

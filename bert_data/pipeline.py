@@ -21,6 +21,9 @@ from bert_data import masking
 from bert_data import packing
 from bert_data import records
 from bert_data.config import BertConfig
+from bert_data.masks import registry
+from bert_data.masks import single_piece
+from bert_data.masks import whole_word
 from bert_data.documents import Corpus, encode_lines, read_corpus
 from bert_data.instances import (FastDraws, instances_from_document, instances_from_spans,
                                  spans_from_document)
@@ -253,7 +256,7 @@ def default_task_records(ctx: _Context, dupe: int, d0: int, d1: int):
     span_arr = np.asarray([s[:4] for s in spans], np.int64)
     ids, lengths, num_as = masking.spans_to_ids(corpus.tokens, span_arr, ctx.mask.cls_id,
                                                 ctx.mask.sep_id, c.max_seq_length)
-    ids, lengths, positions, labels, counts = masking.mask_matrix(
+    ids, lengths, positions, labels, counts = single_piece.mask_matrix(
         ids, lengths, num_as, keys, ctx.mask)
     records_ = ctx.encoder.encode_arrays(ids, lengths, num_as.tolist(),
                                          [s[4] for s in spans], positions, labels, counts)
@@ -288,7 +291,7 @@ def packed_task_records(ctx: _Context, dupe: int, k0: int, k1: int):
                                        seeding.content_digest(ids[k - k0]))
                      for k in range(k0, k1)], np.uint64)
   if ctx.dynamic is not None:   # unmasked; make_dataset masks (never [CLS]/[SEP])
-    starts = masking.word_starts(ids, lengths, ctx.mask) if c.do_whole_word_mask else None
+    starts = whole_word.word_starts(ids, lengths, ctx.mask) if c.do_whole_word_mask else None
     records_ = ctx.dynamic.encode_arrays(ids, lengths, lengths.tolist(), [False] * len(keys),
                                          keys, starts)
   elif c.do_whole_word_mask or not ctx.clean:
@@ -299,7 +302,7 @@ def packed_task_records(ctx: _Context, dupe: int, k0: int, k1: int):
       output, positions, labels = masking.mask_tokens(tokens, rng, ctx.mask, False)
       records_.append(ctx.encoder.encode_parts(output, len(tokens), False, positions, labels))
   else:
-    ids, lengths, positions, labels, counts = masking.mask_matrix(
+    ids, lengths, positions, labels, counts = single_piece.mask_matrix(
         ids, lengths, lengths.copy(), keys, ctx.mask, special=special)
     records_ = ctx.encoder.encode_arrays(ids, lengths, lengths.tolist(),
                                          [False] * len(keys), positions, labels, counts)
@@ -324,7 +327,7 @@ def _dynamic_records(ctx: _Context, insts, spans, keys) -> list:
     is_random_next = [s[4] for s in spans]
   else:
     return []
-  starts = masking.word_starts(ids, lengths, ctx.mask) if c.do_whole_word_mask else None
+  starts = whole_word.word_starts(ids, lengths, ctx.mask) if c.do_whole_word_mask else None
   return ctx.dynamic.encode_arrays(ids, lengths, num_as, is_random_next, keys, starts)
 
 
@@ -333,7 +336,7 @@ def masking_meta(config: BertConfig, mask: masking.MaskingParams) -> dict:
   dynamic records (and a record of how static ones were masked)."""
   out = {"mode": config.masking, "masked_lm_prob": config.masked_lm_prob,
          "max_predictions_per_seq": config.max_predictions_per_seq,
-         "whole_word": config.do_whole_word_mask, "max_ngram_size": config.max_ngram_size}
+         **registry.meta_fields(config)}
   if config.masking == "dynamic":
     pool = list(mask.random_ids)
     out.update({"cls_id": mask.cls_id, "sep_id": mask.sep_id, "mask_id": mask.mask_id,

@@ -23,6 +23,7 @@ import numpy as np
 from bert_data import dataset
 from bert_data import dynamic_masking
 from bert_data import masking
+from bert_data.masks import draws
 from bert_data import schema as S
 from textrecords import dataset_files
 from textrecords import example_decoder
@@ -67,8 +68,8 @@ class BertDecoder(reader.BatchDecoder):
       weights = cols[S.MASKED_LM_WEIGHTS].values
     else:  # --masking=dynamic records: masked here, as make_dataset does
       f = {self.canonical.get(k, k): c.values for k, c in cols.items()}
-      keys = dynamic_masking.epoch_keys_np(f[S.RECORD_KEY][:, 0],
-                                           self.salt(getattr(records, "epoch", None)))
+      keys = draws.epoch_keys_np(f[S.RECORD_KEY][:, 0],
+                                 self.salt(getattr(records, "epoch", None)))
       starts = f.get(S.WORD_STARTS) if self.masker.whole_word else None
       ids, positions, labels, weights = masking.dynamic_mask(
           f[S.INPUT_IDS], f[S.INPUT_MASK], keys, self.masker, starts)

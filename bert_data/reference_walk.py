@@ -36,8 +36,12 @@ import numpy as np
 from bert_data import masking
 from bert_data import reference_rng as R
 from bert_data.documents import Corpus
+from bert_data.masks import whole_word
 
 jit = R.jit
+
+# The walk's masking rules (`masks.registry`): each rule's REFERENCE_WALK.
+_WHOLE_WORD = whole_word.REFERENCE_WALK
 
 # Walk position (an int64 array): dupe round, document, inside a document
 # (0/1), the document's target length, segment index, chunk start, chunk length.
@@ -51,9 +55,10 @@ def available() -> bool:
 
 @jit
 def _mask(st, buf, t0, n, orig, cand, gbeg, order, chosen, cls_id, sep_id, mask_id,
-          masked_lm_prob, max_predictions, whole_word, is_subword, pool, pos_out, lab_out,
+          masked_lm_prob, max_predictions, rule, is_subword, pool, pos_out, lab_out,
           p0):
-  """Masks buf[t0:t0+n] in place, the reference's draws; writes the sorted
+  """Masks buf[t0:t0+n] in place, the reference's draws (`rule`: the masking
+  rule's REFERENCE_WALK, single pieces or whole words); writes the sorted
   positions and their original ids at pos_out/lab_out[p0:]; returns the count."""
   m = 0
   for q in range(n):
@@ -64,7 +69,7 @@ def _mask(st, buf, t0, n, orig, cand, gbeg, order, chosen, cls_id, sep_id, mask_
       m += 1
   limit = min(max_predictions, max(1, int(np.rint(n * masked_lm_prob))))
   k = 0
-  if whole_word:
+  if rule == _WHOLE_WORD:
     # Groups: a candidate starts one unless it is a "##" piece after another
     # group (even across [SEP]); members are consecutive in `cand`.
     g = 0
@@ -113,7 +118,7 @@ def _mask(st, buf, t0, n, orig, cand, gbeg, order, chosen, cls_id, sep_id, mask_
 
 @jit
 def _walk(st, ws, tokens, seg_starts, doc_starts, dupe_factor, max_num_tokens, short_seq_prob,
-          cls_id, sep_id, mask_id, masked_lm_prob, max_predictions, whole_word, is_subword,
+          cls_id, sep_id, mask_id, masked_lm_prob, max_predictions, rule, is_subword,
           pool, capacity, out_tokens, lengths, num_as, is_random, positions, labels, counts):
   """Up to `capacity` instances from walk position `ws`; returns
   (instances, tokens, predictions) written."""
@@ -196,7 +201,7 @@ def _walk(st, ws, tokens, seg_starts, doc_starts, dupe_factor, max_num_tokens, s
         out_tokens[nt] = sep_id
         nt += 1
         k = _mask(st, out_tokens, t0, nt - t0, orig, cand, gbeg, order, chosen, cls_id,
-                  sep_id, mask_id, masked_lm_prob, max_predictions, whole_word, is_subword,
+                  sep_id, mask_id, masked_lm_prob, max_predictions, rule, is_subword,
                   pool, positions, labels, npred)
         lengths[ni] = nt - t0
         num_as[ni] = a1 - a0 + 2
@@ -240,6 +245,9 @@ class Walk:
     if corpus.num_docs >= 1 << 32 or len(mask.random_ids) >= 1 << 32:
       raise ValueError("more than 2**32 documents or vocab entries")
     self.mask = mask
+    self.rule = mask.rule.REFERENCE_WALK
+    if self.rule is None:
+      raise ValueError(f"the reference walk has no {mask.rule.NAME} masking")
     self.pool = np.asarray(mask.random_ids, np.int32)
     self.is_subword = np.frombuffer(mask.is_subword, np.uint8)
     self.max_seq_length = max_seq_length
@@ -270,7 +278,7 @@ class Walk:
     ni, nt, npred = _walk(st, self.position, self.tokens, self.seg_starts, self.doc_starts,
                           self.dupe_factor, self.max_seq_length - 3, self.short_seq_prob,
                           m.cls_id, m.sep_id, m.mask_id, float(m.masked_lm_prob),
-                          m.max_predictions_per_seq, m.do_whole_word_mask, self.is_subword,
+                          m.max_predictions_per_seq, self.rule, self.is_subword,
                           self.pool, capacity, *out)
     R.set_state(rng, st)
     tokens, lengths, num_as, is_random, positions, labels, counts = out

@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 
+import numpy as np
 import pytest
 
 TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
@@ -142,3 +143,20 @@ def mt_out(tmp_path_factory):
                                       output_dir=d, num_train=30, num_val=12, num_shards=2),
                    log=lambda m: None)
   return d
+
+
+def masking_rows(n_rows, seq, seed, subword_share=0.0, cls=101, sep=102):
+  """Clean [CLS] A [SEP] B [SEP] id rows for the masking tests: ids, lengths,
+  num_a, input_mask (words 1000..1499, "##" pieces 1500..1999)."""
+  rng = np.random.default_rng(seed)
+  lengths = rng.integers(6, seq + 1, n_rows)
+  num_a = np.array([rng.integers(3, n - 2) for n in lengths])
+  ids = np.zeros((n_rows, seq), np.int64)
+  for i, n in enumerate(lengths):
+    body = rng.integers(1000, 1500, n)
+    sub = rng.random(n) < subword_share
+    body[sub] = rng.integers(1500, 2000, int(sub.sum()))
+    ids[i, :n] = body
+    ids[i, 0], ids[i, num_a[i] - 1], ids[i, n - 1] = cls, sep, sep
+  mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
+  return ids, lengths, num_a, mask

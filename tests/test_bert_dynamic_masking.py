@@ -15,29 +15,14 @@ import tensorflow as tf
 import bert_data
 from bert_data import dynamic_masking as dm
 from bert_data import masking, pipeline
+from bert_data.masks import draws, single_piece, whole_word
 from bert_data.config import BertConfig
-from conftest import SAMPLE_TEXT, VOCAB, write_varied_corpus
+from conftest import SAMPLE_TEXT, VOCAB, masking_rows, write_varied_corpus
 from textrecords import example_decoder, seeding, tfrecord
 
 CLS, SEP, MASK = 101, 102, 103
 POOL = tuple(range(3000))
 SUB = bytes([0] * 1500 + [1] * 500 + [0] * 1000)  # ids 1500..1999 are "##" pieces
-
-
-def _rows(n_rows, seq, seed, subword_share=0.0):
-  """Clean [CLS] A [SEP] B [SEP] rows: ids, lengths, num_a, input_mask."""
-  rng = np.random.default_rng(seed)
-  lengths = rng.integers(6, seq + 1, n_rows)
-  num_a = np.array([rng.integers(3, n - 2) for n in lengths])
-  ids = np.zeros((n_rows, seq), np.int64)
-  for i, n in enumerate(lengths):
-    body = rng.integers(1000, 1500, n)
-    sub = rng.random(n) < subword_share
-    body[sub] = rng.integers(1500, 2000, int(sub.sum()))
-    ids[i, :n] = body
-    ids[i, 0], ids[i, num_a[i] - 1], ids[i, n - 1] = CLS, SEP, SEP
-  mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
-  return ids, lengths, num_a, mask
 
 
 def _masker(seq, maxp, prob=0.15, whole_word=False, ngram=1):
@@ -47,23 +32,23 @@ def _masker(seq, maxp, prob=0.15, whole_word=False, ngram=1):
 def test_tf_generator_equals_numpy():
   keys = np.array([0, 1, 2**63 + 5, 2**64 - 1], np.uint64)
   for stream in (0, 3, 4):
-    np.testing.assert_array_equal(dm.uniform_grid(tf, tf.constant(keys), stream, 9).numpy(),
+    np.testing.assert_array_equal(draws.uniform_grid(tf, tf.constant(keys), stream, 9).numpy(),
                                   seeding.uniform_grid(keys, stream, 9))
   rk = np.array([-5, 7, 2**62], np.int64)
   for salt in (0, 99, 2**40):
     np.testing.assert_array_equal(
-        dm.epoch_keys(tf, tf.constant(rk), tf.constant(salt, tf.int64)).numpy(),
-        dm.epoch_keys_np(rk, salt))
+        draws.epoch_keys(tf, tf.constant(rk), tf.constant(salt, tf.int64)).numpy(),
+        draws.epoch_keys_np(rk, salt))
 
 
 @pytest.mark.parametrize("seed,maxp,prob,seq", [(0, 5, 0.15, 32), (1, 20, 0.15, 32),
                                                 (2, 3, 0.5, 32), (3, 32, 0.9, 32),
                                                 (4, 76, 0.15, 511)])
 def test_single_piece_equals_numpy_mask_matrix(seed, maxp, prob, seq):
-  ids, lengths, num_a, mask = _rows(200, seq, seed)
-  keys = dm.epoch_keys_np(np.arange(200) * 7919, seed)
+  ids, lengths, num_a, mask = masking_rows(200, seq, seed)
+  keys = draws.epoch_keys_np(np.arange(200) * 7919, seed)
   p = masking.MaskingParams(prob, maxp, False, CLS, SEP, MASK, POOL, SUB)
-  want_ids, _, want_pos, want_lab, want_cnt = masking.mask_matrix(ids.copy(), lengths, num_a,
+  want_ids, _, want_pos, want_lab, want_cnt = single_piece.mask_matrix(ids.copy(), lengths, num_a,
                                                                   keys, p)
   got_ids, pos, lab, w = dm.mask_batch(tf, tf.constant(ids), tf.constant(mask),
                                        tf.constant(keys), _masker(seq, maxp, prob))
@@ -95,7 +80,7 @@ def _tf_masks(tokens, masker, runs, seed, starts=None):
   ids[:, :len(tokens)] = tokens
   mask = np.zeros((runs, seq), np.int64)
   mask[:, :len(tokens)] = 1
-  keys = dm.epoch_keys_np(np.arange(runs), seed)
+  keys = draws.epoch_keys_np(np.arange(runs), seed)
   st = None if starts is None else tf.constant(np.tile(starts, (runs, 1)))
   out, pos, lab, w = dm.mask_batch(tf, tf.constant(ids), tf.constant(mask), tf.constant(keys),
                                    masker, st)
@@ -133,7 +118,7 @@ def test_whole_word_and_ngram_follow_the_python_rule(ngram, seed):
   body = body[:30]
   tokens = [CLS] + body[:12] + [SEP] + body[12:] + [SEP]
   p = masking.MaskingParams(0.15, 6, True, CLS, SEP, MASK, POOL, SUB, ngram)
-  starts = masking.word_starts(np.array([tokens]), np.array([len(tokens)]), p)[0]
+  starts = whole_word.word_starts(np.array([tokens]), np.array([len(tokens)]), p)[0]
   starts = np.pad(starts, (0, seq - len(tokens)))
   runs = 3000
   py_hits, py_act, py_sizes = _python_masks(tokens, p, runs, seed)
@@ -153,10 +138,10 @@ def test_whole_word_and_ngram_follow_the_python_rule(ngram, seed):
 
 def test_whole_words_are_masked_whole():
   seq = 48
-  ids, lengths, _, mask = _rows(300, seq, 5, subword_share=0.4)
+  ids, lengths, _, mask = masking_rows(300, seq, 5, subword_share=0.4)
   p = masking.MaskingParams(0.2, 8, True, CLS, SEP, MASK, POOL, SUB, 2)
-  starts = masking.word_starts(ids, lengths, p)
-  keys = dm.epoch_keys_np(np.arange(300), 1)
+  starts = whole_word.word_starts(ids, lengths, p)
+  keys = draws.epoch_keys_np(np.arange(300), 1)
   _, pos, _, w = dm.mask_batch(tf, tf.constant(ids), tf.constant(mask), tf.constant(keys),
                                _masker(seq, 8, 0.2, True, 2), tf.constant(starts))
   pos, w = pos.numpy(), w.numpy()
@@ -166,7 +151,7 @@ def test_whole_words_are_masked_whole():
     limit = min(8, max(1, round(lengths[i] * 0.2)))
     assert len(chosen) <= limit  # may be 0: no word fits a budget of 1 (as the reference)
     total += len(chosen)
-    groups = masking.candidate_groups(ids[i, :lengths[i]].tolist(), p)
+    groups = whole_word.candidate_groups(ids[i, :lengths[i]].tolist(), p)
     for g in groups:  # a word is either fully in or fully out
       assert len(chosen & set(g)) in (0, len(g))
   assert total > 300
@@ -274,7 +259,7 @@ def test_whole_word_records_store_word_starts(tmp_path, corpus):
   for rec in tfrecord.read_records(out):
     ex = example_decoder.decode_example(rec)
     n = sum(ex["input_mask"])
-    want = masking.word_starts(np.array([ex["input_ids"]]), np.array([n]), p)[0]
+    want = whole_word.word_starts(np.array([ex["input_ids"]]), np.array([n]), p)[0]
     assert ex["word_starts"] == want.tolist()
   x, y, w = next(iter(bert_data.make_dataset(out, 8, seed=0, feature_names="keras_hub")))
   assert x["mask_positions"].shape == (8, 10) and float(w.numpy().sum()) > 8

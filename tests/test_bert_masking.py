@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from bert_data import instances, masking
+from bert_data.masks import draws, whole_word
 from bert_data.documents import CorpusBuilder, encode_lines
 
 CLS, SEP, MASK = 1, 2, 3
@@ -42,7 +43,7 @@ def test_unmasking_restores_input(seed, n_a, n_b, prob, max_pred, wwm):
   changed = [i for i in range(len(tokens)) if out[i] != tokens[i]]
   assert set(changed) <= set(positions)
   if wwm:  # a masked word is masked whole: no masked piece next to an unmasked piece of it
-    groups = masking.candidate_groups(tokens, p)
+    groups = whole_word.candidate_groups(tokens, p)
     chosen = set(positions)
     for g in groups:
       assert all(i in chosen for i in g) or not any(i in chosen for i in g)
@@ -54,7 +55,7 @@ def test_shuffle_equals_random_shuffle():
     a, b = list(range(n)), list(range(n))
     ra, rb = random.Random(seed), random.Random(seed)
     ra.shuffle(a)
-    masking.shuffle_in_place(b, rb)
+    draws.shuffle_in_place(b, rb)
     assert a == b and ra.random() == rb.random()
 
 

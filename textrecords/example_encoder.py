@@ -84,10 +84,14 @@ def float_feature_from_payload(payload: bytes) -> bytes:
 
 def encode_feature(dtype: str, values) -> bytes:
   """Serialized `tf.train.Feature` holding `values` of the given dtype."""
-  if dtype == F.INT64:
-    return int64_feature_from_payload(int64_payload(values))
+  if dtype == F.INT64:  # as int64_feature_from_payload, inlined (per record, per feature)
+    payload = int64_payload(values)
+    inner = _len_delimited(0x0A, payload) if payload else b""
+    return _len_delimited(0x1A, inner)
   if dtype == F.FLOAT:
-    return float_feature_from_payload(float_payload(values))
+    payload = float_payload(values)
+    inner = _len_delimited(0x0A, payload) if payload else b""
+    return _len_delimited(0x12, inner)
   return _len_delimited(0x0A, bytes_payload(values))
 
 
