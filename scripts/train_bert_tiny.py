@@ -40,10 +40,16 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 
 
 def read_metadata(records_path: str) -> dict:
-  """The `.meta.json` sidecar written next to `records_path` by bert_data.create."""
-  from textrecords import metadata  # pylint: disable=import-outside-toplevel
-  meta_path = records_path if records_path.endswith(".meta.json") else records_path + ".meta.json"
-  return metadata.read(meta_path, package="bert_data")
+  """The metadata bert_data.create wrote for `records_path` (any location
+  `make_dataset` takes); another package's dataset is refused naming the
+  script that trains on it."""
+  from textrecords import script_inputs  # pylint: disable=import-outside-toplevel
+  return script_inputs.check(records_path, script_inputs.BERT, "--input")
+
+
+def has_sentence_task(meta: dict) -> bool:
+  """False for packed records (--next_sentence=false): no label, no NSP head."""
+  return meta.get("sentence_task", "nsp") != "none"
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -137,8 +143,9 @@ class ClsToken(keras.layers.Layer):
 
 def build_model(vocab_size: int, max_seq_length: int, max_predictions_per_seq: int,
                 hidden: int = 64, num_layers: int = 2, num_heads: int = 2,
-                dropout: float = 0.1) -> keras.Model:
-  """A tiny BERT: dict inputs named like `make_dataset`'s x, outputs named like its y."""
+                dropout: float = 0.1, next_sentence: bool = True) -> keras.Model:
+  """A tiny BERT: dict inputs named like `make_dataset`'s x, outputs named like its y
+  (without the next-sentence head for packed records: `next_sentence` False)."""
   if hidden % num_heads:
     raise ValueError(f"hidden={hidden} must be a multiple of num_heads={num_heads}")
   inputs = {
@@ -155,13 +162,13 @@ def build_model(vocab_size: int, max_seq_length: int, max_predictions_per_seq: i
                      name=f"encoder_{i}")(x, inputs["input_mask"])
   mlm_logits = MaskedLMHead(vocab_size, hidden, name="mlm_head")(
       x, inputs["masked_lm_positions"])
-  pooled = keras.layers.Dense(hidden, activation="tanh", name="pooler")(ClsToken(name="cls")(x))
-  nsp_logits = keras.layers.Dense(2, name="nsp_head")(pooled)
   # Identity layers so that the outputs carry exactly the names in the dataset's y.
-  outputs = {
-      MASKED_LM: keras.layers.Identity(name=MASKED_LM)(mlm_logits),
-      NEXT_SENTENCE: keras.layers.Identity(name=NEXT_SENTENCE)(nsp_logits),
-  }
+  outputs = {MASKED_LM: keras.layers.Identity(name=MASKED_LM)(mlm_logits)}
+  if next_sentence:
+    pooled = keras.layers.Dense(hidden, activation="tanh",
+                                name="pooler")(ClsToken(name="cls")(x))
+    nsp_logits = keras.layers.Dense(2, name="nsp_head")(pooled)
+    outputs[NEXT_SENTENCE] = keras.layers.Identity(name=NEXT_SENTENCE)(nsp_logits)
   return keras.Model(inputs, outputs, name="tiny_bert")
 
 
@@ -178,12 +185,13 @@ def _mlm_loss():
 def compile_model(model: keras.Model, learning_rate: float = 2e-3,
                   jit_compile: bool = False) -> keras.Model:
   # XLA ("auto" in Keras 3) costs more in compile time than a few dozen tiny CPU steps gain.
-  model.compile(
-      optimizer=keras.optimizers.Adam(learning_rate),
-      loss={MASKED_LM: _mlm_loss(),
-            NEXT_SENTENCE: keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
-      weighted_metrics={NEXT_SENTENCE: [keras.metrics.SparseCategoricalAccuracy(name="acc")]},
-      jit_compile=jit_compile)
+  loss = {MASKED_LM: _mlm_loss()}
+  metrics = {}
+  if NEXT_SENTENCE in model.output:  # not for packed records
+    loss[NEXT_SENTENCE] = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    metrics[NEXT_SENTENCE] = [keras.metrics.SparseCategoricalAccuracy(name="acc")]
+  model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=loss,
+                weighted_metrics=metrics or None, jit_compile=jit_compile)
   return model
 
 
@@ -198,14 +206,16 @@ class _StepLogger(keras.callbacks.Callback):
     logs = dict(logs or {})
     self.rows.append(logs)
     if self.every and ((epoch + 1) % self.every == 0 or epoch == 0):
+      nsp = logs.get(NEXT_SENTENCE + "_loss")
       print(f"step {epoch + 1:4d}  loss {logs.get('loss', float('nan')):.4f}  "
-            f"masked_lm {logs.get(MASKED_LM + '_loss', float('nan')):.4f}  "
-            f"next_sentence {logs.get(NEXT_SENTENCE + '_loss', float('nan')):.4f}",
-            flush=True)
+            f"masked_lm {logs.get(MASKED_LM + '_loss', logs.get('loss', float('nan'))):.4f}"
+            + ("" if nsp is None else f"  next_sentence {nsp:.4f}"), flush=True)
 
 
 def _mlm_losses(rows: List[dict]) -> List[float]:
   key = MASKED_LM + "_loss"
+  if rows and key not in rows[0] and NEXT_SENTENCE + "_loss" not in rows[0]:
+    key = "loss"  # the only output (packed records): Keras may log it as "loss" alone
   if rows and key not in rows[0]:
     raise KeyError(f"Keras logs have no {key!r} (keys: {sorted(rows[0])})")
   return [float(r[key]) for r in rows]
@@ -239,7 +249,8 @@ def train(records_path: str, steps: int, batch_size: int = 16, seed: int = 0,
   model = compile_model(build_model(meta["vocab_size"], meta["max_seq_length"],
                                     meta["max_predictions_per_seq"], hidden=hidden,
                                     num_layers=num_layers, num_heads=num_heads,
-                                    dropout=dropout), learning_rate)
+                                    dropout=dropout,
+                                    next_sentence=has_sentence_task(meta)), learning_rate)
   logger = _StepLogger(log_every)
   model.fit(ds, epochs=steps, steps_per_epoch=1, callbacks=[logger], shuffle=False, verbose=0)
   losses = _mlm_losses(logger.rows)

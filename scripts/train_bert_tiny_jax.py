@@ -32,8 +32,9 @@ from bert_data import schema as S  # pylint: disable=wrong-import-position
 
 
 def build_model(vocab_size: int, seq_len: int, num_predictions: int, hidden: int = 64,
-                heads: int = 2) -> keras.Model:
-  """The tiny model; inputs and outputs named as `numpy_batches` names them."""
+                heads: int = 2, next_sentence: bool = True) -> keras.Model:
+  """The tiny model; inputs and outputs named as `numpy_batches` names them (no
+  next-sentence head for packed records: `next_sentence` False)."""
   ids = keras.Input((seq_len,), dtype="int32", name=S.INPUT_IDS)
   mask = keras.Input((seq_len,), dtype="int32", name=S.INPUT_MASK)
   segments = keras.Input((seq_len,), dtype="int32", name=S.SEGMENT_IDS)
@@ -50,10 +51,11 @@ def build_model(vocab_size: int, seq_len: int, num_predictions: int, hidden: int
   picked = Gather(name="gather")(x, positions)
   mlm = keras.layers.Dense(vocab_size, name=S.MASKED_LM)(
       keras.layers.Dense(hidden, activation="gelu")(picked))
-  nsp = keras.layers.Dense(2, name=S.NEXT_SENTENCE)(First()(x))
+  outputs = {S.MASKED_LM: mlm}
+  if next_sentence:
+    outputs[S.NEXT_SENTENCE] = keras.layers.Dense(2, name=S.NEXT_SENTENCE)(First()(x))
   return keras.Model({S.INPUT_IDS: ids, S.INPUT_MASK: mask, S.SEGMENT_IDS: segments,
-                      S.MASKED_LM_POSITIONS: positions},
-                     {S.MASKED_LM: mlm, S.NEXT_SENTENCE: nsp})
+                      S.MASKED_LM_POSITIONS: positions}, outputs)
 
 
 class PositionEmbedding(keras.layers.Layer):
@@ -104,18 +106,21 @@ def main(argv=None) -> int:
   p.add_argument("--workers", type=int, default=0, help="grain worker processes")
   p.add_argument("--seed", type=int, default=0)
   args = p.parse_args(argv)
+  from textrecords import script_inputs  # pylint: disable=import-outside-toplevel
   try:
+    script_inputs.check(args.input, script_inputs.BERT, "--input")  # other kinds: one line
     opened = reader.open_dataset(args.input)
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   meta = opened.entries[0].found.meta
   keras.utils.set_random_seed(args.seed)
+  pairs = meta.get("sentence_task", "nsp") != "none"  # packed records: no label
   model = build_model(meta["vocab_size"], meta["max_seq_length"],
-                      meta["max_predictions_per_seq"])
+                      meta["max_predictions_per_seq"], next_sentence=pairs)
   loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
   model.compile(optimizer=keras.optimizers.Adam(1e-3),
-                loss={S.MASKED_LM: loss, S.NEXT_SENTENCE: loss},
+                loss={S.MASKED_LM: loss, **({S.NEXT_SENTENCE: loss} if pairs else {})},
                 weighted_metrics=[])
   loader = opened.grain(args.batch_size, loader=True, worker_count=args.workers,
                         training=True, seed=args.seed, num_epochs=None)

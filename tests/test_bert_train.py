@@ -127,3 +127,28 @@ def test_mlm_loss_falls(records, tiny):
   first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
   assert last < first - 2.0, (first, last, losses)
 
+
+
+def test_packed_records_train_without_a_next_sentence_head(tmp_path, tiny):
+  """Issue 21 item 10: the README's RoBERTa recipe (was a Keras structure error)."""
+  out = str(tmp_path / "packed.tfrecord")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+  proc = subprocess.run(
+      [sys.executable, "-m", "bert_data.create",
+       f"--input_file={os.path.join(SAMPLE, 'sample_corpus.txt')}",
+       f"--output_file={out}", f"--vocab_file={os.path.join(SAMPLE, 'vocab.txt')}",
+       "--next_sentence=false", "--packing=full_sentences", "--dupe_factor=1",
+       f"--max_seq_length={MAX_SEQ_LENGTH}", f"--max_predictions_per_seq={MAX_PREDICTIONS}",
+       "--num_workers=1", "--quiet"], capture_output=True, text=True, timeout=120, env=env,
+      cwd=REPO)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert not tiny.has_sentence_task(tiny.read_metadata(out))
+  losses, model = tiny.train(out, 12, batch_size=BATCH_SIZE, seed=3, return_model=True)
+  assert sorted(model.output) == [tiny.MASKED_LM]
+  assert len(losses) == 12 and all(math.isfinite(v) for v in losses)
+  assert abs(losses[0] - math.log(30522)) < 1.0, losses[:5]
+  assert sum(losses[-3:]) < sum(losses[:3]), losses
+  r = subprocess.run([sys.executable, SCRIPT, "--input", out, "--steps", "2", "--log_every",
+                      "1"], capture_output=True, text=True, timeout=300, env=env)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert "masked_lm loss: first 2 steps" in r.stdout and "next_sentence" not in r.stdout

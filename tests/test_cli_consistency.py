@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import (BUNDLED_TEXT, REPO, SAMPLE_TEXT, TESTDATA, W2V_TINY, error_lines,
+from conftest import (BUNDLED_TEXT, BUNDLED_VOCAB, REPO, SAMPLE_TEXT, TESTDATA, W2V_TINY, error_lines,
                       run_cli)
 from textrecords import cli
 from textrecords import metadata
@@ -198,3 +198,54 @@ def test_a_run_with_built_kernels_says_nothing_about_building(tmp_path):
               "--min_freq=1", "--num_workers=2")
   assert r.returncode == 0, r.stderr
   assert "building compiled kernels" not in r.stderr
+
+
+# ------------------------------------------------------------ training scripts (item 10)
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+  """One dataset of each kind a script might be handed by mistake."""
+  d = tmp_path_factory.mktemp("kinds")
+  runs = {
+      "cbow": ("w2v_data.create", f"--input_file={W2V_TINY}", f"--output_dir={d}/cbow",
+               "--model=cbow", "--min_freq=1"),
+      "skipgram": ("w2v_data.create", f"--input_file={W2V_TINY}", f"--output_dir={d}/skipgram",
+                   "--min_freq=1"),
+      "packed": ("bert_data.create", f"--input_file={BUNDLED_TEXT}",
+                 f"--output_file={d}/packed.tfrecord", f"--vocab_file={BUNDLED_VOCAB}",
+                 "--next_sentence=false", "--packing=full_sentences", "--dupe_factor=1"),
+      "mt": ("mt_data.create", f"--input_file={MT_PAIRS}", f"--output_dir={d}/mt",
+             "--num_train=8", "--num_val=2", "--min_freq=1"),
+  }
+  out = {}
+  for kind, (module, *args) in runs.items():
+    r = run_cli(module, *args, "--num_workers=1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    out[kind] = args[1].split("=", 1)[1]
+  return out
+
+
+@pytest.mark.parametrize("script,flag,kind,right", [
+    ("train_skipgram.py", "--data_dir", "cbow",
+     "a w2v_data dataset of --model=cbow records; train on it with scripts/train_cbow.py"),
+    ("train_bert_tiny.py", "--input", "skipgram",
+     "a w2v_data dataset of --model=skipgram records; train on it with "
+     "scripts/train_skipgram.py"),
+    ("train_seq2seq.py", "--data_dir", "packed",
+     "a bert_data dataset; train on it with scripts/train_bert_tiny.py"),
+    ("train_cbow.py", "--data_dir", "mt",
+     "an mt_data dataset; train on it with scripts/train_seq2seq.py"),
+    ("train_pv.py", "--data_dir", "skipgram",
+     "a w2v_data dataset of --model=skipgram records; train on it with "
+     "scripts/train_skipgram.py"),
+])
+def test_a_script_given_another_kind_of_records_names_the_right_script(
+    datasets, script, flag, kind, right):
+  pytest.importorskip("tensorflow")
+  location = datasets[kind]
+  before = sorted(os.listdir(os.path.dirname(location)))
+  r = _run(REPO, os.path.join(REPO, "scripts", script), f"{flag}={location}")
+  assert r.returncode == 2, r.stderr[-2000:]
+  assert error_lines(r.stderr) == [f"error: {flag}={location}: {right}"]
+  assert "Traceback" not in r.stderr
+  assert sorted(os.listdir(os.path.dirname(location))) == before

@@ -152,13 +152,13 @@ def read(path: str, package: Optional[str] = None) -> dict:
 
 def foreign_message(where: str, meta: dict) -> str:
   pkg = meta.get("package")
-  return f"{where}: {_article(str(pkg))} {pkg} dataset; read it with {reader_of(pkg)}"
+  return f"{where}: {article(str(pkg))} {pkg} dataset; read it with {reader_of(pkg)}"
 
 
-def _article(word: str) -> str:
+def article(word: str) -> str:
   """"an" before a word said with a vowel sound first (letters spelled out).
 
-  >>> [_article(w) for w in ("mt_data", "w2v_data", "bert_data", "other")]
+  >>> [article(w) for w in ("mt_data", "w2v_data", "bert_data", "other")]
   ['an', 'a', 'a', 'an']
   """
   return "an" if word[:1].lower() in "aefhilmnorsx" else "a"
