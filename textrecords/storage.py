@@ -32,6 +32,8 @@ import logging
 import os
 import re
 import shutil
+import socket
+import urllib.parse
 from typing import List, Optional, Tuple
 
 from textrecords.errors import UserError
@@ -83,6 +85,7 @@ def check(path: str, flag: str = "") -> str:
   scheme, _ = split_scheme(path)
   if scheme is None or scheme == "file":
     return local_path(path)
+  _quiet_clients()  # before the client imports (gcsfs logs a line on import)
   where = f"{flag}={path}" if flag else path
   if scheme not in _BACKENDS:
     raise UserError(f"{where}: unknown storage scheme {scheme}://; supported: "
@@ -105,21 +108,72 @@ def _importable(module: str) -> bool:
 
 
 # Client libraries that log routine INFO lines ("Found credentials in
-# environment variables") which absl would print on every run.
-_CHATTY_LOGGERS = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google.auth")
+# environment variables") which absl would print on every run, and the level
+# they are set to. gcsfs also logs its retries' tracebacks and routine
+# warnings ("Could not determine bucket type"); its failures reach the user
+# as our one-line errors, so only its critical lines show.
+_CHATTY_LOGGERS = {"botocore": logging.WARNING, "aiobotocore": logging.WARNING,
+                   "s3fs": logging.WARNING, "gcsfs": logging.CRITICAL,
+                   "google.auth": logging.WARNING}
 
 
 def _quiet_clients():
-  for name in _CHATTY_LOGGERS:
+  for name, level in _CHATTY_LOGGERS.items():
     logger = logging.getLogger(name)
     if logger.level == logging.NOTSET:  # the user's own logging settings win
-      logger.setLevel(logging.WARNING)
+      logger.setLevel(level)
+
+
+# The first contact with a storage service is one TCP connection with this
+# timeout: a service that cannot be reached is one line within seconds, not
+# the client's retries (gcsfs: ~15 s of credential lookups, then ~45 s).
+PROBE_TIMEOUT_S = 5.0
+_PROBED: dict = {}  # (host, port) -> None (reached) or why not, once per process
+
+
+def _gcs_endpoint() -> str:
+  """The URL gcsfs talks to, picked as gcsfs picks it (emulator, fsspec
+  config, the default universe)."""
+  emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
+  if emulator not in ("", "default"):
+    return emulator if emulator.startswith(("http://", "https://")) else f"http://{emulator}"
+  import fsspec  # pylint: disable=import-outside-toplevel
+  for key in ("gcs", "gs"):
+    url = fsspec.config.conf.get(key, {}).get("endpoint_url")
+    if url:
+      return url
+  return "https://storage." + os.environ.get("GOOGLE_CLOUD_UNIVERSE_DOMAIN", "googleapis.com")
+
+
+# scheme -> () -> the endpoint URL its client talks to (schemes not here are not probed)
+_ENDPOINTS = {"gs": _gcs_endpoint, "gcs": _gcs_endpoint}
+
+
+def check_reachable(path: str, flag: str = ""):
+  """Raises UserError, within PROBE_TIMEOUT_S, if the service holding URL
+  `path` cannot be reached (probed once per process; local paths and
+  schemes without a known endpoint pass)."""
+  endpoint = _ENDPOINTS.get(split_scheme(path)[0])
+  if endpoint is None:
+    return
+  url = urllib.parse.urlsplit(endpoint())
+  key = (url.hostname, url.port or (443 if url.scheme == "https" else 80))
+  if key not in _PROBED:
+    try:
+      socket.create_connection(key, timeout=PROBE_TIMEOUT_S).close()
+      _PROBED[key] = None
+    except OSError as e:
+      _PROBED[key] = getattr(e, "strerror", None) or str(e) or type(e).__name__
+  if _PROBED[key]:
+    where = f"{flag}={path}" if flag else path
+    raise UserError(f"{where}: cannot reach the storage at {key[0]}:{key[1]} "
+                    f"({_PROBED[key]})")
 
 
 def filesystem(path: str):
-  """The fsspec filesystem of a URL (after `check`)."""
+  """The fsspec filesystem of a URL (after `check` and `check_reachable`)."""
   check(path)
-  _quiet_clients()
+  check_reachable(path)
   import fsspec  # pylint: disable=import-outside-toplevel
   scheme, _ = split_scheme(path)
   try:
@@ -256,6 +310,7 @@ def check_output_file(path: str, flag: str, *, overwrite: bool) -> str:
   path = check(path, flag)
   where = f"{flag}={path}"
   if is_url(path):
+    check_reachable(path, flag)
     try:
       found, folder = exists(path), is_dir(path)
     except UserError:
@@ -419,6 +474,7 @@ def staged_output(url: str, lay, *, overwrite: bool, resume: bool, flag: str) ->
     The local path to give the generator (same base name as the URL).
   """
   check(url, flag)
+  check_reachable(url, flag)
   meta_url = lay(url).meta_path
   try:
     present = exists(meta_url)
