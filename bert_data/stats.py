@@ -148,25 +148,28 @@ def _meta_of(pattern: str):
 
 def _meta_vocab(meta: Optional[dict], meta_path: Optional[str]) -> Optional[str]:
   """The vocab (or SentencePiece model) the metadata names, if it is still there
-  and unchanged: a relative path is looked up beside the metadata, then from
-  here; a file whose sha256 differs is not used (a warning says so)."""
+  and unchanged: a relative path is looked up beside the metadata, then where
+  create found it (the fingerprint's absolute path), then from here; a file
+  whose sha256 differs is not used, and a warning says when none is."""
   if not meta:
     return None
-  flag_values = meta.get("flags") or {}
+  given_flags = meta.get("flags") or {}
+  absolute_flags = (meta.get("fingerprint") or {}).get("flags") or {}
   for key in ("spm_model_file", "vocab_file"):
-    given = flag_values.get(key)
+    given = given_flags.get(key)
     if not given:
       continue
     candidates = [given] if os.path.isabs(given) else [
-        os.path.join(os.path.dirname(os.path.abspath(meta_path)), given), given]
+        os.path.join(os.path.dirname(os.path.abspath(meta_path)), given),
+        absolute_flags.get(key) or given, given]
     found = [p for p in dict.fromkeys(candidates) if os.path.isfile(p)]
     for path in found:
       if vocab_lib.file_sha256(path) == meta.get("vocab_sha256"):
         return path
-    if found:
-      print(f"warning: {found[0]} (named by {meta_path}) is not the vocab the records "
-            "were made with (sha256 differs): token ids shown; pass --vocab_file",
-            file=sys.stderr)
+    problem = (f"{found[0]} (named by {meta_path}) is not the vocab the records were made "
+               "with (sha256 differs)" if found else
+               f"{given}, the vocab {meta_path} names, is not found")
+    print(f"warning: {problem}: token ids shown; pass --vocab_file", file=sys.stderr)
   return None
 
 

@@ -125,3 +125,17 @@ def test_stats_uses_only_the_records_vocab(tmp_path):
       "records were made with (sha256 differs): token ids shown; pass --vocab_file"]
   summary = json.loads(r.stdout)
   assert "vocab" not in summary and summary["top_tokens"][0][0].isdigit()
+  # Made from another folder: found where create found it (the fingerprint's path).
+  elsewhere_out = str(elsewhere / "out2.tfrecord")
+  r = _run_in(tmp_path, "bert_data.create", f"--input_file={SAMPLE_TEXT}",
+              "--vocab_file=elsewhere/vocab.txt", f"--output_file={elsewhere_out}",
+              "--dupe_factor=1", "--quiet")
+  assert r.returncode == 0, r.stderr
+  r = _run_in(data, "bert_data.stats", f"--input_file={elsewhere_out}")
+  assert r.returncode == 0 and error_lines(r.stderr) == [], r.stderr
+  assert json.loads(r.stdout)["vocab"] == str(elsewhere / "vocab.txt")
+  (elsewhere / "vocab.txt").rename(elsewhere / "moved.txt")
+  r = _run_in(data, "bert_data.stats", f"--input_file={elsewhere_out}")
+  assert r.returncode == 0 and error_lines(r.stderr) == [
+      f"warning: elsewhere/vocab.txt, the vocab {elsewhere_out}.meta.json names, is not "
+      "found: token ids shown; pass --vocab_file"], r.stderr
