@@ -14,7 +14,7 @@ setup(
     packages=find_packages(include=["textrecords", "textrecords.*", "bert_data",
                                     "bert_data.*", "w2v_data", "w2v_data.*",
                                     "mt_data", "mt_data.*"]),
-    package_data={"bert_data": ["sample/*"], "mt_data": ["sample/*"]},
+    package_data={"bert_data": ["sample/*"], "mt_data": ["sample/*"], "w2v_data": ["sample/*"]},
     python_requires=">=3.10",
     install_requires=[
         "absl-py>=1.0",

@@ -249,3 +249,63 @@ def test_a_script_given_another_kind_of_records_names_the_right_script(
   assert error_lines(r.stderr) == [f"error: {flag}={location}: {right}"]
   assert "Traceback" not in r.stderr
   assert sorted(os.listdir(os.path.dirname(location))) == before
+
+
+# ------------------------------------------------------------ samples and setup (item 16)
+
+W2V_SAMPLE = os.path.join(REPO, "w2v_data", "sample", "sample_text.txt")
+
+
+def test_the_w2v_sample_is_the_bert_samples_text_and_the_readme_example_runs(tmp_path):
+  with open(BUNDLED_TEXT, encoding="utf-8") as f:
+    want = [" ".join(re.findall(r"[a-z0-9]+(?:'[a-z]+)?", l.lower())) for l in f]
+  with open(W2V_SAMPLE, encoding="utf-8") as f:
+    assert f.read().splitlines() == [l for l in want if l]
+  readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+  for where in ("bert_data/sample/sample_corpus.txt", "bert_data/sample/vocab.txt",
+                "mt_data/sample/mt_sample.txt", "d2l-data.s3-accelerate.amazonaws.com/ptb.zip",
+                "fra-eng.zip", "download.pytorch.org/whl/cpu"):
+    assert where in readme, where
+  assert '"w2v_data": ["sample/*"]' in open(os.path.join(REPO, "setup.py")).read()
+  r = _run(tmp_path, "-m", "w2v_data.create", f"--input_file={W2V_SAMPLE}",
+           "--output_dir=out/sample_w2v", "--min_freq=2")  # the README's command
+  assert r.returncode == 0, r.stderr
+  assert re.fullmatch(r"w2v_data: 364 sentences, vocab \d{3}, [\d,]+ centers, [\d,]+ pairs -> "
+                      r"out/sample_w2v", error_lines(r.stderr)[-1]), r.stderr
+
+
+def test_venv_setup_says_each_install_step_in_one_line_and_only_when_it_installs(tmp_path):
+  """scripts/_venv.sh on a fresh machine: a fake python records the pip calls."""
+  repo = tmp_path / "repo"
+  (repo / "scripts").mkdir(parents=True)
+  (repo / "setup.py").write_text("")
+  (repo / "scripts" / "_venv.sh").write_text(
+      open(os.path.join(REPO, "scripts", "_venv.sh"), encoding="utf-8").read())
+  (repo / "scripts" / "caller").write_text(
+      '#!/usr/bin/env bash\nsource "$(dirname "$0")/_venv.sh" cpu .venv "torch==1 --no-deps"\n'
+      'echo ran\n')
+  log = tmp_path / "pip.log"
+  fake = tmp_path / "python3"
+  fake.write_text(  # `-m venv DIR` makes DIR/bin/python, which logs its arguments
+      "#!/usr/bin/env bash\nmkdir -p \"$3/bin\"\n"
+      f"printf '#!/usr/bin/env bash\\necho \"$*\" >> {log}\\n' > \"$3/bin/python\"\n"
+      "sed -i 's/\\$\\*/$*/' \"$3/bin/python\"; chmod +x \"$3/bin/python\"\n")
+  fake.chmod(0o755)
+  env = dict(os.environ, PYTHON=str(fake))
+  first = subprocess.run(["bash", str(repo / "scripts" / "caller")], capture_output=True,
+                         text=True, env=env, timeout=60)
+  assert first.returncode == 0, first.stderr
+  assert first.stdout == "ran\n"
+  assert first.stderr.splitlines() == [
+      "setup: creating the virtual environment .venv",
+      "setup: .venv: pip install --upgrade pip",
+      "setup: .venv: pip install torch==1 --no-deps",
+      "setup: .venv: pip install -e '.[cpu]' (the first time: TensorFlow and the other "
+      "dependencies, a few minutes)"]
+  assert log.read_text().splitlines() == [
+      "-m pip install -q --upgrade pip", "-m pip install -q torch==1 --no-deps",
+      "-m pip install -q -e .[cpu]"]
+  again = subprocess.run(["bash", str(repo / "scripts" / "caller")], capture_output=True,
+                         text=True, env=env, timeout=60)
+  assert again.returncode == 0 and again.stdout == "ran\n" and again.stderr == ""
+  assert len(log.read_text().splitlines()) == 3
