@@ -24,6 +24,7 @@ not the corpus.
 """
 
 import collections
+import hashlib
 import itertools
 import os
 import sys
@@ -250,14 +251,18 @@ def define_flags():
   cli.define_summary_flag()
 
 
-def _summary(kind: str, size: int, files: Sequence[str], out: str, extra: dict,
+def _summary(kind: str, size: int, files: Sequence[str], out: str, data: bytes, extra: dict,
              decode: text_input.DecodeErrorCounts):
-  """(the one summary line, the --summary_json dict), as the generators give them."""
+  """(the one summary line, the --summary_json dict), as the generators give them
+  (`cli.summary`'s shape)."""
   asked = FLAGS.vocab_size
   note = "" if size == asked else f" (asked for {asked:,}: the input has no more pieces to learn)"
   line = f"build_vocab: {size:,} {kind} entries{cli.decode_note(decode.as_dict())} -> {out}{note}"
-  summary = dict(extra, kind=kind, entries=size, vocab_size=asked, input_files=list(files),
-                 output_file=out, decode_errors=cli.decode_errors(decode.as_dict()))
+  written = [{"name": storage.basename(out), "bytes": len(data),
+              "sha256": hashlib.sha256(data).hexdigest()}]
+  summary = cli.summary("bert_data", out, dict(extra, entries=size, **decode.as_dict()),
+                        written, tool="build_vocab", kind=kind, vocab_size=asked,
+                        input_files=list(files))
   return line, summary
 
 
@@ -325,7 +330,7 @@ def main(argv):
   else:
     data, size, extra = _sentencepiece(files, decode, progress)
   storage.write_file(out, data)
-  line, summary = _summary(FLAGS.kind, size, files, out, extra, decode)
+  line, summary = _summary(FLAGS.kind, size, files, out, data, extra, decode)
   cli.report(line, summary, quiet=FLAGS.quiet, summary_json=summary_json)
 
 

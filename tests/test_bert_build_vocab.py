@@ -1,6 +1,7 @@
 """bert_data.build_vocab: BERT-format WordPiece vocabs, deterministic, streamed."""
 
 import collections
+import hashlib
 import json
 import os
 
@@ -105,12 +106,17 @@ def test_url_and_new_folder_outputs_are_written_summary_json_as_the_generators(t
     assert r.returncode == 0, r.stderr
     assert error_lines(r.stderr)[-1].endswith(f"-> {shown or out}"), r.stderr
     doc = json.loads(summary.read_text())
-    assert doc["entries"] == doc["vocab_size"] == 1100 and doc["kind"] == "wordpiece"
-    assert doc["input_files"] == [SAMPLE_CORPUS] and doc["output_file"] == (shown or out)
+    counts = doc["counts"]  # the generators' shape (cli.summary)
+    assert doc["package"] == "bert_data" and doc["tool"] == "build_vocab"
+    assert counts["entries"] == doc["vocab_size"] == 1100 and doc["kind"] == "wordpiece"
+    assert doc["input_files"] == [SAMPLE_CORPUS] and doc["outputs"] == [shown or out]
     assert doc["decode_errors"] == {"replaced_lines": 0, "skipped_lines": 0}
-    assert doc["words"] > doc["distinct_words"] > 1000
+    assert counts["words"] > counts["distinct_words"] > 1000
+    [written] = doc["files"]
     if not out.startswith("memory"):
       data = open(shown or out, "rb").read()
+      assert written == {"name": os.path.basename(shown or out), "bytes": len(data),
+                         "sha256": hashlib.sha256(data).hexdigest()}
       assert want in (None, data)
       want = data
   assert sorted(os.listdir(tmp_path / "newdir4" / "sub")) == ["v.txt"]
