@@ -210,8 +210,10 @@ def main(argv=None) -> int:
 
 
 def entry_point():
-  """The `textrecords-index` console script."""
-  sys.exit(main())
+  """The `textrecords-index` console script (a closed stdout ends it quietly:
+  `cli.run_script`)."""
+  from textrecords import cli  # pylint: disable=import-outside-toplevel
+  sys.exit(cli.run_script(main))
 
 
 if __name__ == "__main__":
