@@ -3,6 +3,7 @@
 
 For a w2v_data dataset (e.g. PTB): the size of the dataset's serialized graph
 (what tf.data service ships to each worker, capped by protobuf at 2 GiB), the
+size of an iterator checkpoint after 5 batches (tf.train.Checkpoint), the
 time make_dataset takes, and the time of epochs 1..N, with in_memory=True and
 in_memory=False, interleaved in one process (2 shared cores are noisy: compare
 the two in the same run).
@@ -17,6 +18,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,8 +40,20 @@ def measure(data_dir: str, in_memory: bool, epochs: int, batch_size: int) -> dic
     for _ in ds:
       pass
     times.append(time.perf_counter() - t)
-  return {"graph_bytes": graph, "make_s": round(make_s, 3),
-          "epoch_s": [round(x, 3) for x in times]}
+  return {"graph_bytes": graph, "checkpoint_bytes": checkpoint_bytes(ds),
+          "make_s": round(make_s, 3), "epoch_s": [round(x, 3) for x in times]}
+
+
+def checkpoint_bytes(ds, batches: int = 5) -> int:
+  """Bytes of a tf.train.Checkpoint of an iterator of `ds` after `batches` batches."""
+  from textrecords.tf_import import require_tf  # pylint: disable=import-outside-toplevel
+  tf = require_tf()
+  it = iter(ds)
+  for _ in range(batches):
+    next(it)
+  with tempfile.TemporaryDirectory() as d:
+    tf.train.Checkpoint(it=it).write(os.path.join(d, "ckpt"))
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
 
 
 def main(argv=None):
@@ -60,6 +74,7 @@ def main(argv=None):
   for name, rs in runs.items():
     later = [t for r in rs for t in r["epoch_s"][1:]]
     summary[name] = {"graph_bytes": rs[0]["graph_bytes"],
+                     "checkpoint_bytes": rs[0]["checkpoint_bytes"],
                      "make_s": min(r["make_s"] for r in rs),
                      "first_epoch_s": min(r["epoch_s"][0] for r in rs),
                      "later_epoch_best_s": min(later) if later else None,

@@ -291,3 +291,19 @@ def test_expand_labels_for_keras_losses(outputs, layout):
   assert np.isclose(float(loss), (elementwise * w2).sum() / w2.size, rtol=1e-5)
   with pytest.raises(UserError, match="expand_labels=1: must be True or False"):
     w2v_data.make_dataset(d, 8, expand_labels=1)
+
+
+def test_held_rows_iterator_checkpoint_restores(outputs, tmp_path):
+  # The held rows' dataset must stay serializable (no stateful op in it): an
+  # iterator checkpoint restores into a new make_dataset's iterator.
+  d = outputs["sentence"]
+  it = iter(w2v_data.make_dataset(d, 8, seed=1, in_memory=True))
+  for _ in range(3):
+    next(it)
+  path = tf.train.Checkpoint(it=it).write(str(tmp_path / "ckpt"))
+  want = [next(it) for _ in range(4)]
+  it2 = iter(w2v_data.make_dataset(d, 8, seed=1, in_memory=True))
+  tf.train.Checkpoint(it=it2).read(path).assert_consumed()
+  got = [next(it2) for _ in range(4)]
+  for a, b in zip(want, got):
+    assert all(np.array_equal(u, v) for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b)))

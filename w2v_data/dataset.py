@@ -282,18 +282,17 @@ class _HeldRows:
     self.file_start = tf.constant(np.cumsum([0] + [int(n) for n in file_records]), tf.int64)
     total = sum(int(n) for n in file_records)
 
-    def load(_):
-      if total:
-        serialized = tf.data.TFRecordDataset(
-            files, compression_type=compression or None,
-            buffer_size=1 << 20).batch(total).get_single_element()
-      else:
-        serialized = tf.constant([], tf.string)
+    def load(serialized):
       center, row, n, per_record = parse(serialized)
       record_start = tf.concat([[0], tf.cumsum(tf.cast(per_record, tf.int64))], 0)
       return center, row, n, record_start
 
-    self._rows = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(load).cache()
+    if total:  # one element: every record
+      records = tf.data.TFRecordDataset(files, compression_type=compression or None,
+                                        buffer_size=1 << 20).batch(total)
+    else:
+      records = tf.data.Dataset.from_tensors(tf.constant([], tf.string))
+    self._rows = records.map(load).cache()
 
   def attach(self, ds):
     """`ds` (record indices) with each element paired with the held rows (a dict)."""
