@@ -389,4 +389,6 @@ def test_sgd_flag_errors_are_one_line(tmp_path, capsys):
   assert err == "error: --threads=-1: must be >= 0"
   cbow = _create(tmp_path / "cbow", model="cbow")
   assert mod.main([f"--data_dir={cbow}", "--words="]) == 2
-  assert "records are for --model=cbow" in capsys.readouterr().err
+  assert capsys.readouterr().err == (  # the script for those records named (issue 21 item 10)
+      f"error: --data_dir={cbow}: a w2v_data dataset of --model=cbow records; train on it "
+      "with scripts/train_cbow.py\n")
