@@ -309,3 +309,16 @@ def test_venv_setup_says_each_install_step_in_one_line_and_only_when_it_installs
                          text=True, env=env, timeout=60)
   assert again.returncode == 0 and again.stdout == "ran\n" and again.stderr == ""
   assert len(log.read_text().splitlines()) == 3
+
+
+def test_a_two_line_file_counts_three_sentences_as_d2l_and_the_readme_says_so(tmp_path):
+  two = tmp_path / "two.txt"
+  two.write_text("a b c\nd e f\n")
+  r = run_cli("w2v_data.create", f"--input_file={two}", f"--output_dir={tmp_path}/w",
+              "--min_freq=1", "--num_workers=1")
+  assert r.returncode == 0, r.stderr
+  assert error_lines(r.stderr)[-1].startswith("w2v_data: 3 sentences, ")
+  readme = " ".join(open(os.path.join(REPO, "README.md"), encoding="utf-8").read().split())
+  assert "Sentences are counted as d2l counts them" in readme
+  assert "(a 2-line file: 3 sentences;" in readme
+  assert two.read_text() == "a b c\nd e f\n"
