@@ -382,9 +382,8 @@ class WordPieceTokenizer:
       is its line number (a duplicated token gets its last line's number).
     do_lower_case: Whether to lowercase and strip accents.
     basic_pass: "python" (default): the reference's basic pass in Python
-      (whole-string translate/lower/NFD), then Hugging Face WordPiece; about
-      2x faster per core here than Hugging Face's normalizer and
-      pre-tokenizer, and independent of its Unicode tables. "hf": Hugging
+      (whole-string translate/lower/NFD), then Hugging Face WordPiece; faster
+      per core than Hugging Face's normalizer and pre-tokenizer (BENCHMARKS.md), and independent of its Unicode tables. "hf": Hugging
       Face BertNormalizer + BertPreTokenizer, except for lines holding a
       character where those differ from the reference (Python pass there).
 
@@ -479,8 +478,8 @@ class WordPieceTokenizer:
     """``[encode(t) for t in texts]``, fast.
 
     With the Python basic pass, word pieces come from a per-word cache
-    (Hugging Face WordPiece only for words not seen before), which is about
-    2x faster than building Hugging Face encodings for whole lines.
+    (Hugging Face WordPiece only for words not seen before), which is faster
+    than building Hugging Face encodings for whole lines.
     """
     if self.basic_pass == "python":
       return [self._encode_cached(self._checked(t)) for t in texts]

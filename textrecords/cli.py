@@ -428,8 +428,8 @@ def _skip_collections_at_exit():
   """The process exits next: its objects need no more cycle collection.
 
   Python's shutdown runs the cycle collector over every object while it
-  tears the modules down (~30 ms of a w2v_data run's ~45 ms exit, after
-  numpy, absl and the generator's modules). Frozen objects are skipped; the
+  tears the modules down (most of a w2v_data run's exit, after numpy,
+  absl and the generator's modules; `scripts/bench_fixed_costs.py`). Frozen objects are skipped; the
   memory goes back to the system with the process, files were closed and
   committed by then, and atexit handlers still run.
   """

@@ -2,8 +2,8 @@
 
 The bytes are exactly those of `Example.SerializeToString(deterministic=True)`:
 the feature map's entries sorted by key, each list packed. Writing the wire
-format directly keeps worker processes free of TensorFlow and is several times
-faster than building protobuf messages. `example_decoder` reads it back.
+format directly keeps worker processes free of TensorFlow and is faster than
+building protobuf messages. `example_decoder` reads it back.
 
 Two encoders, the same bytes:
   * `ExampleEncoder`: one record at a time, any schema (Python);

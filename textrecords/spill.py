@@ -45,7 +45,7 @@ class SpillWriter:
 
   def _flush(self, b: int):
     """Appends the bucket's buffer as one chunk, zlib-compressed if asked
-    (padded records shrink several times; costs ~6 us a record)."""
+    (padded records shrink several times, for a little CPU per record)."""
     if not self._buffers[b]:
       return
     data = b"".join(self._buffers[b])

@@ -4,9 +4,9 @@ Every output file is fsynced once, when it is complete, so that a crash never
 leaves a file that looks finished but is not on disk. Left alone, the kernel
 keeps most of the written data in memory until then (it starts writing back
 only past `vm.dirty_background_ratio` of RAM, or after about 30 s), so the
-final fsync waits for all of it, with no CPU work to overlap: about 20 ms for
-the 20 MB of a w2v_data PTB output here (`scripts/bench_fixed_costs.py`),
-more for larger files and slower disks. `Writeback` has a thread ask the
+final fsync waits for all of it, with no CPU work to overlap (timed by
+`scripts/bench_fixed_costs.py`, figures in BENCHMARKS.md), longer for larger
+files and slower disks. `Writeback` has a thread ask the
 kernel to write what is there each time the file has grown by `every` bytes,
 so the final fsync waits for the last stretch only.
 """

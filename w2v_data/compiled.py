@@ -6,8 +6,8 @@ encoding run as compiled loops; without it, as numpy code. Both give the
 same output bytes. `TEXTRECORDS_NUMBA=0` in the environment turns the
 kernels off; `TEXTRECORDS_NUMBA=jit` keeps them in numba's JIT (below).
 
-Loading numba's JIT costs about 0.4 s of CPU per process (importing numba
-and its compiler), about what the kernels then save on a corpus like PTB.
+Loading numba's JIT costs CPU in every process (importing numba and its
+compiler), about as much as the kernels then save on a corpus like PTB.
 So the first run compiles them ahead of time (numba.pycc, in a child
 process; needs a C compiler) into a small extension module in a cache
 folder (the package's __pycache__, else ~/.cache/textrecords), named by a

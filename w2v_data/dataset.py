@@ -104,7 +104,7 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
     log: where skip_corrupt messages go.
     in_memory: skip-gram records: parse the records once, in this call, and
       keep each center's row in memory ((longest row + 4) * 4 bytes a
-      center; PTB: 86 MB), so that epochs neither read nor parse files; the
+      center), so that epochs neither read nor parse files; the
       batches are the same as without it. None: when that takes at most
       IN_MEMORY_BYTES (256 MiB). The rows are not part of the dataset's
       graph: they are parsed when the dataset is first read and kept by
@@ -268,9 +268,9 @@ class _HeldRows:
   file's records, so the epochs take the streaming pipeline's order,
   shuffles and batches without reading or parsing.
 
-  The rows are not constants of the dataset's graph (798k PTB centers made
-  195 MiB of graph, copied to every tf.data service worker and into every
-  serialization): a one-element dataset parses all records when first
+  The rows are not constants of the dataset's graph (as constants they made
+  the graph grow with the data, copied to every tf.data service worker and
+  into every serialization): a one-element dataset parses all records when first
   read, and tf.data's in-memory `cache` keeps its tensors for every later
   iterator of the same dataset (later epochs). The graph holds the file
   names and the parsing ops only.
@@ -318,10 +318,9 @@ def _with_cardinality(tf, ds, meta, entries, opts):
 
   Batches are of centers: the metadata's per-file center counts give it.
   tf.data's autotuning is off for this pipeline (its parallel steps then run
-  one call per core, prefetch buffers keep their default size): an epoch of
-  PTB batches took 0.55 s at best, 0.68 s by the median, with it on 2 cores,
-  and 0.43 s / 0.46 s without it (`scripts/bench_w2v.py`; the autotuner's own
-  work competes for the cores). A caller can turn it back on with
+  one call per core, prefetch buffers keep their default size): the
+  autotuner's own work competes for the cores and made epochs slower
+  (`scripts/bench_w2v.py` times both; BENCHMARKS.md). A caller can turn it back on with
   `ds.with_options(...)`.
   """
   per_file = meta.get("file_centers", {})
