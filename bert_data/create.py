@@ -17,6 +17,7 @@ from bert_data import pipeline
 from textrecords import cli
 from textrecords import metadata
 from textrecords.layout import DatasetLayout
+from textrecords import run as run_lib
 from textrecords import text_input
 from textrecords.run_options import run_options_from_flags
 
@@ -94,8 +95,8 @@ def _summary(config: BertConfig, summary: dict):
   return line, cli.summary("bert_data", list(config.output_files), summary, files)
 
 
-main = cli.generator(config_from_flags, pipeline.create, _summary, output="output_files",
-                     output_flag="--output_file", folder=False)
+main = run_lib.generator(config_from_flags, pipeline.create, _summary, output="output_files",
+                         output_flag="--output_file", folder=False)
 entry_point = cli.entry_point(define_flags, main)  # the `bert-data-create` console script
 
 

@@ -315,9 +315,9 @@ def _summary(cfg: config_lib.MTConfig, summary: dict):
   return line, summary
 
 
-main = cli.generator(lambda: config_lib.from_flags(FLAGS, cli.num_workers(FLAGS.num_workers)),
-                     create, _summary, output="output_dir", output_flag="--output_dir",
-                     folder=True)
+main = run_lib.generator(lambda: config_lib.from_flags(FLAGS, cli.num_workers(FLAGS.num_workers)),
+                         create, _summary, output="output_dir", output_flag="--output_dir",
+                         folder=True)
 entry_point = cli.entry_point(define_flags, main)  # the `mt-data-create` console script
 
 

@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from textrecords import layout
+from textrecords import publish
 from textrecords import storage
 from textrecords.errors import UserError
 
@@ -154,7 +155,7 @@ def _w2v_config(inp, out, **kw):
 
 def _w2v(config):
   from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
-  return storage.run_staged(config, "output_dir", pipeline.create, folder=True,
+  return publish.run_staged(config, "output_dir", pipeline.create, folder=True,
                             flag="--output_dir")
 
 
@@ -278,7 +279,7 @@ def test_bert_memory_inputs_and_unreadable_scheme_for_tf(tmp_path, staging, mem)
   out = f"{mem}/o/t.tfrecord"
   from textrecords import text_input  # pylint: disable=import-outside-toplevel
   files = tuple(text_input.expand_patterns(f"{mem}/c/corpus*.txt"))
-  storage.run_staged(BertConfig(input_files=files, output_files=(out,),
+  publish.run_staged(BertConfig(input_files=files, output_files=(out,),
                                 vocab_file=f"{mem}/c/vocab.txt", **common),
                      "output_files", pipeline.create, folder=False, flag="--output_file")
   with open(local, "rb") as f:

@@ -9,7 +9,6 @@ a closed stdout (`... | head -1`) ending the command quietly with exit 141
 """
 
 import contextlib
-import functools
 import gc
 import json
 import os
@@ -213,57 +212,6 @@ def report(line: str, summary: dict, *, quiet: bool, summary_json: Optional[str]
     w.commit()
   if not quiet:
     print(line.replace("\n", " "), file=sys.stderr, flush=True)
-
-
-def generator_main(argv, flag_values, make_config: Callable, create: Callable,
-                   summarize: Callable, *, output: str, output_flag: str, folder: bool):
-  """The body of every generator's `main`: the same steps, the same output.
-
-  Args:
-    argv: absl's leftover arguments (none are allowed).
-    flag_values: the parsed flags (--summary_json, checked before any work, and
-      --engine / --beam_pipeline_options).
-    make_config: () -> the package's validated config (reads its flags).
-    create: (config, engine=EngineOptions) -> the run's result.
-    summarize: (config, result) -> (one summary line, full summary dict).
-    output: the config field naming the output location(s), e.g. "output_dir";
-      with --engine=local, URL outputs are staged locally and published
-      after the run (`storage.run_staged`); Beam's workers write them in place.
-    output_flag: its flag, for messages ("--output_dir").
-    folder: the output is a folder (else one or more files).
-  """
-  from textrecords import storage  # pylint: disable=import-outside-toplevel
-  check_no_positional(argv)
-  summary_json = check_summary_path(flag_values.summary_json)
-  config = make_config()
-  engine = engine_from_flags(flag_values)
-  if engine.is_beam:  # workers write every output in place (`textrecords.direct_output`)
-    for loc in [getattr(config, output)] if isinstance(getattr(config, output), str) \
-        else getattr(config, output):
-      storage.check(loc, output_flag)
-    result = create(config, engine=engine)
-  else:
-    result = storage.run_staged(config, output, functools.partial(create, engine=engine),
-                                folder=folder, flag=output_flag)
-  line, summary = summarize(config, result)
-  report(line, summary, quiet=config.quiet, summary_json=summary_json)
-
-
-def generator(make_config: Callable, create: Callable, summarize: Callable, *,
-              output: str, output_flag: str, folder: bool) -> Callable:
-  """A generator's `main(argv)`: `generator_main` with these arguments and the
-  parsed flags.
-
-  The main counts as make_config's module's (its `--help` shows that module's
-  doc and flags).
-  """
-
-  def main(argv):
-    generator_main(argv, FLAGS, make_config, create, summarize, output=output,
-                   output_flag=output_flag, folder=folder)
-
-  main.__module__ = make_config.__module__
-  return main
 
 
 def decode_note(counts: dict) -> str:

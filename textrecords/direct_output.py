@@ -18,7 +18,7 @@ Hidden names beside the metadata META, RUN a hash of the run's fingerprint
   .META.parts-RUN/          the run's intermediate objects (record parts,
                             token ids), removed by `finalize`;
   .META.publishing          while `finalize` runs: the names of the earlier
-                            dataset and of this one (as `storage.publish`),
+                            dataset and of this one (as `publish.publish`),
                             so a rerun removes what a killed one left.
 A run killed at any point leaves the earlier complete dataset (until every
 new file is finished) or hidden names only, never metadata of its own. With
@@ -34,6 +34,7 @@ from typing import Callable, Dict, List, Sequence
 
 from textrecords import index
 from textrecords import metadata
+from textrecords import publish
 from textrecords import storage
 from textrecords import tfrecord
 from textrecords.errors import UserError
@@ -181,12 +182,12 @@ class DirectDataset:
     """Moves the finished files to their names, deletes the earlier
     dataset's other files, writes the metadata; safe to rerun if killed."""
     meta_name = storage.basename(self.meta_path)
-    record = storage.join(self.dir, storage.pending_name(meta_name))
+    record = storage.join(self.dir, publish.pending_name(meta_name))
     present = set(storage.list_dir(self.dir))
     earlier = set()
     for listed in (self.meta_path, record):
       if storage.basename(listed) in present:
-        earlier |= storage.listed_names(storage.read_bytes(listed))
+        earlier |= publish.listed_names(storage.read_bytes(listed))
     ours = {i["name"] for i in infos}
     storage.write_file(record, json.dumps({"files": sorted(earlier | ours)}).encode())
     storage.remove(self.meta_path)  # from here on: no metadata

@@ -22,16 +22,19 @@ bytes; `run_options.RUN_ENVIRONMENT` names the settings that never do.
 """
 
 import dataclasses
+import functools
 import os
 import shutil
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from textrecords import __version__
+from textrecords import cli
 from textrecords import dataset_writer
 from textrecords import direct_output
 from textrecords import index
 from textrecords import metadata
 from textrecords import output_lock
+from textrecords import publish
 from textrecords import storage
 from textrecords.errors import UserError
 from textrecords.layout import DatasetLayout
@@ -198,3 +201,55 @@ class GeneratorRun:
     finally:
       self._lock.__exit__(exc_type, exc, tb)
     return False
+
+
+# ------------------------------------------------------------- the generators' main
+
+def generator_main(argv, flag_values, make_config: Callable, create: Callable,
+                   summarize: Callable, *, output: str, output_flag: str, folder: bool):
+  """The body of every generator's `main`: the same steps, the same output.
+
+  Args:
+    argv: absl's leftover arguments (none are allowed).
+    flag_values: the parsed flags (--summary_json, checked before any work, and
+      --engine / --beam_pipeline_options).
+    make_config: () -> the package's validated config (reads its flags).
+    create: (config, engine=EngineOptions) -> the run's result.
+    summarize: (config, result) -> (one summary line, full summary dict).
+    output: the config field naming the output location(s), e.g. "output_dir";
+      with --engine=local, URL outputs are staged locally and published
+      after the run (`publish.run_staged`); Beam's workers write them in place.
+    output_flag: its flag, for messages ("--output_dir").
+    folder: the output is a folder (else one or more files).
+  """
+  cli.check_no_positional(argv)
+  summary_json = cli.check_summary_path(flag_values.summary_json)
+  config = make_config()
+  engine = cli.engine_from_flags(flag_values)
+  if engine.is_beam:  # workers write every output in place (`textrecords.direct_output`)
+    for loc in [getattr(config, output)] if isinstance(getattr(config, output), str) \
+        else getattr(config, output):
+      storage.check(loc, output_flag)
+    result = create(config, engine=engine)
+  else:
+    result = publish.run_staged(config, output, functools.partial(create, engine=engine),
+                                folder=folder, flag=output_flag)
+  line, summary = summarize(config, result)
+  cli.report(line, summary, quiet=config.quiet, summary_json=summary_json)
+
+
+def generator(make_config: Callable, create: Callable, summarize: Callable, *,
+              output: str, output_flag: str, folder: bool) -> Callable:
+  """A generator's `main(argv)`: `generator_main` with these arguments and the
+  parsed flags.
+
+  The main counts as make_config's module's (its `--help` shows that module's
+  doc and flags).
+  """
+
+  def main(argv):
+    generator_main(argv, cli.FLAGS, make_config, create, summarize, output=output,
+                   output_flag=output_flag, folder=folder)
+
+  main.__module__ = make_config.__module__
+  return main

@@ -12,6 +12,7 @@ from absl import flags
 
 from w2v_data import pipeline
 from textrecords import cli
+from textrecords import run as run_lib
 from textrecords.run_options import run_options_from_flags
 from w2v_data import schema
 from w2v_data import units
@@ -65,8 +66,8 @@ def _summary(config: W2vConfig, meta: dict):
                            vocab_size=meta["vocab"]["size"])
 
 
-main = cli.generator(config_from_flags, pipeline.create, _summary, output="output_dir",
-                     output_flag="--output_dir", folder=True)
+main = run_lib.generator(config_from_flags, pipeline.create, _summary, output="output_dir",
+                         output_flag="--output_dir", folder=True)
 entry_point = cli.entry_point(define_flags, main)  # the `w2v-data-create` console script
 
 
