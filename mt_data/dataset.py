@@ -13,6 +13,7 @@ the bucket of max(len(source), len(target)) via
 `tf.data.Dataset.bucket_by_sequence_length`.
 """
 
+import dataclasses
 from typing import Optional, Sequence
 
 from textrecords import features
@@ -164,9 +165,14 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
     ds = ds.map(to_arrays, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=not training or seed is not None)
   else:
+    # Batches are counted on this pipeline's records in file order (no
+    # shuffle drawn: the epochs' shuffles stay as without the count).
+    in_order = None if opts.repeat else tf_input.epoch_records(
+        [e.path for e in entries], meta.get("compression", ""),
+        dataclasses.replace(opts, training=False), repeat=False)
     ds = _bucketed(tf, ds, spec, meta["splits"][split], bounds,
                    _bucket_batch_sizes(bucket_batch_sizes, batch_size, bounds),
-                   drop_remainder=drop_remainder, repeat=opts.repeat,
+                   drop_remainder=drop_remainder, count_from=in_order,
                    pad_to_boundary=drop_remainder if pad_to_bucket_boundary is None
                    else pad_to_bucket_boundary,
                    deterministic=not training or seed is not None)
@@ -205,15 +211,16 @@ def _bucket_batches(tf, lengths, bounds, batch_sizes, drop_remainder: bool) -> i
 
 
 def _bucketed(tf, records, spec, split_meta, bounds, batch_sizes, *, drop_remainder: bool,
-              repeat: bool, pad_to_boundary: bool, deterministic: bool):
+              count_from, pad_to_boundary: bool, deterministic: bool):
   """Serialized pairs -> (x, y, w) batches bucketed by max(len(source), len(target)).
 
   Bucket i holds the pairs of length bounds[i-1] <= n < bounds[i] (the last:
   n >= bounds[-1]) in batches of batch_sizes[i]. pad_to_boundary pads every
   batch of a bucket to one length (boundary - 1; the last bucket to the
   split's longest pair), else to the batch's longest. With drop_remainder
-  and one batch size the batch dimension is static. Without repeat the
-  number of batches is counted (one pass over the pairs' lengths) and set.
+  and one batch size the batch dimension is static. The number of batches
+  is counted (one pass over the lengths of `count_from`, the same records
+  unshuffled) and set; count_from=None: infinite (repeat).
   """
   src_key, tgt_key = schema.SOURCE_IDS.name, schema.TARGET_IDS.name
 
@@ -247,9 +254,10 @@ def _bucketed(tf, records, spec, split_meta, bounds, batch_sizes, *, drop_remain
     return _outputs(tf, src, label)
 
   ds = ds.map(pad_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  if repeat:
+  if count_from is None:
     return ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
-  n = _bucket_batches(tf, pairs.map(length), bounds, batch_sizes, drop_remainder)
+  n = _bucket_batches(tf, count_from.map(lambda r: length(*parse_one(r))), bounds,
+                      batch_sizes, drop_remainder)
   return ds.apply(tf.data.experimental.assert_cardinality(n))
 
 
