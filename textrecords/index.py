@@ -102,8 +102,14 @@ def offsets_from_starts(starts, size: int) -> np.ndarray:
   >>> offsets_from_starts([(0, [0, 18]), (37, np.array([0]))], 50).tolist()
   [0, 18, 37, 50]
   """
-  parts = [np.asarray(s, np.int64) + base for base, s in starts]
-  return np.concatenate(parts + [np.array([size], np.int64)]).astype(np.uint64)
+  n = sum(len(s) for _, s in starts)
+  out = np.empty(n + 1, np.uint64)  # filled in place: one array of the index's size
+  i = 0
+  for base, s in starts:
+    out[i:i + len(s)] = np.asarray(s, np.int64) + base
+    i += len(s)
+  out[n] = size
+  return out
 
 
 @contextlib.contextmanager
@@ -124,7 +130,7 @@ def encode(offsets: np.ndarray, record_name: str, size: int, sha256: str) -> byt
                       sort_keys=True).encode("utf-8")
   pad = b"\0" * (-(len(MAGIC) + 4 + len(header)) % 8)
   return b"".join((MAGIC, struct.pack("<I", len(header)), header, pad,
-                   np.asarray(offsets, "<u8").tobytes()))
+                   memoryview(np.ascontiguousarray(offsets, "<u8")).cast("B")))
 
 
 class RecordIndex:
