@@ -30,6 +30,9 @@ from w2v_data import vectors as vectors_lib
 
 MIN_RATE_RATIO = 1e-4  # word2vec.c: the rate never falls below starting_alpha * 0.0001
 WORD_MODELS = ("skipgram", "cbow")
+# Keras runs this many steps per call of its train function: less per-step
+# overhead, the same weights.
+STEPS_PER_EXECUTION = 32
 
 
 def _initial(seed: int, what: str, rows: int, dim: int) -> np.ndarray:
@@ -43,7 +46,7 @@ def word2vec_model(kind: str, vocab_size: int, dim: int, *, num_docs: int = 0, s
   require_tf()
   model = _model_class()(kind, vocab_size, dim, num_docs=num_docs, seed=seed,
                          learning_rate=learning_rate, jit_compile=jit_compile)
-  model.compile(jit_compile=False)
+  model.compile(jit_compile=False, steps_per_execution=STEPS_PER_EXECUTION)
   return model
 
 
