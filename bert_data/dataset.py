@@ -1,12 +1,14 @@
 """`make_dataset`: bert_data records -> Keras-ready `(x, y, sample_weight)` batches."""
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from bert_data import schema as S
 from bert_data.masks import registry
 from textrecords import dataset_files
 from textrecords import features
 from textrecords import tf_input
+from textrecords import tf_order
+from textrecords.layout import DEFAULT_SPLIT
 from textrecords.errors import UserError
 from textrecords.read_options import ReadOptions
 from textrecords.tf_import import require_tf
@@ -48,15 +50,17 @@ def load_metadata(file_pattern: str):
   return first, found
 
 
-def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool] = None,
-                 seed: Optional[int] = None, shuffle_buffer: int = 10000,
-                 drop_remainder: bool = False, repeat: bool = False,
-                 input_context=None, verify: str = "checksum", skip_corrupt: bool = False,
+def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEFAULT_SPLIT,
+                 training: Optional[bool] = None, seed: Optional[int] = None,
+                 global_batch_size: Optional[int] = None, input_context=None,
+                 start_step: int = 0, drop_remainder: Optional[bool] = None,
+                 shuffle_buffer: int = 10000, repeat: bool = False,
+                 verify: str = "checksum", skip_corrupt: bool = False,
                  log=print, max_seq_length: Optional[int] = None,
                  max_predictions_per_seq: Optional[int] = None,
                  masked_lm_prob: Optional[float] = None,
                  feature_names: Optional[str] = None,
-                 v2_names: bool = False, cycle_length: int = 8,
+                 v2_names: bool = False, weights: Optional[Sequence[float]] = None,
                  data_service: Optional[str] = None, job_name: Optional[str] = None):
   """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
 
@@ -76,21 +80,27 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool]
   `training=False` the masks are the same on every pass (seeded by `seed`,
   or 0), so evaluations compare.
 
-  The shared arguments (batch_size, training, seed, shuffle_buffer,
-  drop_remainder, repeat, input_context, verify, skip_corrupt, log) are
+  The shared arguments (batch_size, split, training, seed,
+  global_batch_size, input_context, start_step, drop_remainder,
+  shuffle_buffer, repeat, verify, skip_corrupt, log) are
   `textrecords.read_options.ReadOptions`: the same defaults and checks in
-  every package. The number of batches is known (from the metadata's record
-  counts) unless `repeat`.
+  every package; the records come in the order of `textrecords.read_order`
+  (the same global batches for any number of input pipelines, the same
+  number of batches on each, `start_step` resumes without reading what
+  came before). The number of batches is known unless `repeat`.
 
   Args:
-    file_pattern: an output path given to `bert_data.create`, a shard glob,
-      a `.meta.json` path, or a comma-separated list of them.
-    batch_size: examples per batch (per replica's input pipeline).
-    training: shuffle files and records (seedable), interleave files;
+    location: an output path given to `bert_data.create`, a shard glob,
+      a `.meta.json` path, or a comma-separated list of them (read as one
+      dataset); a Python list of them with `weights`: a mixture.
+    batch_size: examples per batch (per replica); or global_batch_size.
+    training: the seeded training order (files and windows shuffled);
       otherwise files and records in order. Default True.
     seed: makes the training order (and dynamic masks) repeatable.
-    drop_remainder: drop the last partial batch (static batch dimension).
-    input_context: a `tf.distribute.InputContext`; files are sharded by it.
+    drop_remainder: drop the last partial batch (default: when training).
+    input_context: a `tf.distribute.InputContext`: this pipeline's share.
+    weights: with a list of locations, their share of every global batch
+      (`textrecords.mixtures`).
     max_seq_length: if given, must equal the records' length.
     max_predictions_per_seq: static records: must equal the records'
       value; dynamic records: overrides the create-time value (at most
@@ -98,9 +108,8 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool]
     masked_lm_prob: dynamic records only: overrides the create-time value.
     feature_names: "bert", "v2" or "keras_hub" (default "bert", or "v2"
       with `v2_names=True`).
-    verify: "checksum" (default: sizes of all files, then the sha256 of the
-      files this input pipeline reads, once per process per file), "size"
-      or "none".
+    verify: "checksum" (default: sizes and sha256 of the files, once per
+      process per file), "size" or "none".
     skip_corrupt: skip (and log) files that fail verification.
     log: where skipped files are reported (default: print).
     data_service: a tf.data service dispatcher ("grpc://host:port") to run
@@ -111,80 +120,86 @@ def make_dataset(file_pattern: str, batch_size: int, *, training: Optional[bool]
       records, length mismatch, override beyond the records' lengths,
       unknown feature_names, corrupt file.
   """
-  opts = ReadOptions(batch_size, training=training, seed=seed, shuffle_buffer=shuffle_buffer,
-                     drop_remainder=drop_remainder, repeat=repeat,
-                     input_context=input_context, verify=verify, skip_corrupt=skip_corrupt,
-                     log=log).for_split()
+  opts = ReadOptions(batch_size, training=training, seed=seed,
+                     global_batch_size=global_batch_size, input_context=input_context,
+                     start_step=start_step, drop_remainder=drop_remainder,
+                     shuffle_buffer=shuffle_buffer, repeat=repeat, verify=verify,
+                     skip_corrupt=skip_corrupt, log=log).for_split(split)
   serve = tf_input.data_service_step(data_service, job_name)
   tf = require_tf()
   names = _feature_names(feature_names, v2_names)
-  meta, found = load_metadata(file_pattern)
-  entries = dataset_files.record_files(found, verify=verify, skip_corrupt=skip_corrupt,
-                                       log=log, input_context=input_context)
-  files = [e.path for e in entries]
-  dynamic = (meta.get("masking") or {}).get("mode") == "dynamic"
+  if not isinstance(location, str) or weights is not None:
+    from textrecords import mixtures  # pylint: disable=import-outside-toplevel
+    return serve(mixtures.tf_mixture(
+        location, weights, opts, lambda loc: _entries(loc, split, opts),
+        _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob, names)))
+  meta, entries = _entries(location, split, opts)
+  parse = _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob, names)(meta)
+  plan = opts.plan([e.records for e in entries])
+  ds = tf_input.planned_batches(entries, meta["compression"], plan, log)
+  seed_used = plan.stream.seed
+  if opts.training:
+    salted = lambda e, b: parse(b, tf_order.epoch_salt(tf, seed_used, e))  # noqa: E731
+  else:
+    salted = lambda e, b: parse(b, tf.constant(seed or 0, tf.int64))  # noqa: E731
+  return serve(ds.map(salted, num_parallel_calls=tf.data.AUTOTUNE,
+                      deterministic=True).prefetch(tf.data.AUTOTUNE))
+
+
+def _entries(location: str, split: str, opts: ReadOptions):
+  """(metadata, checked record files of `split`) of one location."""
+  meta, found = load_metadata(location)
+  return meta, dataset_files.record_files(found, split, verify=opts.verify,
+                                          skip_corrupt=opts.skip_corrupt, log=opts.log)
+
+
+def _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob, names):
+  """meta -> parse(serialized batch, salt) -> (x, y, w): the checks and the
+  parse of one dataset's records (its lengths, masking and names)."""
+
+  def for_meta(meta):
+    tf = require_tf()
+    masker = _masker(meta, max_seq_length, max_predictions_per_seq, masked_lm_prob)
+    spec = features.parse_spec(record_schema(meta))
+    canonical = S.canonical_names(
+        bool(meta.get("flags", {}).get("use_v2_feature_names", False)))
+
+    def parse(serialized, salt):
+      f = tf.io.parse_example(serialized, spec)
+      f = {canonical.get(k, k): v for k, v in f.items()}
+      ints = {k: tf.cast(v, tf.int32) for k, v in f.items() if v.dtype == tf.int64}
+      if masker is not None:
+        ints[S.INPUT_IDS], ints[S.MASKED_LM_POSITIONS], ints[S.MASKED_LM_IDS], weights = (
+            masker.mask(f, salt))
+      else:
+        weights = f[S.MASKED_LM_WEIGHTS]
+      return outputs(ints, weights, names, lambda t: tf.ones_like(t, tf.float32),
+                     lambda t: tf.cast(t, tf.bool))
+
+    return parse
+
+  return for_meta
+
+
+def _masker(meta, max_seq_length, max_predictions_per_seq, masked_lm_prob):
+  """The dynamic masker of the records (None: masked at create time), the
+  overrides checked against the records' lengths."""
   if max_seq_length is not None and max_seq_length != meta["max_seq_length"]:
     raise UserError(f"{meta['_path']}: records have max_seq_length={meta['max_seq_length']}, "
                     f"but max_seq_length={max_seq_length} was asked for")
-  masker = None
-  if dynamic:
+  if (meta.get("masking") or {}).get("mode") == "dynamic":
     from bert_data import dynamic_masking  # pylint: disable=import-outside-toplevel
-    masker = dynamic_masking.masker_from_metadata(
+    return dynamic_masking.masker_from_metadata(
         meta, masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq)
-  else:
-    if max_predictions_per_seq is not None and (
-        max_predictions_per_seq != meta["max_predictions_per_seq"]):
-      raise UserError(f"{meta['_path']}: records have max_predictions_per_seq="
-                      f"{meta['max_predictions_per_seq']} (masked at create time), but "
-                      f"max_predictions_per_seq={max_predictions_per_seq} was asked for")
-    if masked_lm_prob is not None:
-      raise UserError(f"{meta['_path']}: masked_lm_prob={masked_lm_prob} needs records "
-                      "written with --masking=dynamic; these were masked at create time")
-  schema = record_schema(meta)
-  spec = features.parse_spec(schema)
-  canonical = S.canonical_names(
-      bool(meta.get("flags", {}).get("use_v2_feature_names", False)))
-
-  def records(shuffle_seed, repeat_records):
-    return tf_input.epoch_records(files, meta["compression"], opts, seed=shuffle_seed,
-                                  repeat=repeat_records, cycle_length=cycle_length)
-
-  deterministic = not opts.training or seed is not None
-  if masker is None:
-    ds = records(seed, repeat).batch(batch_size, drop_remainder=opts.drop_remainder)
-  else:
-    # One salt per pass over the records (new on every pass, the same for
-    # every run and input pipeline with this seed); evaluation
-    # (training=False) keeps one set of masks on every pass.
-    if opts.training:
-      salts = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-    else:
-      salts = tf.data.Dataset.from_tensors(tf.constant(seed or 0, tf.int64)).repeat()
-    if not repeat:
-      salts = salts.take(1)
-    # The record pipeline is built once (its shuffles reshuffle on every
-    # pass) and batches are salted whole: a per-record map would cost more
-    # than the masking, and a tensor shuffle seed fails under a global TF seed
-    # (keras.utils.set_random_seed). With repeat=True each pass drops its
-    # own last partial batch.
-    base = records(seed, False).batch(batch_size, drop_remainder=opts.drop_remainder)
-    ds = salts.flat_map(lambda salt: base.map(lambda b: (b, salt)))
-  ds = tf_input.with_known_batches(ds, opts, sum(e.records for e in entries))
-
-  def parse(serialized, salt=None):
-    f = tf.io.parse_example(serialized, spec)
-    f = {canonical.get(k, k): v for k, v in f.items()}
-    ints = {k: tf.cast(v, tf.int32) for k, v in f.items() if v.dtype == tf.int64}
-    if masker is not None:
-      ints[S.INPUT_IDS], ints[S.MASKED_LM_POSITIONS], ints[S.MASKED_LM_IDS], weights = (
-          masker.mask(f, salt))
-    else:
-      weights = f[S.MASKED_LM_WEIGHTS]
-    return outputs(ints, weights, names, lambda t: tf.ones_like(t, tf.float32),
-                   lambda t: tf.cast(t, tf.bool))
-
-  return serve(ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
-                      deterministic=deterministic).prefetch(tf.data.AUTOTUNE))
+  if max_predictions_per_seq is not None and (
+      max_predictions_per_seq != meta["max_predictions_per_seq"]):
+    raise UserError(f"{meta['_path']}: records have max_predictions_per_seq="
+                    f"{meta['max_predictions_per_seq']} (masked at create time), but "
+                    f"max_predictions_per_seq={max_predictions_per_seq} was asked for")
+  if masked_lm_prob is not None:
+    raise UserError(f"{meta['_path']}: masked_lm_prob={masked_lm_prob} needs records "
+                    "written with --masking=dynamic; these were masked at create time")
+  return None
 
 
 def _feature_names(feature_names: Optional[str], v2_names: bool) -> str:

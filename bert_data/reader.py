@@ -16,7 +16,7 @@ Example:
   ...   x["input_ids"].shape                                    # (32, 128)
 """
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -28,7 +28,8 @@ from bert_data import schema as S
 from textrecords import dataset_files
 from textrecords import example_decoder
 from textrecords import reader
-from textrecords import seeding
+from textrecords.layout import DEFAULT_SPLIT
+from textrecords import read_order
 from textrecords.errors import UserError
 
 
@@ -58,7 +59,7 @@ class BertDecoder(reader.BatchDecoder):
     (seed, or 0), else one per training epoch."""
     if epoch is None:
       return int(self.seed or 0)
-    return seeding.derive_seed(self._train_seed, "dynamic-masks", epoch) >> 1
+    return read_order.epoch_salt(getattr(self, "order_seed", self._train_seed), epoch)
 
   def decode(self, records):
     cols = self._decoder.decode(records)
@@ -80,7 +81,7 @@ class BertDecoder(reader.BatchDecoder):
                            lambda a: np.ones(a.shape, np.float32), lambda a: a.astype(bool))
 
 
-def open_dataset(location: str, *, max_seq_length: Optional[int] = None,
+def open_dataset(location: str, *, split: str = DEFAULT_SPLIT, max_seq_length: Optional[int] = None,
                  max_predictions_per_seq: Optional[int] = None,
                  masked_lm_prob: Optional[float] = None, seed: Optional[int] = None,
                  feature_names: Optional[str] = None, v2_names: bool = False,
@@ -98,42 +99,38 @@ def open_dataset(location: str, *, max_seq_length: Optional[int] = None,
   """
   names = dataset._feature_names(feature_names, v2_names)  # pylint: disable=protected-access
   meta, found = dataset.load_metadata(location)
-  masker = None
-  if (meta.get("masking") or {}).get("mode") == "dynamic":
-    masker = dynamic_masking.masker_from_metadata(
-        meta, masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq)
-  else:
-    if masked_lm_prob is not None:
-      raise UserError(f"{meta['_path']}: masked_lm_prob={masked_lm_prob} needs records "
-                      "written with --masking=dynamic; these were masked at create time")
-    if max_predictions_per_seq is not None and (
-        max_predictions_per_seq != meta["max_predictions_per_seq"]):
-      raise UserError(f"{meta['_path']}: records have max_predictions_per_seq="
-                      f"{meta['max_predictions_per_seq']}, but max_predictions_per_seq="
-                      f"{max_predictions_per_seq} was asked for")
-  if max_seq_length is not None and max_seq_length != meta["max_seq_length"]:
-    raise UserError(f"{meta['_path']}: records have max_seq_length={meta['max_seq_length']}, "
-                    f"but max_seq_length={max_seq_length} was asked for")
+  masker = dataset._masker(meta, max_seq_length,  # pylint: disable=protected-access
+                           max_predictions_per_seq, masked_lm_prob)
   canonical = S.canonical_names(bool(meta.get("flags", {}).get("use_v2_feature_names", False)))
   decoder = BertDecoder(dataset.record_schema(meta), canonical, names, masker, seed)
-  entries = dataset_files.record_files(found, verify=verify, skip_corrupt=skip_corrupt, log=log)
+  entries = dataset_files.record_files(found, split, verify=verify, skip_corrupt=skip_corrupt,
+                                       log=log)
   return reader.Opened(entries, meta["compression"], decoder, verify=verify,
                        skip_corrupt=skip_corrupt, index=index, log=log)
 
 
-def numpy_batches(location: str, batch_size: int, *, training: bool = False,
-                  seed: Optional[int] = None, drop_remainder: Optional[bool] = None,
-                  shard_index: int = 0, num_shards: int = 1, **options):
-  """An iterator of one epoch of `(x, y, sample_weight)` numpy batches.
+def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = DEFAULT_SPLIT,
+                  training: Optional[bool] = None, seed: Optional[int] = None,
+                  global_batch_size: Optional[int] = None, input_context=None,
+                  start_step: int = 0, drop_remainder: Optional[bool] = None,
+                  shuffle_buffer: int = 10000, repeat: bool = False,
+                  shard_index: int = 0, num_shards: int = 1,
+                  weights: Optional[Sequence[float]] = None, **options):
+  """An iterator of `(x, y, sample_weight)` numpy batches: those of
+  `make_dataset` with the same arguments (the read order of
+  `textrecords.read_order`), read through the offset index.
 
-  Training: a seeded global shuffle of all records, the last partial batch
-  dropped (as `make_dataset`) unless `drop_remainder=False`. Sharding takes
-  every `num_shards`-th record. `options`: see `open_dataset`.
+  `shard_index`/`num_shards`: as an input_context of `num_shards` pipelines
+  with a replica each. `options`: see `open_dataset`.
   """
-  drop = training if drop_remainder is None else drop_remainder
-  return open_dataset(location, seed=seed, **options).numpy_batches(
-      batch_size, training=training, seed=seed, drop_remainder=drop,
-      shard_index=shard_index, num_shards=num_shards)
+  opts = reader.read_options_from(locals())
+  if not isinstance(location, str) or weights is not None:
+    from textrecords import mixtures  # pylint: disable=import-outside-toplevel
+    return mixtures.numpy_mixture(
+        [open_dataset(loc, split=split, seed=seed, **options) for loc in location],
+        weights, opts)
+  return reader.planned_batches(open_dataset(location, split=split, seed=seed, **options),
+                                opts)
 
 
 grain_source, grain_dataset, torch_dataset = reader.package_readers(open_dataset)

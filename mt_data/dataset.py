@@ -74,31 +74,36 @@ def _check_args(num_steps, bucket_boundaries):
   return bounds
 
 
-def make_dataset(output_dir: str, split: str, batch_size: int, *,
+def make_dataset(location, batch_size: Optional[int] = None, *, split: str = "train",
                  training: Optional[bool] = None, seed: Optional[int] = None,
-                 shuffle_buffer: int = 10000, drop_remainder: bool = False,
-                 repeat: bool = False, input_context=None, verify: str = "checksum",
-                 skip_corrupt: bool = False, log=print, num_steps: Optional[int] = 9,
+                 global_batch_size: Optional[int] = None, input_context=None,
+                 start_step: int = 0, drop_remainder: Optional[bool] = None,
+                 shuffle_buffer: int = 10000, repeat: bool = False,
+                 verify: str = "checksum", skip_corrupt: bool = False, log=print,
+                 num_steps: Optional[int] = 9,
                  bucket_boundaries: Optional[Sequence[int]] = None,
                  bucket_batch_sizes: Optional[Sequence[int]] = None,
                  pad_to_bucket_boundary: Optional[bool] = None,
-                 data_service: Optional[str] = None, job_name: Optional[str] = None):
+                 data_service: Optional[str] = None, job_name: Optional[str] = None,
+                 weights: Optional[Sequence[float]] = None):
   """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
 
-  The shared arguments (batch_size, training, seed, shuffle_buffer,
-  drop_remainder, repeat, input_context, verify, skip_corrupt, log) are
+  The shared arguments (batch_size, split, training, seed,
+  global_batch_size, input_context, start_step, drop_remainder,
+  shuffle_buffer, repeat, verify, skip_corrupt, log) are
   `textrecords.read_options.ReadOptions`: the same defaults and checks in
-  every package. With `num_steps` the number of batches is known (from the
-  metadata's record counts) unless `repeat`.
+  every package; pairs come in the order of `textrecords.read_order`. With
+  `num_steps` the number of batches is known unless `repeat`.
 
   Args:
-    output_dir: the --output_dir of `python -m mt_data.create` (or its
-      meta.json, or record files / a shard glob of it).
+    location: the --output_dir of `python -m mt_data.create` (or its
+      meta.json, or record files / a shard glob of it); a list of them with
+      `weights`: a mixture (`textrecords.mixtures`).
     split: "train" or "valid".
-    batch_size: pairs per batch.
-    training: shuffle (files and pairs); default: split == "train". Not
-      training: pairs in file order, nothing dropped.
-    drop_remainder: drop the last partial batch (static batch dimension).
+    batch_size: pairs per batch (per replica); or global_batch_size.
+    training: the seeded training order; default: split == "train". Not
+      training: pairs in file order.
+    drop_remainder: drop the last partial batch (default: when training).
     num_steps: T, the fixed length of every array (d2l's num_steps). None
       with `bucket_boundaries`.
     bucket_boundaries: length boundaries for bucketing: bucket i holds the
@@ -129,50 +134,49 @@ def make_dataset(output_dir: str, split: str, batch_size: int, *,
     ValueError: bad arguments (num_steps < 1, ...).
 
   Example:
-    >>> ds = make_dataset("out/mt", "train", 64, num_steps=9, seed=1)  # doctest: +SKIP
+    >>> ds = make_dataset("out/mt", 64, split="train", num_steps=9, seed=1)  # doctest: +SKIP
     >>> model.fit(ds, epochs=10)  # doctest: +SKIP
   """
-  opts = ReadOptions(batch_size, training=training, seed=seed, shuffle_buffer=shuffle_buffer,
-                     drop_remainder=drop_remainder, repeat=repeat,
-                     input_context=input_context, verify=verify, skip_corrupt=skip_corrupt,
-                     log=log).for_split(split)
-  training, drop_remainder = opts.training, opts.drop_remainder
+  opts = ReadOptions(batch_size, training=training, seed=seed,
+                     global_batch_size=global_batch_size, input_context=input_context,
+                     start_step=start_step, drop_remainder=drop_remainder,
+                     shuffle_buffer=shuffle_buffer, repeat=repeat, verify=verify,
+                     skip_corrupt=skip_corrupt, log=log).for_split(split)
+  training, drop_remainder, batch_size = opts.training, opts.drop_remainder, opts.per_replica
   bounds = _check_args(num_steps, bucket_boundaries)
   if bounds is None and (bucket_batch_sizes, pad_to_bucket_boundary) != (None, None):
     raise ValueError("bucket_batch_sizes and pad_to_bucket_boundary need bucket_boundaries "
                      "(and num_steps=None)")
   serve = tf_input.data_service_step(data_service, job_name)
-  meta, entries = record_files(output_dir, split, verify=verify, skip_corrupt=skip_corrupt,
-                               log=log, input_context=input_context)
   tf = require_tf()
-  ds = tf_input.epoch_records([e.path for e in entries], meta.get("compression", ""), opts)
+  if not isinstance(location, str) or weights is not None:
+    if bounds is not None:
+      raise UserError("bucket_boundaries: a mixture gives fixed-length batches (num_steps)")
+    from textrecords import mixtures  # pylint: disable=import-outside-toplevel
+    load = lambda loc: record_files(loc, split, verify=verify,  # noqa: E731
+                                    skip_corrupt=skip_corrupt, log=log)
+    return serve(mixtures.tf_mixture(
+        location, weights, opts, load,
+        lambda meta: lambda s, salt: _fixed_length(tf, num_steps)(s)))
+  meta, entries = record_files(location, split, verify=verify, skip_corrupt=skip_corrupt,
+                               log=log)
+  plan = opts.plan([e.records for e in entries])
+  batches = tf_input.planned_batches(entries, meta.get("compression", ""), plan, log)
   spec = features.parse_spec(schema.SCHEMA)
   src_key, tgt_key = schema.SOURCE_IDS.name, schema.TARGET_IDS.name
 
   if bounds is None:
-    steps = num_steps
-
-    def to_arrays(serialized):
-      parsed = tf.io.parse_example(serialized, spec)
-      src = tf.cast(parsed[src_key].to_tensor(preprocess.PAD_ID, shape=[None, steps]), tf.int32)
-      label = tf.cast(parsed[tgt_key].to_tensor(preprocess.PAD_ID, shape=[None, steps]),
-                      tf.int32)
-      return _outputs(tf, src, label)
-
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     # Known length: Keras shows progress totals and needs no end-of-data guess.
-    ds = tf_input.with_known_batches(ds, opts, sum(e.records for e in entries))
-    ds = ds.map(to_arrays, num_parallel_calls=tf.data.AUTOTUNE,
-                deterministic=not training or seed is not None)
+    to_arrays = _fixed_length(tf, num_steps)
+    ds = batches.map(lambda _, serialized: to_arrays(serialized),
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   else:
-    # Batches are counted on this pipeline's records in file order (no
-    # shuffle drawn: the epochs' shuffles stay as without the count).
-    in_order = None if opts.repeat else tf_input.epoch_records(
-        [e.path for e in entries], meta.get("compression", ""),
-        dataclasses.replace(opts, training=False), repeat=False)
-    ds = _bucketed(tf, ds, spec, meta["splits"][split], bounds,
+    # Batches are counted on this pipeline's records (the read order draws
+    # nothing while it is counted).
+    records = batches.map(lambda _, serialized: serialized).unbatch()
+    ds = _bucketed(tf, records, spec, meta["splits"][split], bounds,
                    _bucket_batch_sizes(bucket_batch_sizes, batch_size, bounds),
-                   drop_remainder=drop_remainder, count_from=in_order,
+                   drop_remainder=drop_remainder, count_from=None if opts.repeat else records,
                    pad_to_boundary=drop_remainder if pad_to_bucket_boundary is None
                    else pad_to_bucket_boundary,
                    deterministic=not training or seed is not None)
@@ -259,6 +263,21 @@ def _bucketed(tf, records, spec, split_meta, bounds, batch_sizes, *, drop_remain
   n = _bucket_batches(tf, count_from.map(lambda r: length(*parse_one(r))), bounds,
                       batch_sizes, drop_remainder)
   return ds.apply(tf.data.experimental.assert_cardinality(n))
+
+
+def _fixed_length(tf, steps: int):
+  """serialized pairs -> (x, y, w) padded or trimmed to `steps`."""
+  spec = features.parse_spec(schema.SCHEMA)
+  src_key, tgt_key = schema.SOURCE_IDS.name, schema.TARGET_IDS.name
+
+  def to_arrays(serialized):
+    parsed = tf.io.parse_example(serialized, spec)
+    src = tf.cast(parsed[src_key].to_tensor(preprocess.PAD_ID, shape=[None, steps]), tf.int32)
+    label = tf.cast(parsed[tgt_key].to_tensor(preprocess.PAD_ID, shape=[None, steps]),
+                    tf.int32)
+    return _outputs(tf, src, label)
+
+  return to_arrays
 
 
 def _outputs(tf, src, label):

@@ -95,30 +95,36 @@ def open_dataset(location: str, *, split: str = "train", num_steps: Optional[int
                        verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
 
 
-def numpy_batches(location: str, batch_size: int, *, split: str = "train",
+def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = "train",
                   training: Optional[bool] = None, seed: Optional[int] = None,
-                  drop_remainder: bool = False, shard_index: int = 0, num_shards: int = 1,
-                  bucket_boundaries: Optional[Sequence[int]] = None, **options):
-  """An iterator of one epoch of `(x, y, sample_weight)` numpy batches.
+                  global_batch_size: Optional[int] = None, input_context=None,
+                  start_step: int = 0, drop_remainder: Optional[bool] = None,
+                  shuffle_buffer: int = 10000, repeat: bool = False,
+                  shard_index: int = 0, num_shards: int = 1,
+                  bucket_boundaries: Optional[Sequence[int]] = None,
+                  weights: Optional[Sequence[float]] = None, **options):
+  """An iterator of `(x, y, sample_weight)` numpy batches: `make_dataset`'s
+  with the same arguments (the read order of `textrecords.read_order`).
 
-  training: default split == "train" (as `make_dataset`): a seeded global
-  shuffle of the pairs. `bucket_boundaries` (with `num_steps=None`): batches
-  of one length bucket each, as `make_dataset`'s. `options`: `num_steps` and
-  the reading options.
+  `bucket_boundaries` (with `num_steps=None`): batches of one length bucket
+  each, as `make_dataset`'s. `shard_index`/`num_shards`: as an
+  input_context of `num_shards` pipelines with a replica each. `options`:
+  `num_steps` and the reading options.
   """
-  training = split == "train" if training is None else training
+  opts = reader.read_options_from(locals())
   if bucket_boundaries is not None:
     options.setdefault("num_steps", None)
+  if not isinstance(location, str) or weights is not None:
+    if bucket_boundaries is not None:
+      raise UserError("bucket_boundaries: a mixture gives fixed-length batches (num_steps)")
+    from textrecords import mixtures  # pylint: disable=import-outside-toplevel
+    return mixtures.numpy_mixture([open_dataset(loc, split=split, **options)
+                                   for loc in location], weights, opts)
   opened = open_dataset(location, split=split, bucket_boundaries=bucket_boundaries, **options)
   if bucket_boundaries is None:
-    return opened.numpy_batches(batch_size, training=training, seed=seed,
-                                drop_remainder=drop_remainder, shard_index=shard_index,
-                                num_shards=num_shards)
-  batch_size = reader.check_batch_size(batch_size)
-  chunks = opened.chunks(CHUNK_RECORDS, training=training, seed=seed,
-                         shard_index=shard_index, num_shards=num_shards)
-  return _bucketed(chunks, opened.decoder, batch_size, list(bucket_boundaries),
-                   drop_remainder)
+    return reader.planned_batches(opened, opts)
+  return _bucketed(reader.planned_records(opened, opts), opened.decoder, opts.per_replica,
+                   list(bucket_boundaries), opts.drop_remainder)
 
 
 CHUNK_RECORDS = 1024  # records decoded at a time when bucketing

@@ -81,7 +81,7 @@ def cpu_split(input_file, out, workers):
 
 def read_throughput(out):
   import mt_data  # pylint: disable=import-outside-toplevel
-  ds = mt_data.make_dataset(out, "train", 128, num_steps=9, seed=0)
+  ds = mt_data.make_dataset(out, 128, split="train", num_steps=9, seed=0)
   t0 = time.monotonic()
   n = 0
   for _, y, _ in ds:

@@ -6,7 +6,8 @@ r"""Times the three make_dataset readers against a baseline checkout, same run.
 For each tree (this one and --baseline) a subprocess (PYTHONPATH = that tree)
 writes one dataset per package from the bundled test corpora (repeated to a
 few thousand examples), then times `make_dataset(...)` (build, metadata,
-checksums) and --epochs full passes over it, training mode with a seed. The
+checksums) and --epochs full passes over it, training mode with a seed and
+drop_remainder=True (issue 24: the read order against the one before). The
 trees alternate round by round, so both see the same machine load; the
 report gives each tree's best time and the ratio this/baseline per package.
 """
@@ -57,11 +58,20 @@ if not os.path.exists(os.path.join(work, "done")):
   open(os.path.join(work, "done"), "w").close()
 
 import bert_data, mt_data, w2v_data
+
+def mt_reader():
+  kw = dict(training=True, seed=0, drop_remainder=True)
+  try:
+    return mt_data.make_dataset(os.path.join(work, "mt"), 64, split="train", **kw)
+  except TypeError:  # a tree before issue 24: make_dataset(location, split, batch_size)
+    return mt_data.make_dataset(os.path.join(work, "mt"), "train", 64, **kw)
+
 readers = {
-    "bert_data": lambda: bert_data.make_dataset(bert_out, 32, training=True, seed=0),
-    "w2v_data": lambda: w2v_data.make_dataset(os.path.join(work, "w2v"), 256, training=True, seed=0),
-    "mt_data": lambda: mt_data.make_dataset(os.path.join(work, "mt"), "train", 64, training=True,
-                                            seed=0),
+    "bert_data": lambda: bert_data.make_dataset(bert_out, 32, training=True, seed=0,
+                                                drop_remainder=True),
+    "w2v_data": lambda: w2v_data.make_dataset(os.path.join(work, "w2v"), 256, training=True,
+                                              seed=0, drop_remainder=True),
+    "mt_data": mt_reader,
 }
 for name, make in readers.items():
   t0 = time.perf_counter()

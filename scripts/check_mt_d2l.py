@@ -124,7 +124,7 @@ def mt_token_arrays(output_dir, split, num_steps):
   """mt_data's make_dataset arrays for a split, decoded to tokens."""
   import mt_data  # pylint: disable=import-outside-toplevel
   src_codec, tgt_codec = mt_data.load_codecs(output_dir)
-  ds = mt_data.make_dataset(output_dir, split, 4096, num_steps=num_steps, training=False)
+  ds = mt_data.make_dataset(output_dir, 4096, split=split, num_steps=num_steps, training=False)
   out = {"source": [], "decoder_input": [], "label": [], "valid_len": [], "weight_ok": True}
   for x, y, w in ds:
     out["source"] += [src_codec.id_tokens(r) for r in x["source"].numpy().tolist()]

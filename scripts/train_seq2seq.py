@@ -93,12 +93,12 @@ def train(data_dir, epochs=30, batch_size=64, num_steps=9, lr=0.005, embed_size=
 
   keras.utils.set_random_seed(seed)
   src_codec, tgt_codec = mt_data.load_codecs(data_dir)
-  train_ds = mt_data.make_dataset(data_dir, "train", batch_size, num_steps=num_steps,
+  train_ds = mt_data.make_dataset(data_dir, batch_size, split="train", num_steps=num_steps,
                                   seed=seed)
   meta = mt_dataset.read_meta(data_dir)
   valid_ds = None
   if validate and meta["splits"]["valid"]["pairs"] > 0:
-    valid_ds = mt_data.make_dataset(data_dir, "valid", batch_size, num_steps=num_steps)
+    valid_ds = mt_data.make_dataset(data_dir, batch_size, split="valid", num_steps=num_steps)
   model = build_model(len(src_codec), len(tgt_codec), embed_size, num_hiddens, dropout)
   model.compile(optimizer=keras.optimizers.Adam(lr, clipnorm=1.0),
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))

@@ -65,9 +65,9 @@ def test_v2_names_and_input_context(records):
                               drop_remainder=True)
   x, _, _ = next(iter(ds))
   assert set(x) == {"input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions"}
-  shard1 = layout.shard_paths(records, 2)[1]
-  n1 = sum(1 for _ in tfrecord.read_records(shard1))
-  assert sum(1 for _ in ds) == n1 // 4
+  # Each of the 2 pipelines gets its half of every global batch of 8.
+  total = sum(1 for p in layout.shard_paths(records, 2) for _ in tfrecord.read_records(p))
+  assert sum(1 for _ in ds) == total // 8
 
 
 def test_shard_glob_and_meta_path(records):
@@ -97,9 +97,11 @@ def test_missing_metadata_and_corrupt_file(records, tmp_path):
   open(shard, "wb").write(bytes(data))
   with pytest.raises(ValueError, match="00001-of-00002.*sha256"):
     bert_data.make_dataset(out, 4)  # checksums are verified by default
-  # With an InputContext only the files this pipeline reads are hashed.
+  # Every input pipeline reads (and so checks) every file: its share of
+  # each global batch comes from all of them.
   ctx0 = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=0)
-  assert sum(1 for _ in bert_data.make_dataset(out, 1, input_context=ctx0, seed=0)) > 0
+  with pytest.raises(ValueError, match="00001-of-00002.*sha256"):
+    bert_data.make_dataset(out, 1, input_context=ctx0, seed=0)
   logged = []
   ds = bert_data.make_dataset(out, 1, training=False, verify="checksum", skip_corrupt=True,
                               log=logged.append)

@@ -51,7 +51,7 @@ def test_arrays_equal_d2l_reimplementation(tmp_path):
 
 def test_first_rows_by_hand(out):
   src, tgt = mt_vocab.load_codecs(out)
-  (x, y, w), = all_batches(mt_data.make_dataset(out, "train", 64, training=False))
+  (x, y, w), = all_batches(mt_data.make_dataset(out, 64, split="train", training=False))
   assert x["source"].shape == (30, 9) and x["decoder_input"].shape == (30, 9)
   assert x["source"].dtype == np.int32 and w.dtype == np.float32
   pad = ["<pad>"] * 6
@@ -62,21 +62,21 @@ def test_first_rows_by_hand(out):
   assert x["source_valid_len"][0] == 3
   assert w[0].tolist() == [1, 1, 1, 0, 0, 0, 0, 0, 0]
   # Row 39 is longer than 9 tokens: trimmed, no <eos>, valid_len 9 (valid split row 9).
-  (xv, yv, wv), = all_batches(mt_data.make_dataset(out, "valid", 64))
+  (xv, yv, wv), = all_batches(mt_data.make_dataset(out, 64, split="valid"))
   assert src.id_tokens(xv["source"][9]) == "i <unk> the cat is <unk> , <unk> the".split()
   assert xv["source_valid_len"][9] == 9 and wv[9].sum() == 9
   assert tgt.id_tokens(xv["decoder_input"][9])[1:] == tgt.id_tokens(yv[9])[:-1]
 
 
 def test_num_steps_longer_than_sequences(out):
-  (x, y, w), = all_batches(mt_data.make_dataset(out, "valid", 64, num_steps=30))
+  (x, y, w), = all_batches(mt_data.make_dataset(out, 64, split="valid", num_steps=30))
   assert x["source"].shape == (12, 30)
   assert (y[:, -1] == 0).all() and (w.sum(axis=1) == (y != 0).sum(axis=1)).all()
 
 
 def record_rows(out, split):
   """Untrimmed (source, target) id rows via a fixed T larger than any sequence."""
-  (x, y, _), = all_batches(mt_data.make_dataset(out, split, 1000, num_steps=64))
+  (x, y, _), = all_batches(mt_data.make_dataset(out, 1000, split=split, num_steps=64))
   rows = []
   for s, t in zip(x["source"], y):
     rows.append((tuple(s[s != 0]), tuple(t[t != 0])))
@@ -87,7 +87,7 @@ def record_rows(out, split):
 def test_bucketing_bounds_and_nothing_dropped(out, split):
   bounds = [5, 7, 10]
   edges = [0] + bounds + [10 ** 9]
-  ds = mt_data.make_dataset(out, split, 4, num_steps=None, bucket_boundaries=bounds,
+  ds = mt_data.make_dataset(out, 4, split=split, num_steps=None, bucket_boundaries=bounds,
                             training=False)
   seen = []
   for x, y, w in all_batches(ds):
@@ -109,7 +109,7 @@ def test_bucketing_bounds_and_nothing_dropped(out, split):
 def test_training_shuffle_is_seeded_and_complete(out):
   def order(seed):
     return [tuple(r) for x, _, _ in all_batches(
-        mt_data.make_dataset(out, "train", 8, seed=seed)) for r in x["source"]]
+        mt_data.make_dataset(out, 8, split="train", seed=seed)) for r in x["source"]]
   a, b, c = order(1), order(1), order(2)
   assert a == b and a != c
   assert sorted(a) == sorted(order(None))
@@ -117,7 +117,7 @@ def test_training_shuffle_is_seeded_and_complete(out):
 
 
 def test_bucketing_training(out):
-  ds = mt_data.make_dataset(out, "train", 4, num_steps=None, bucket_boundaries=[6], seed=3)
+  ds = mt_data.make_dataset(out, 4, split="train", num_steps=None, bucket_boundaries=[6], seed=3)
   assert sum(x["source"].shape[0] for x, _, _ in all_batches(ds)) == 30
 
 
@@ -133,15 +133,15 @@ def test_bucketing_training(out):
 ])
 def test_bad_arguments(out, kwargs, match):
   with pytest.raises(ValueError, match=match) as e:
-    mt_data.make_dataset(out, "train", 4, **kwargs)
+    mt_data.make_dataset(out, 4, split="train", **kwargs)
   assert "\n" not in str(e.value)
 
 
 def test_bad_split_and_batch_size(out):
   with pytest.raises(ValueError, match="split='test'"):
-    mt_data.make_dataset(out, "test", 4)
+    mt_data.make_dataset(out, 4, split="test")
   with pytest.raises(ValueError, match="batch_size=0"):
-    mt_data.make_dataset(out, "train", 0)
+    mt_data.make_dataset(out, 0, split="train")
 
 
 def test_empty_valid_split_refused(tmp_path):
@@ -149,8 +149,8 @@ def test_empty_valid_split_refused(tmp_path):
   mt_create.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=0, num_val=0),
                    log=lambda m: None)
   with pytest.raises(UserError, match="'valid' split has no pairs"):
-    mt_data.make_dataset(d, "valid", 4)
-  assert sum(y.shape[0] for _, y, _ in all_batches(mt_data.make_dataset(d, "train", 16))) == 50
+    mt_data.make_dataset(d, 4, split="valid")
+  assert sum(y.shape[0] for _, y, _ in all_batches(mt_data.make_dataset(d, 16, split="train"))) == 50
 
 
 def test_gzip_and_bpe_read(tmp_path):
@@ -159,7 +159,7 @@ def test_gzip_and_bpe_read(tmp_path):
                                       tokenizer="bpe", vocab_size=100, min_freq=1,
                                       compression="GZIP"), log=lambda m: None)
   src, _ = mt_vocab.load_codecs(d)
-  (x, _, _), = all_batches(mt_data.make_dataset(d, "valid", 16, num_steps=40))
+  (x, _, _), = all_batches(mt_data.make_dataset(d, 16, split="valid", num_steps=40))
   assert x["source"].shape == (10, 40)
   assert src.decode(x["source"][-1]) == "i am not hungry ."
 

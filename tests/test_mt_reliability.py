@@ -278,15 +278,15 @@ def test_corrupt_record_file(sharded, tmp_path, damage):
     data[len(data) // 2] ^= 0x10
   victim.write_bytes(bytes(data))
   with pytest.raises(UserError, match="train.tfrecord-00001-of-00003") as e:
-    mt_data.make_dataset(str(d), "train", 8)
+    mt_data.make_dataset(str(d), 8, split="train")
   assert "\n" not in str(e.value)
   logged = []
-  ds = mt_data.make_dataset(str(d), "train", 8, skip_corrupt=True, log=logged.append)
+  ds = mt_data.make_dataset(str(d), 8, split="train", skip_corrupt=True, log=logged.append)
   assert n_rows(ds) == 20 and "train.tfrecord-00001-of-00003" in logged[0]
   if damage == "bitflip":   # same size: only the checksum notices; TF's record CRC then
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     with pytest.raises(tf.errors.DataLossError):
-      n_rows(mt_data.make_dataset(str(d), "train", 8, verify="size", training=False))
+      n_rows(mt_data.make_dataset(str(d), 8, split="train", verify="size", training=False))
 
 
 def test_missing_metadata_and_missing_file(sharded, tmp_path):
@@ -295,12 +295,12 @@ def test_missing_metadata_and_missing_file(sharded, tmp_path):
   d = copy_dir(sharded, tmp_path / "m")
   (d / "valid.tfrecord-00002-of-00003").unlink()
   with pytest.raises(UserError, match="valid.tfrecord-00002-of-00003 is missing"):
-    mt_data.make_dataset(str(d), "valid", 8)
+    mt_data.make_dataset(str(d), 8, split="valid")
   (d / "meta.json").unlink()
   with pytest.raises(UserError, match="meta.json not found"):
-    mt_data.make_dataset(str(d), "train", 8)
+    mt_data.make_dataset(str(d), 8, split="train")
   with pytest.raises(UserError, match="not found"):
-    mt_data.make_dataset(str(tmp_path / "nowhere"), "train", 8)
+    mt_data.make_dataset(str(tmp_path / "nowhere"), 8, split="train")
 
 
 @pytest.mark.parametrize("package", ["w2v_data", "bert_data"])
@@ -311,7 +311,7 @@ def test_other_package_metadata_refused(tmp_path, package):
   meta["files"] = []
   metadata.write(str(tmp_path / "meta.json"), meta)
   with pytest.raises(UserError, match=f"a {package} dataset; read it with") as e:
-    mt_data.make_dataset(str(tmp_path), "train", 8)
+    mt_data.make_dataset(str(tmp_path), 8, split="train")
   assert f"{package}.make_dataset" in str(e.value)
 
 
@@ -320,7 +320,7 @@ def test_not_textrecords_metadata(tmp_path):
   import mt_data  # pylint: disable=import-outside-toplevel
   (tmp_path / "meta.json").write_text('{"hello": 1}')
   with pytest.raises(UserError, match="not a textrecords metadata file"):
-    mt_data.make_dataset(str(tmp_path), "train", 8)
+    mt_data.make_dataset(str(tmp_path), 8, split="train")
 
 
 # ----------------------------------------------------------------- properties

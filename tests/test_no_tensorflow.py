@@ -64,8 +64,8 @@ import bert_data, mt_data, w2v_data
 from bert_data import reader as bert_reader
 bert, mt, w2v = sys.argv[1:4]
 n = sum(len(y["masked_lm"]) for _, y, _ in bert_data.numpy_batches(bert, 4, training=True, seed=1))
-n += sum(len(y) for _, y, _ in mt_data.numpy_batches(mt, 4))
-n += sum(len(y) for _, y, _ in w2v_data.numpy_batches(w2v, 4))
+n += sum(len(y) for _, y, _ in mt_data.numpy_batches(mt, 4, training=False))
+n += sum(len(y) for _, y, _ in w2v_data.numpy_batches(w2v, 4, training=False))
 src = bert_data.grain_source(bert)
 for b in bert_reader.grain_dataset(bert, 4, training=True, seed=0, loader=True, worker_count=1):
   n += len(b[0]["input_ids"])

@@ -28,7 +28,7 @@ from textrecords.read_options import ReadOptions  # pylint: disable=wrong-import
 READERS = {
     "bert_data": lambda loc, b, **kw: bert_data.make_dataset(loc, b, **kw),
     "w2v_data": lambda loc, b, **kw: w2v_data.make_dataset(loc, b, **kw),
-    "mt_data": lambda loc, b, **kw: mt_data.make_dataset(loc, "train", b, **kw),
+    "mt_data": lambda loc, b, **kw: mt_data.make_dataset(loc, b, split="train", **kw),
 }
 FUNCTIONS = {"bert_data": bert_dataset.make_dataset, "w2v_data": w2v_dataset.make_dataset,
              "mt_data": mt_dataset.make_dataset}
@@ -56,7 +56,9 @@ def test_same_defaults_in_every_package():
     ({"shuffle_buffer": 0}, "shuffle_buffer=0: must be a positive integer"),
     ({"seed": 1.5}, "seed=1.5: must be an integer or None"),
     ({"training": "yes"}, "training='yes': must be True, False or None"),
-    ({"drop_remainder": 1}, "drop_remainder=1: must be True or False"),
+    ({"drop_remainder": 1}, "drop_remainder=1: must be True, False or None"),
+    ({"start_step": -1}, "start_step=-1: must be an integer >= 0"),
+    ({"global_batch_size": 0}, "pass batch_size (per replica) or global_batch_size, not both"),
     ({"repeat": None}, "repeat=None: must be True or False"),
     ({"verify": "sha1"}, "verify='sha1': must be one of checksum, size, none"),
     ({"skip_corrupt": "no"}, "skip_corrupt='no': must be True or False"),
@@ -86,16 +88,25 @@ def test_cardinality_is_known_and_true(datasets, package):
   else:
     per_file = [f["records"] for f in meta["files"] if f.get("split") == "train"]
   total, b = sum(per_file), 3
-  for kw, want in (({}, -(-total // b)),                        # nothing dropped
-                   ({"training": False}, -(-total // b)),
-                   ({"drop_remainder": True}, total // b),
+  for kw, want in (({}, total // b),               # training drops the partial batch
+                   ({"training": False}, -(-total // b)),  # evaluation keeps it
+                   ({"drop_remainder": False}, -(-total // b)),
                    ({"training": False, "drop_remainder": True}, total // b)):
     ds = read(loc, b, seed=1, **kw)
     assert int(ds.cardinality()) == want, kw
     assert _batches(ds) == want, kw
-  ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1)
-  ds = read(loc, b, training=False, input_context=ctx)
-  assert int(ds.cardinality()) == _batches(ds) == -(-per_file[1] // b)
+  rows = 0
+  for i in range(2):
+    ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=i)
+    ds = read(loc, b, training=False, input_context=ctx)
+    n = _batches(ds)
+    assert int(ds.cardinality()) == n
+    if package == "w2v_data":  # w2v shares out files
+      assert n == -(-per_file[i] // b)
+    else:  # the others: each pipeline's slice of every global batch of 2 * b
+      assert n >= total // (2 * b)
+      rows += sum(int(next(iter(x.values())).shape[0]) for x, _, _ in ds)
+  assert package == "w2v_data" or rows == total
   ds = read(loc, b, seed=1, repeat=True)
   assert int(ds.cardinality()) == tf.data.INFINITE_CARDINALITY
   assert len(list(ds.take(total // b + 2))) == total // b + 2
@@ -129,7 +140,7 @@ def test_bert_reader_on_a_w2v_dataset_names_the_w2v_reader(datasets):
     bert_data.make_dataset(meta_path, 4)
   assert str(e.value) == f"{meta_path}: a w2v_data dataset; read it with w2v_data.make_dataset"
   with pytest.raises(UserError, match="a bert_data dataset; read it with bert_data"):
-    mt_data.make_dataset(datasets["bert_data"], "train", 4)
+    mt_data.make_dataset(datasets["bert_data"], 4, split="train")
 
 
 def test_every_reader_takes_every_location_form(datasets):
@@ -145,9 +156,9 @@ def test_every_reader_takes_every_location_form(datasets):
 def test_mt_split_must_match_the_files_given(datasets):
   loc = datasets["mt_data"]
   valid = os.path.join(loc, "valid.tfrecord-*")
-  assert _batches(mt_data.make_dataset(valid, "valid", 2)) > 0
+  assert _batches(mt_data.make_dataset(valid, 2, split="valid")) > 0
   with pytest.raises(UserError, match="of the 'valid' split, but split='train'"):
-    mt_data.make_dataset(valid, "train", 2)
+    mt_data.make_dataset(valid, 2, split="train")
 
 
 def test_100000_shard_dataset_reads_back(datasets, tmp_path):

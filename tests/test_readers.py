@@ -76,10 +76,10 @@ def assert_same_batches(tf_ds, np_batches):
 def test_bert_numpy_batches_equal_make_dataset(bert_out, feature_names):
   kw = dict(feature_names=feature_names)
   assert_same_batches(bert_data.make_dataset(bert_out, 7, training=False, **kw),
-                      bert_data.numpy_batches(bert_out, 7, **kw))
+                      bert_data.numpy_batches(bert_out, 7, **kw, training=False))
   if feature_names == "v2":
     assert_same_batches(bert_data.make_dataset(bert_out, 7, training=False, v2_names=True),
-                        bert_data.numpy_batches(bert_out, 7, v2_names=True))
+                        bert_data.numpy_batches(bert_out, 7, v2_names=True, training=False))
 
 
 @pytest.mark.parametrize("layout", ["sentence", "center"])
@@ -87,7 +87,7 @@ def test_bert_numpy_batches_equal_make_dataset(bert_out, feature_names):
 def test_w2v_numpy_batches_equal_make_dataset(w2v_outs, layout, pad_to):
   d = w2v_outs[layout]
   assert_same_batches(w2v_data.make_dataset(d, 5, training=False, pad_to=pad_to),
-                      w2v_data.numpy_batches(d, 5, pad_to=pad_to))
+                      w2v_data.numpy_batches(d, 5, pad_to=pad_to, training=False))
 
 
 def test_w2v_numpy_batches_expand_labels_as_make_dataset(w2v_outs):
@@ -100,7 +100,7 @@ def test_w2v_numpy_batches_expand_labels_as_make_dataset(w2v_outs):
 
 @pytest.mark.parametrize("split,num_steps", [("train", 9), ("valid", 4)])
 def test_mt_numpy_batches_equal_make_dataset(mt_out, split, num_steps):
-  assert_same_batches(mt_data.make_dataset(mt_out, split, 8, num_steps=num_steps,
+  assert_same_batches(mt_data.make_dataset(mt_out, 8, split=split, num_steps=num_steps,
                                            training=False),
                       mt_data.numpy_batches(mt_out, 8, split=split, num_steps=num_steps,
                                             training=False))
@@ -110,7 +110,7 @@ def test_mt_numpy_batches_equal_make_dataset(mt_out, split, num_steps):
 def test_mt_bucketing_equals_make_dataset(mt_out, bounds, drop):
   for split in ("train", "valid"):
     assert_same_batches(
-        mt_data.make_dataset(mt_out, split, 5, num_steps=None, bucket_boundaries=bounds,
+        mt_data.make_dataset(mt_out, 5, split=split, num_steps=None, bucket_boundaries=bounds,
                              training=False, drop_remainder=drop),
         mt_data.numpy_batches(mt_out, 5, split=split, bucket_boundaries=bounds,
                               training=False, drop_remainder=drop))
@@ -118,13 +118,13 @@ def test_mt_bucketing_equals_make_dataset(mt_out, bounds, drop):
   with pytest.raises(UserError, match="^bucket_boundaries: grain and torch batches"):
     mt_reader.grain_dataset(mt_out, 5, split="valid", bucket_boundaries=bounds)
   with pytest.raises(UserError, match="pass num_steps=None with it"):
-    mt_data.numpy_batches(mt_out, 5, bucket_boundaries=bounds, num_steps=9)
+    mt_data.numpy_batches(mt_out, 5, bucket_boundaries=bounds, num_steps=9, training=False)
 
 
 def test_training_order_is_a_seeded_global_shuffle(bert_out):
   def ids(**kw):
     return np.concatenate([x["input_ids"] for x, _, _ in bert_data.numpy_batches(
-        bert_out, 4, **kw)])
+        bert_out, 4, **kw, training=False)])
   eval_ids = ids()
   a, b, c = ids(training=True, seed=1), ids(training=True, seed=1), ids(training=True, seed=2)
   np.testing.assert_array_equal(a, b)
@@ -189,22 +189,22 @@ def _copy(out_dir_or_file, tmp_path):
 
 def test_missing_or_stale_index_rebuilt_or_refused(bert_out, tmp_path):
   out = _copy(bert_out, tmp_path)
-  want = [x["input_ids"] for x, _, _ in bert_data.numpy_batches(out, 5)]
+  want = [x["input_ids"] for x, _, _ in bert_data.numpy_batches(out, 5, training=False)]
   first = layout.shard_paths(out, 2)[0]
   os.remove(first + ".index")
   logs = []
-  got = [x["input_ids"] for x, _, _ in bert_data.numpy_batches(out, 5, log=logs.append)]
+  got = [x["input_ids"] for x, _, _ in bert_data.numpy_batches(out, 5, log=logs.append, training=False)]
   assert all(np.array_equal(a, b) for a, b in zip(got, want)) and len(got) == len(want)
   assert any("index is missing" in m and "python -m textrecords.index" in m for m in logs)
   with pytest.raises(UserError, match=r"index is missing.*textrecords\.index"):
-    bert_data.numpy_batches(out, 5, index="require")
+    bert_data.numpy_batches(out, 5, index="require", training=False)
   # An index of other bytes (here: the other shard's) is stale, never used.
   shutil.copy(layout.shard_paths(out, 2)[1] + ".index", first + ".index")
   with pytest.raises(UserError, match="stale"):
-    bert_data.numpy_batches(out, 5, index="require", verify="none")
+    bert_data.numpy_batches(out, 5, index="require", verify="none", training=False)
   logs = []
   got = [x["input_ids"] for x, _, _ in bert_data.numpy_batches(out, 5, verify="none",
-                                                                log=logs.append)]
+                                                                log=logs.append, training=False)]
   assert all(np.array_equal(a, b) for a, b in zip(got, want)) and any("stale" in m for m in logs)
 
 
@@ -225,27 +225,27 @@ def test_corrupt_record_named_or_skipped(bert_out, tmp_path):
   second = layout.shard_paths(out, 2)[1]
   _flip_record_byte(second, 2)
   with pytest.raises(UserError, match=rf"{second}: corrupt record 2 \(data checksum"):
-    list(bert_data.numpy_batches(out, 4, verify="none"))
+    list(bert_data.numpy_batches(out, 4, verify="none", training=False))
   logs = []
   total = sum(len(y["masked_lm"]) for _, y, _ in bert_data.numpy_batches(
-      out, 4, verify="none", skip_corrupt=True, log=logs.append))
+      out, 4, verify="none", skip_corrupt=True, log=logs.append, training=False))
   meta = json.load(open(out + ".meta.json"))
   assert total == meta["counts"]["records"] - 1
   assert any("skipping" in m and "corrupt record 2" in m for m in logs)
   # With checksums verified (the default), the changed file is refused up front.
   with pytest.raises(UserError, match="sha256 differs"):
-    bert_data.numpy_batches(out, 4)
+    bert_data.numpy_batches(out, 4, training=False)
 
 
 def test_other_packages_records_refused(bert_out, w2v_outs, mt_out):
   with pytest.raises(UserError, match="w2v_data"):
-    mt_data.numpy_batches(w2v_outs["center"], 4)
+    mt_data.numpy_batches(w2v_outs["center"], 4, training=False)
   with pytest.raises(UserError, match="a w2v_data dataset"):
-    bert_data.numpy_batches(os.path.join(w2v_outs["center"], "meta.json"), 4)
+    bert_data.numpy_batches(os.path.join(w2v_outs["center"], "meta.json"), 4, training=False)
   with pytest.raises(UserError, match="a bert_data dataset"):
     w2v_reader.grain_source(bert_out)
   with pytest.raises(UserError, match="mt_data"):
-    w2v_data.numpy_batches(mt_out, 4)
+    w2v_data.numpy_batches(mt_out, 4, training=False)
   # Plain files without metadata: the decoder itself refuses them.
   w2v_file = os.path.join(w2v_outs["center"], "train.tfrecord-00000-of-00002")
   source = reader.source_from_paths([w2v_file])
@@ -262,7 +262,7 @@ def test_gzip_read_sequentially(tmp_path):
   meta = json.load(open(out + ".meta.json"))
   assert not [f for f in meta["files"] if f["role"] == "index"]
   assert_same_batches(bert_data.make_dataset(out, 3, training=False),
-                      bert_data.numpy_batches(out, 3))
+                      bert_data.numpy_batches(out, 3, training=False))
   with pytest.raises(UserError, match="GZIP.*sequentially"):
     bert_data.numpy_batches(out, 3, training=True, seed=0)
   with pytest.raises(UserError, match="GZIP.*sequentially"):
@@ -297,7 +297,7 @@ def test_index_survives_resume(tmp_path):
     assert open(os.path.join(part, name), "rb").read() == open(
         os.path.join(full, name), "rb").read(), name
   logs = []
-  assert_same_batches(mt_data.make_dataset(part, "train", 8, training=False),
+  assert_same_batches(mt_data.make_dataset(part, 8, split="train", training=False),
                       mt_data.numpy_batches(part, 8, training=False, index="require",
                                             log=logs.append))
   assert not logs
@@ -310,12 +310,12 @@ def test_bert_v2_named_records(tmp_path):
   bert_pipeline.create(BertConfig(output_files=(v2,), use_v2_feature_names=True, **cfg))
   for names in ("bert", "keras_hub"):
     assert_same_batches(bert_data.make_dataset(v2, 4, training=False, feature_names=names),
-                        bert_data.numpy_batches(v2, 4, feature_names=names))
+                        bert_data.numpy_batches(v2, 4, feature_names=names, training=False))
   packed = str(tmp_path / "packed" / "train.tfrecord")  # no next-sentence label feature
   bert_pipeline.create(BertConfig(output_files=(packed,), next_sentence=False,
                                   packing="full_sentences", **cfg))
   assert_same_batches(bert_data.make_dataset(packed, 4, training=False),
-                      bert_data.numpy_batches(packed, 4))
+                      bert_data.numpy_batches(packed, 4, training=False))
 
 
 @pytest.fixture(scope="module")
@@ -337,16 +337,16 @@ def dynamic_outs(tmp_path_factory):
 def test_bert_dynamic_masking_equals_make_dataset(dynamic_outs, kind):
   loc = dynamic_outs[kind]
   assert_same_batches(bert_data.make_dataset(loc, 8, training=False),
-                      bert_data.numpy_batches(loc, 8))
+                      bert_data.numpy_batches(loc, 8, training=False))
   kw = dict(seed=5, masked_lm_prob=0.3, max_predictions_per_seq=12, feature_names="keras_hub")
   assert_same_batches(bert_data.make_dataset(loc, 8, training=False, **kw),
-                      bert_data.numpy_batches(loc, 8, **kw))
+                      bert_data.numpy_batches(loc, 8, **kw, training=False))
 
 
 def test_bert_dynamic_masking_in_training(dynamic_outs):
   loc = dynamic_outs["pieces"]
   ids = lambda bs: np.concatenate([x["input_ids"] for x, _, _ in bs])  # noqa: E731
-  eval_ids = ids(bert_data.numpy_batches(loc, 8, seed=1))
+  eval_ids = ids(bert_data.numpy_batches(loc, 8, seed=1, training=False))
   run = lambda **kw: list(bert_data.numpy_batches(loc, 8, training=True, **kw))  # noqa: E731
   a, b = run(seed=1), run(seed=1)
   np.testing.assert_array_equal(ids(a), ids(b))
@@ -354,14 +354,14 @@ def test_bert_dynamic_masking_in_training(dynamic_outs):
   order = reader.epoch_order(len(eval_ids), training=True, seed=1)[:len(ids(a))]
   assert not np.array_equal(ids(a), eval_ids[order])
   with pytest.raises(UserError, match="max_predictions_per_seq=49: must be in"):
-    bert_data.numpy_batches(loc, 8, max_predictions_per_seq=49)
+    bert_data.numpy_batches(loc, 8, max_predictions_per_seq=49, training=False)
   static = dynamic_outs["pieces"].replace("pieces", "static")
   bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(static,),
                                   vocab_file=VOCAB, max_seq_length=48,
                                   max_predictions_per_seq=8, dupe_factor=1))
   with pytest.raises(UserError, match="masked_lm_prob=0.2 needs records written with "
                      "--masking=dynamic"):
-    bert_data.numpy_batches(static, 8, masked_lm_prob=0.2)
+    bert_data.numpy_batches(static, 8, masked_lm_prob=0.2, training=False)
 
 
 @pytest.mark.parametrize("model", ["cbow", "pv_dm", "pv_dbow"])
@@ -376,11 +376,11 @@ def test_w2v_cbow_and_pv_equal_make_dataset(tmp_path, model):
       subsample_t=3e-2, max_window_size=3, num_noise_words=2, random_seed=3, num_workers=1,
       num_shards=2, model=model))
   assert_same_batches(w2v_data.make_dataset(d, 7, training=False),
-                      w2v_data.numpy_batches(d, 7))
+                      w2v_data.numpy_batches(d, 7, training=False))
   assert_same_batches(w2v_data.make_dataset(d, 7, training=False, drop_remainder=True),
-                      w2v_data.numpy_batches(d, 7, drop_remainder=True))
+                      w2v_data.numpy_batches(d, 7, drop_remainder=True, training=False))
   with pytest.raises(UserError, match=f"model={model} records take pad_to=None"):
-    w2v_data.numpy_batches(d, 4, pad_to=40)
+    w2v_data.numpy_batches(d, 4, pad_to=40, training=False)
 
 
 def test_w2v_fresh_negatives_refused(w2v_outs):
@@ -388,4 +388,4 @@ def test_w2v_fresh_negatives_refused(w2v_outs):
   # tf.data.Dataset.random: not reproducible outside TensorFlow.
   with pytest.raises(UserError, match="^negatives='fresh': the TF-free readers give the "
                      "stored noise words only"):
-    w2v_data.numpy_batches(w2v_outs["sentence"], 4, negatives="fresh")
+    w2v_data.numpy_batches(w2v_outs["sentence"], 4, negatives="fresh", training=False)

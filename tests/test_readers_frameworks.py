@@ -40,7 +40,7 @@ def _same(a, b):
 def test_grain_source_is_a_picklable_random_access_source(bert_out):
   pytest.importorskip("grain")
   src = bert_data.grain_source(bert_out)
-  n = sum(len(x["input_ids"]) for x, _, _ in bert_data.numpy_batches(bert_out, 50))
+  n = sum(len(x["input_ids"]) for x, _, _ in bert_data.numpy_batches(bert_out, 50, training=False))
   assert len(src) == n and "RecordSource" in repr(src)
   copy = pickle.loads(pickle.dumps(src))
   assert copy[n - 1] == src[n - 1] and copy[0] == src[0]
@@ -49,16 +49,16 @@ def test_grain_source_is_a_picklable_random_access_source(bert_out):
 def test_grain_eval_batches_equal_numpy_batches(bert_out, mt_out):
   pytest.importorskip("grain")
   _same(list(bert_reader.grain_dataset(bert_out, 6)),
-        list(bert_data.numpy_batches(bert_out, 6)))
+        list(bert_data.numpy_batches(bert_out, 6, training=False)))
   _same(list(mt_reader.grain_dataset(mt_out, 4, split="valid", num_steps=5)),
-        list(mt_data.numpy_batches(mt_out, 4, split="valid", num_steps=5)))
+        list(mt_data.numpy_batches(mt_out, 4, split="valid", num_steps=5, training=False)))
   loader = bert_reader.grain_dataset(bert_out, 6, loader=True)
-  _same(list(loader), list(bert_data.numpy_batches(bert_out, 6)))
+  _same(list(loader), list(bert_data.numpy_batches(bert_out, 6, training=False)))
 
 
 def test_grain_training_shuffle_is_seeded_global_and_sharded(bert_out):
   pytest.importorskip("grain")
-  eval_ids = _ids(bert_data.numpy_batches(bert_out, 50))
+  eval_ids = _ids(bert_data.numpy_batches(bert_out, 50, training=False))
   run = lambda **kw: _ids(bert_reader.grain_dataset(bert_out, 4, training=True, **kw))
   a, b, c = run(seed=1), run(seed=1), run(seed=2)
   np.testing.assert_array_equal(a, b)
@@ -108,7 +108,7 @@ def test_grain_loader_with_workers_equals_numpy_and_resumes(bert_out):
 
 def test_torch_map_and_iterable_datasets(bert_out):
   torch = pytest.importorskip("torch")
-  want = list(bert_data.numpy_batches(bert_out, 6))
+  want = list(bert_data.numpy_batches(bert_out, 6, training=False))
   ds = bert_data.torch_dataset(bert_out)
   loader = torch.utils.data.DataLoader(ds, batch_size=6, collate_fn=ds.collate_fn)
   got = [tuple({k: v.numpy() for k, v in d.items()} for d in b) for b in loader]
@@ -121,7 +121,7 @@ def test_torch_map_and_iterable_datasets(bert_out):
 
 def test_torch_iterable_shards_over_workers(bert_out):
   torch = pytest.importorskip("torch")
-  eval_ids = _ids(bert_data.numpy_batches(bert_out, 50))
+  eval_ids = _ids(bert_data.numpy_batches(bert_out, 50, training=False))
   it = bert_data.torch_dataset(bert_out, 4, training=True, seed=5, drop_remainder=False)
   loader = torch.utils.data.DataLoader(it, batch_size=None, num_workers=2)
   got = np.concatenate([x["input_ids"].numpy() for x, _, _ in loader])

@@ -1,25 +1,34 @@
 """The `make_dataset` contract shared by bert_data, w2v_data and mt_data.
 
-Every package's `make_dataset(location, [split,] batch_size, *, ...)` takes
-these keyword arguments with these defaults, checked here once, so the same
-mistake gets the same one-line error in every package:
+Every package's `make_dataset(location, batch_size=None, *, split=..., ...)`
+and `numpy_batches` take these keyword arguments with these defaults,
+checked here once, so the same mistake gets the same one-line error in
+every package:
 
-  training=None        shuffle (files and records, reshuffled each epoch);
+  batch_size=None      examples per replica's batch (or global_batch_size)
+  training=None        shuffle (the read order of `textrecords.read_order`);
                        None: True for the "train" split, False otherwise
-  seed=None            makes shuffling (and other draws) repeatable
-  shuffle_buffer=10000 examples mixed by the record shuffle (training only)
-  drop_remainder=False drop the last partial batch (static batch dimension)
-  repeat=False         repeat the records forever (an infinite dataset)
-  input_context=None   a tf.distribute.InputContext: files are shared out
+  seed=None            makes the order (and other draws) repeatable
+  global_batch_size=None  examples per step over all replicas; with an
+                       input_context each replica gets
+                       ctx.get_per_replica_batch_size(global_batch_size)
+  input_context=None   a tf.distribute.InputContext: its pipeline's share
+                       of every global batch
+  start_step=0         the global step to start at (resume)
+  drop_remainder=None  drop the last partial batch (static batch
+                       dimension); None: True when training
+  shuffle_buffer=10000 records mixed by the window shuffle (training only)
+  repeat=False         repeat the epochs forever (an infinite dataset)
   verify="checksum"    "checksum" (size + sha256), "size" or "none"
   skip_corrupt=False   skip (and log) files that fail `verify`
   log=print            where skipped files and long checks are reported
 
 Example:
   >>> ReadOptions(32).for_split("valid")
-  ReadOptions(batch_size=32, training=False, seed=None, shuffle_buffer=10000, \
-drop_remainder=False, repeat=False, input_context=None, verify='checksum', skip_corrupt=False)
-  >>> ReadOptions(32, drop_remainder=True).num_batches(100)
+  ReadOptions(batch_size=32, training=False, seed=None, global_batch_size=None, \
+input_context=None, start_step=0, drop_remainder=False, shuffle_buffer=10000, repeat=False, \
+verify='checksum', skip_corrupt=False)
+  >>> ReadOptions(32).for_split("train").num_batches(100)
   3
   >>> ReadOptions(8.0)
   Traceback (most recent call last):
@@ -50,27 +59,40 @@ def _check(name: str, value, ok: bool, what: str):
 @dataclasses.dataclass(frozen=True)
 class ReadOptions:
   """The validated shared arguments of `make_dataset` (see the module doc)."""
-  batch_size: int
+  batch_size: Optional[int] = None
   training: Optional[bool] = None
   seed: Optional[int] = None
-  shuffle_buffer: int = SHUFFLE_BUFFER
-  drop_remainder: bool = False
-  repeat: bool = False
+  global_batch_size: Optional[int] = None
   input_context: Any = None
+  start_step: int = 0
+  drop_remainder: Optional[bool] = None
+  shuffle_buffer: int = SHUFFLE_BUFFER
+  repeat: bool = False
   verify: str = "checksum"
   skip_corrupt: bool = False
   log: Callable[[str], Any] = dataclasses.field(default=print, repr=False, compare=False)
 
   def __post_init__(self):
-    _check("batch_size", self.batch_size, _is_int(self.batch_size) and self.batch_size >= 1,
-           "a positive integer")
+    if (self.batch_size is None) == (self.global_batch_size is None):
+      raise UserError("pass batch_size (per replica) or global_batch_size, not both"
+                      if self.batch_size is not None else
+                      "batch_size or global_batch_size is required")
+    for name in ("batch_size", "global_batch_size"):
+      value = getattr(self, name)
+      _check(name, value, value is None or (_is_int(value) and value >= 1),
+             "a positive integer")
+    _check("start_step", self.start_step, _is_int(self.start_step) and self.start_step >= 0,
+           "an integer >= 0")
+    _check("drop_remainder", self.drop_remainder,
+           self.drop_remainder is None or isinstance(self.drop_remainder, bool),
+           "True, False or None")
     _check("shuffle_buffer", self.shuffle_buffer,
            _is_int(self.shuffle_buffer) and self.shuffle_buffer >= 1, "a positive integer")
     _check("seed", self.seed, self.seed is None or _is_int(self.seed),
            "an integer or None")
     _check("training", self.training, self.training is None or isinstance(self.training, bool),
            "True, False or None")
-    for name in ("drop_remainder", "repeat", "skip_corrupt"):
+    for name in ("repeat", "skip_corrupt"):
       value = getattr(self, name)
       _check(name, value, isinstance(value, bool), "True or False")
     _check("verify", self.verify, self.verify in VERIFY_MODES,
@@ -81,20 +103,59 @@ class ReadOptions:
            "a tf.distribute.InputContext or None")
     _check("log", self.log, callable(self.log), "callable")
     # Plain ints from here on (numpy integers are accepted above).
-    for name in ("batch_size", "shuffle_buffer", "seed"):
+    for name in ("batch_size", "global_batch_size", "start_step", "shuffle_buffer", "seed"):
       value = getattr(self, name)
       if value is not None:
         object.__setattr__(self, name, int(value))
 
   def for_split(self, split: str = DEFAULT_SPLIT) -> "ReadOptions":
-    """These options with `training` decided for `split`."""
+    """These options with `training` (and `drop_remainder`) decided for
+    `split`."""
     training = (split == DEFAULT_SPLIT) if self.training is None else self.training
-    return dataclasses.replace(self, training=training)
+    drop = training if self.drop_remainder is None else self.drop_remainder
+    out = dataclasses.replace(self, training=training, drop_remainder=drop)
+    out.sharing()  # checked now
+    return out
+
+  @property
+  def per_replica(self) -> int:
+    """Examples per batch this input pipeline yields."""
+    return self.sharing().per_replica
+
+  def sharing(self):
+    """How a global batch is shared out (`read_order.Sharing`)."""
+    from textrecords import read_order  # pylint: disable=import-outside-toplevel
+    ctx = self.input_context
+    if ctx is None:
+      return read_order.Sharing(self.batch_size or self.global_batch_size)
+    replicas = int(getattr(ctx, "num_replicas_in_sync", 1))
+    if replicas % ctx.num_input_pipelines:  # e.g. InputContext(2, i): one replica each
+      replicas = ctx.num_input_pipelines
+    if self.batch_size is not None:
+      per_replica = self.batch_size
+    else:
+      per_replica, rest = divmod(self.global_batch_size, replicas)
+      if rest:
+        raise UserError(f"global_batch_size={self.global_batch_size} is not divisible by "
+                        f"the {replicas} replicas in sync")
+    return read_order.Sharing(per_replica * replicas, replicas, ctx.num_input_pipelines,
+                              ctx.input_pipeline_id)
 
   def num_batches(self, num_examples: int) -> Optional[int]:
-    """Batches in one pass over `num_examples`; None when repeating forever."""
+    """Batches of `per_replica` in one pass over `num_examples` read by one
+    pipeline alone; None when repeating forever."""
     if self.repeat:
       return None
-    if self.drop_remainder:
-      return num_examples // self.batch_size
-    return -(-num_examples // self.batch_size)
+    b = self.per_replica
+    return num_examples // b if self.drop_remainder else -(-num_examples // b)
+
+  def plan(self, counts, key: int = 0):
+    """The `read_order.Plan` of files of `counts` records (after `for_split`)."""
+    from textrecords import read_order as R  # pylint: disable=import-outside-toplevel
+    sharing = self.sharing()
+    total = int(sum(counts))
+    stream = R.Stream(tuple(int(c) for c in counts), bool(self.training),
+                      R.resolve_seed(self.seed) if self.training else 0,
+                      R.used_records(total, sharing.global_batch, bool(self.drop_remainder)),
+                      R.window_records(self.shuffle_buffer, sharing.global_batch), key)
+    return R.Plan(stream, sharing, bool(self.drop_remainder), self.start_step, self.repeat)

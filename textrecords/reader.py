@@ -423,6 +423,80 @@ def sequential_batches(paths: Sequence[str], compression: str, batch_size: int, 
     yield batch
 
 
+class ShardContext:
+  """An input context of `num_shards` pipelines with one replica each (the
+  TF-free readers' shard_index/num_shards)."""
+
+  def __init__(self, num_shards: int, shard_index: int):
+    self.num_input_pipelines = self.num_replicas_in_sync = num_shards
+    self.input_pipeline_id = shard_index
+
+
+def read_options(batch_size, *, split: str, shard_index: int = 0, num_shards: int = 1,
+                 options: Optional[dict] = None, **kw):
+  """The `ReadOptions` of a package's `numpy_batches`, decided for `split`
+  (verify, skip_corrupt and log taken from its reading `options`)."""
+  from textrecords.read_options import ReadOptions  # pylint: disable=import-outside-toplevel
+  options = options or {}
+  if (shard_index, num_shards) != (0, 1):
+    if kw.get("input_context") is not None:
+      raise UserError("pass input_context or shard_index/num_shards, not both")
+    if isinstance(num_shards, bool) or not isinstance(num_shards, (int, np.integer)) or (
+        num_shards < 1):
+      raise UserError(f"num_shards={num_shards!r}: must be an integer >= 1")
+    if not 0 <= shard_index < num_shards:
+      raise UserError(f"shard_index={shard_index}: must be in [0, {num_shards})")
+    kw["input_context"] = ShardContext(int(num_shards), int(shard_index))
+  return ReadOptions(batch_size, verify=options.get("verify", "checksum"),
+                     skip_corrupt=options.get("skip_corrupt", False),
+                     log=options.get("log", print), **kw).for_split(split)
+
+
+READ_ARGUMENTS = ("split", "training", "seed", "global_batch_size", "input_context",
+                  "start_step", "drop_remainder", "shuffle_buffer", "repeat", "shard_index",
+                  "num_shards", "options")
+
+
+def read_options_from(args: dict):
+  """`read_options` from a `numpy_batches`'s arguments (its `locals()`)."""
+  return read_options(args["batch_size"], **{k: args[k] for k in READ_ARGUMENTS})
+
+
+def planned_batches(opened: "Opened", opts) -> Iterator:
+  """Decoded batches in the read order of `textrecords.read_order` (the
+  batches of `make_dataset` with the same options; `opts`: a
+  `read_options.ReadOptions` decided for its split). Errors raise here,
+  before iterating."""
+  return map(opened.decoder, planned_records(opened, opts))
+
+
+def planned_records(opened: "Opened", opts) -> Iterator:
+  """The undecoded per-replica batches of `planned_batches`.
+
+  GZIP files are read sequentially: evaluation order from step 0, one
+  input pipeline.
+  """
+  plan = opts.plan([e.records for e in opened.entries])
+  if opened.compression:
+    if opts.training or plan.sharing.pipelines > 1 or opts.start_step:
+      raise UserError(f"{opened.entries[0].path}: {opened.compression}-compressed records can "
+                      "only be read sequentially: training=False, one input pipeline, "
+                      "start_step=0 (write the dataset without --compression for more)")
+    return sequential_batches([e.path for e in opened.entries], opened.compression,
+                              plan.sharing.per_replica, drop_remainder=plan.drop_remainder)
+  source = opened.source()
+  opened.decoder.order_seed = plan.stream.seed  # a training order's salts (dynamic masks)
+  return _read_plan(source, plan)
+
+
+def _read_plan(source: RecordSource, plan):
+  training = plan.stream.training
+  for epoch, ids in plan.batches():
+    recs = source.read_batch(ids, epoch if training else None)
+    if len(recs):
+      yield recs
+
+
 # ----------------------------------------------------------------- a package's dataset
 
 class Opened:

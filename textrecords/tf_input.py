@@ -181,3 +181,35 @@ def data_service_step(data_service: Optional[str], job_name: Optional[str]) -> C
     return ds.prefetch(tf.data.AUTOTUNE)
 
   return distribute
+
+
+def planned_batches(entries, compression: str, plan, log=print):
+  """(epoch, serialized records) per-replica batches of `plan`
+  (`textrecords.read_order.Plan`) over the record files `entries` (every
+  file of the split, in order: the plan shares them out)."""
+  tf = require_tf()
+  from textrecords import tf_order  # pylint: disable=import-outside-toplevel
+  files = [e.path for e in entries]
+  check_readable_by_tf(files)
+  if compression and plan.start_step:
+    log(f"note: {compression} records cannot be entered at an offset: resuming at step "
+        f"{plan.start_step} reads the records before it in their file")
+  ds = tf_order.plan_dataset(plan, file_reader(files, compression))
+  return with_cardinality(ds, plan.num_batches())
+
+
+def file_reader(files: List[str], compression: str) -> Callable:
+  """read_file(i): a TFRecordDataset of files[i] (i an int64 tensor)."""
+  tf = require_tf()
+  check_readable_by_tf(files)
+  paths = tf.constant(files)
+  comp = compression or None
+  return lambda i: tf.data.TFRecordDataset(tf.gather(paths, i), compression_type=comp,
+                                           buffer_size=_READ_BUFFER)
+
+
+def with_cardinality(ds, n: Optional[int]):
+  """`ds` with its length asserted (None: infinite)."""
+  tf = require_tf()
+  return ds.apply(tf.data.experimental.assert_cardinality(
+      tf.data.INFINITE_CARDINALITY if n is None else n))

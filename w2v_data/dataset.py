@@ -62,30 +62,41 @@ def open_dataset(location: str) -> dataset_files.Found:
   return found
 
 
+def check_split(split: str):
+  """UserError unless `split` is the one w2v_data writes."""
+  if split != schema.SPLIT:
+    raise UserError(f"split={split!r}: w2v_data datasets have one split, {schema.SPLIT!r}")
+
+
 def read_meta(location: str) -> dict:
   """The checked metadata of a w2v_data dataset (see `open_dataset`)."""
   return open_dataset(location).meta
 
 
-def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] = None,
-                 seed: Optional[int] = None, shuffle_buffer: int = 10000,
-                 drop_remainder: bool = False, repeat: bool = False,
-                 input_context=None, verify: str = "checksum", skip_corrupt: bool = False,
+def make_dataset(location, batch_size: Optional[int] = None, *, split: str = schema.SPLIT,
+                 training: Optional[bool] = None, seed: Optional[int] = None,
+                 global_batch_size: Optional[int] = None, input_context=None,
+                 start_step: int = 0, drop_remainder: Optional[bool] = None,
+                 shuffle_buffer: int = 10000, repeat: bool = False,
+                 verify: str = "checksum", skip_corrupt: bool = False,
                  log=print, pad_to: Optional[int] = None, negatives: str = "stored",
                  in_memory: Optional[bool] = None, expand_labels: bool = False,
                  data_service: Optional[str] = None, job_name: Optional[str] = None):
   """A `tf.data.Dataset` of skip-gram batches from a `w2v_data.create` output.
 
-  The shared arguments (batch_size, training, seed, shuffle_buffer,
-  drop_remainder, repeat, input_context, verify, skip_corrupt, log) are
+  The shared arguments (batch_size, split, training, seed,
+  global_batch_size, input_context, start_step, drop_remainder,
+  shuffle_buffer, repeat, verify, skip_corrupt, log) are
   `textrecords.read_options.ReadOptions`: the same defaults and checks in
   every package. The number of batches is known (from the metadata's
-  per-file center counts) unless `repeat`.
+  per-file center counts) unless `repeat`. Unlike bert_data and mt_data,
+  w2v_data shares files (not records) out over input pipelines, and
+  `start_step` skips the batches before it by reading them.
 
   Args:
-    output_dir: the output folder given to create (or its meta.json, or
+    location: the output folder given to create (or its meta.json, or
       record files / a shard glob of it).
-    batch_size: centers per batch.
+    batch_size: centers per batch (per replica); or global_batch_size.
     training: shuffle files and centers (reshuffled each epoch); False reads
       in file order. Default True.
     pad_to: pad rows to this static length (e.g. 60 = 2*5*(1+5)); it must be
@@ -96,7 +107,7 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
       the same count**0.75 distribution, never equal to a context of the center.
     seed: seeds shuffling and fresh noise words (None: nondeterministic).
     shuffle_buffer: about how many centers are mixed together (training only).
-    drop_remainder: drop the last partial batch (static batch dimension).
+    drop_remainder: drop the last partial batch (default: when training).
     repeat: repeat the records forever (an infinite dataset).
     verify: "checksum" (sha256), "size" or "none" check of the files first.
     skip_corrupt: skip (and log) files that fail the check instead of raising.
@@ -127,11 +138,15 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
     >>> ds = make_dataset("out/ptb_w2v", 512, pad_to=60)  # doctest: +SKIP
     >>> model.fit(ds, epochs=5)  # doctest: +SKIP
   """
-  opts = ReadOptions(batch_size, training=training, seed=seed, shuffle_buffer=shuffle_buffer,
-                     drop_remainder=drop_remainder, repeat=repeat,
-                     input_context=input_context, verify=verify, skip_corrupt=skip_corrupt,
-                     log=log).for_split(schema.SPLIT)
-  training = opts.training
+  opts = ReadOptions(batch_size, training=training, seed=seed,
+                     global_batch_size=global_batch_size, input_context=input_context,
+                     start_step=start_step, drop_remainder=drop_remainder,
+                     shuffle_buffer=shuffle_buffer, repeat=repeat, verify=verify,
+                     skip_corrupt=skip_corrupt, log=log).for_split(split)
+  check_split(split)
+  if not isinstance(location, str):
+    raise UserError("w2v_data.make_dataset reads one dataset (mixtures: bert_data, mt_data)")
+  training, drop_remainder, batch_size = opts.training, opts.drop_remainder, opts.per_replica
   serve = tf_input.data_service_step(data_service, job_name)
   if not isinstance(expand_labels, bool):
     raise UserError(f"expand_labels={expand_labels!r}: must be True or False")
@@ -139,7 +154,7 @@ def make_dataset(output_dir: str, batch_size: int, *, training: Optional[bool] =
     raise UserError(f"pad_to={pad_to!r}: must be a positive integer or None")
   if negatives not in NEGATIVES_MODES:
     raise UserError(f"negatives={negatives!r}: must be one of {', '.join(NEGATIVES_MODES)}")
-  found = open_dataset(output_dir)
+  found = open_dataset(location)
   meta, meta_path = found.meta, found.layout.meta_path
   model = meta.get("model", schema.DEFAULT_MODEL)
   if model != "skipgram" and (negatives != "stored" or pad_to is not None or in_memory):
@@ -326,6 +341,8 @@ def _with_cardinality(tf, ds, meta, entries, opts):
   per_file = meta.get("file_centers", {})
   if all(e.name in per_file for e in entries):
     ds = tf_input.with_known_batches(ds, opts, sum(int(per_file[e.name]) for e in entries))
+  if opts.start_step:
+    ds = ds.skip(opts.start_step * len(opts.sharing().local_replicas))
   options = tf.data.Options()
   options.autotune.enabled = False
   return ds.prefetch(tf.data.AUTOTUNE).with_options(options)

@@ -18,6 +18,7 @@ Example:
   ...   x["contexts_negatives"].shape                               # (512, 60)
 """
 
+import itertools
 from typing import Optional
 
 import numpy as np
@@ -180,25 +181,36 @@ def open_dataset(location: str, *, pad_to: Optional[int] = None, negatives: str 
                        decoder, verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
 
 
-def numpy_batches(location: str, batch_size: int, *, training: bool = False,
-                  seed: Optional[int] = None, drop_remainder: bool = False,
+def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = schema.SPLIT,
+                  training: Optional[bool] = None, seed: Optional[int] = None,
+                  global_batch_size: Optional[int] = None, input_context=None,
+                  start_step: int = 0, drop_remainder: Optional[bool] = None,
+                  shuffle_buffer: int = 10000, repeat: bool = False,
                   shard_index: int = 0, num_shards: int = 1, expand_labels: bool = False,
                   **options):
   """An iterator of one epoch of `(x, y, sample_weight)` batches of centers.
 
   Training: records in a seeded global shuffle, and the centers of each
-  chunk of records shuffled again. `options`: `pad_to`, `negatives` and the
-  reading options. expand_labels: y and sample_weight get a last axis of 1,
-  as make_dataset's (for `keras.losses.BinaryCrossentropy`).
+  chunk of records shuffled again (not make_dataset's training order; in
+  evaluation order the batches equal make_dataset's). Sharding takes every
+  `num_shards`-th record; `start_step` skips batches by reading them.
+  `options`: `pad_to`, `negatives` and the reading options. expand_labels:
+  y and sample_weight get a last axis of 1, as make_dataset's (for
+  `keras.losses.BinaryCrossentropy`).
   """
-  batch_size = reader.check_batch_size(batch_size)
+  opts = reader.read_options_from(locals())
+  dataset.check_split(split)
+  if repeat:
+    raise UserError("repeat=True: w2v_data.numpy_batches gives one epoch; iterate it again")
   if not isinstance(expand_labels, bool):
     raise UserError(f"expand_labels={expand_labels!r}: must be True or False")
+  sharing = opts.sharing()
   opened = open_dataset(location, **options)
-  dec = opened.decoder
-  chunks = opened.chunks(CHUNK_RECORDS, training=training, seed=seed,
-                         shard_index=shard_index, num_shards=num_shards)
-  batches = _center_batches(chunks, dec, batch_size, drop_remainder, training, seed)
+  chunks = opened.chunks(CHUNK_RECORDS, training=opts.training, seed=seed,
+                         shard_index=sharing.pipeline, num_shards=sharing.pipelines)
+  batches = _center_batches(chunks, opened.decoder, opts.per_replica, opts.drop_remainder,
+                            opts.training, seed)
+  batches = itertools.islice(batches, opts.start_step * len(sharing.local_replicas), None)
   return _with_label_axis(batches) if expand_labels else batches
 
 
