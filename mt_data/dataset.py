@@ -160,7 +160,9 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = "tr
         lambda meta: lambda s, salt: _fixed_length(tf, num_steps)(s)))
   meta, entries = record_files(location, split, verify=verify, skip_corrupt=skip_corrupt,
                                log=log)
-  plan = opts.plan([e.records for e in entries])
+  # Bucketing drops partial buckets, not records: every pair is read.
+  plan = (opts if bounds is None else opts.keeping_remainder()).plan(
+      [e.records for e in entries])
   batches = tf_input.planned_batches(entries, meta.get("compression", ""), plan, log)
   spec = features.parse_spec(schema.SCHEMA)
   src_key, tgt_key = schema.SOURCE_IDS.name, schema.TARGET_IDS.name

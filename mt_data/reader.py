@@ -123,16 +123,26 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = "t
   opened = open_dataset(location, split=split, bucket_boundaries=bucket_boundaries, **options)
   if bucket_boundaries is None:
     return reader.planned_batches(opened, opts)
-  return _bucketed(reader.planned_records(opened, opts), opened.decoder, opts.per_replica,
-                   list(bucket_boundaries), opts.drop_remainder)
+  bounds = list(bucket_boundaries)
+  widths = None
+  if opts.drop_remainder:  # make_dataset pads each bucket to its boundary then
+    meta = opened.entries[0].found.meta
+    widths = dataset._bucket_widths(meta["splits"][split], bounds)  # pylint: disable=protected-access
+  return _bucketed(reader.planned_records(opened, opts.keeping_remainder()), opened.decoder,
+                   opts.per_replica, bounds, opts.drop_remainder, widths)
 
 
 CHUNK_RECORDS = 1024  # records decoded at a time when bucketing
 
 
-def _bucketed(chunks, dec: MtDecoder, batch_size: int, bounds, drop_remainder: bool):
+def _bucketed(chunks, dec: MtDecoder, batch_size: int, bounds, drop_remainder: bool,
+              widths=None):
   """Batches of pairs grouped by length bucket, as tf.data's
-  `bucket_by_sequence_length` (then `group_by_window`) forms them."""
+  `bucket_by_sequence_length` (then `group_by_window`) forms them; each
+  bucket padded to widths[i] when given (make_dataset's padding to the
+  bucket boundary), else to the batch's longest."""
+  pad = (lambda pairs, b: _padded(pairs)) if widths is None else (  # noqa: E731
+      lambda pairs, b: _padded(pairs, widths[b]))
   buckets = [[] for _ in range(len(bounds) + 1)]  # pending (source, target) pairs
   for recs in chunks:
     src, tgt = dec.checked(dec.columns, recs)
@@ -143,17 +153,17 @@ def _bucketed(chunks, dec: MtDecoder, batch_size: int, bounds, drop_remainder: b
       buckets[b].append((src.values[src_at[i]:src_at[i + 1]],
                          tgt.values[tgt_at[i]:tgt_at[i + 1]]))
       if len(buckets[b]) == batch_size:
-        yield _padded(buckets[b])
+        yield pad(buckets[b], b)
         buckets[b] = []
   if not drop_remainder:
-    for pairs in buckets:  # tf.data flushes the partial windows by bucket id
+    for b, pairs in enumerate(buckets):  # tf.data flushes the partial windows by bucket id
       if pairs:
-        yield _padded(pairs)
+        yield pad(pairs, b)
 
 
-def _padded(pairs):
-  """The batch of (source, target) pairs padded to its longest sequence."""
-  steps = max(max(len(s), len(t)) for s, t in pairs)
+def _padded(pairs, width=None):
+  """The batch of (source, target) pairs padded to `width` (default: its longest)."""
+  steps = width or max(max(len(s), len(t)) for s, t in pairs)
   src = np.full((len(pairs), steps), preprocess.PAD_ID, np.int32)
   label = np.full((len(pairs), steps), preprocess.PAD_ID, np.int32)
   for i, (s, t) in enumerate(pairs):

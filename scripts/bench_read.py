@@ -64,7 +64,7 @@ def mt_reader():
   try:
     return mt_data.make_dataset(os.path.join(work, "mt"), 64, split="train", **kw)
   except TypeError:  # a tree before issue 24: make_dataset(location, split, batch_size)
-    return mt_data.make_dataset(os.path.join(work, "mt"), "train", 64, **kw)
+    return getattr(mt_data, "make_dataset")(os.path.join(work, "mt"), "train", 64, **kw)
 
 readers = {
     "bert_data": lambda: bert_data.make_dataset(bert_out, 32, training=True, seed=0,

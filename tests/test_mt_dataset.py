@@ -76,7 +76,7 @@ def test_num_steps_longer_than_sequences(out):
 
 def record_rows(out, split):
   """Untrimmed (source, target) id rows via a fixed T larger than any sequence."""
-  (x, y, _), = all_batches(mt_data.make_dataset(out, 1000, split=split, num_steps=64))
+  (x, y, _), = all_batches(mt_data.make_dataset(out, 1000, split=split, num_steps=64, training=False))
   rows = []
   for s, t in zip(x["source"], y):
     rows.append((tuple(s[s != 0]), tuple(t[t != 0])))
@@ -109,7 +109,7 @@ def test_bucketing_bounds_and_nothing_dropped(out, split):
 def test_training_shuffle_is_seeded_and_complete(out):
   def order(seed):
     return [tuple(r) for x, _, _ in all_batches(
-        mt_data.make_dataset(out, 8, split="train", seed=seed)) for r in x["source"]]
+        mt_data.make_dataset(out, 8, split="train", seed=seed, drop_remainder=False)) for r in x["source"]]
   a, b, c = order(1), order(1), order(2)
   assert a == b and a != c
   assert sorted(a) == sorted(order(None))
@@ -117,7 +117,8 @@ def test_training_shuffle_is_seeded_and_complete(out):
 
 
 def test_bucketing_training(out):
-  ds = mt_data.make_dataset(out, 4, split="train", num_steps=None, bucket_boundaries=[6], seed=3)
+  ds = mt_data.make_dataset(out, 4, split="train", num_steps=None, bucket_boundaries=[6], seed=3,
+                            drop_remainder=False)
   assert sum(x["source"].shape[0] for x, _, _ in all_batches(ds)) == 30
 
 
@@ -150,7 +151,8 @@ def test_empty_valid_split_refused(tmp_path):
                    log=lambda m: None)
   with pytest.raises(UserError, match="'valid' split has no pairs"):
     mt_data.make_dataset(d, 4, split="valid")
-  assert sum(y.shape[0] for _, y, _ in all_batches(mt_data.make_dataset(d, 16, split="train"))) == 50
+  ds = mt_data.make_dataset(d, 16, split="train", drop_remainder=False)
+  assert sum(y.shape[0] for _, y, _ in all_batches(ds)) == 50
 
 
 def test_gzip_and_bpe_read(tmp_path):
@@ -169,7 +171,7 @@ def test_bucketing_with_drop_remainder_static_batch_and_known_length(out):
   # to the split's longest pair) and batches of 4: static batch dimension,
   # cardinality known (counted from the pairs' lengths).
   bounds, longest = [4, 5, 6], 6  # train split: max_len 6 (source and target)
-  ds = mt_data.make_dataset(out, "train", 4, num_steps=None, bucket_boundaries=bounds, seed=2,
+  ds = mt_data.make_dataset(out, 4, split="train", num_steps=None, bucket_boundaries=bounds, seed=2,
                             drop_remainder=True)
   x_spec, y_spec, w_spec = ds.element_spec
   assert all(s.shape.as_list() == [4, None] for s in (x_spec["source"], y_spec, w_spec))
@@ -186,7 +188,7 @@ def test_bucketing_with_drop_remainder_static_batch_and_known_length(out):
     bucket = np.searchsorted(bounds, n, side="right")
     assert len(set(bucket)) == 1 and y.shape[1] == ([3, 4, 5, longest][bucket[0]])
   # Per-bucket batch sizes (a token budget): batch dimension no longer static.
-  ds = mt_data.make_dataset(out, "train", 4, num_steps=None, bucket_boundaries=bounds, seed=2,
+  ds = mt_data.make_dataset(out, 4, split="train", num_steps=None, bucket_boundaries=bounds, seed=2,
                             drop_remainder=True, bucket_batch_sizes=[4, 3, 2, 2])
   assert ds.element_spec[1].shape.as_list() == [None, None]
   sizes = [4, 3, 2, 2]
@@ -196,13 +198,14 @@ def test_bucketing_with_drop_remainder_static_batch_and_known_length(out):
     n = max((x["source"][0] != 0).sum(), (y[0] != 0).sum())
     assert y.shape[0] == sizes[np.searchsorted(bounds, n, side="right")]
   # Without drop_remainder: every pair, known length too.
-  ds = mt_data.make_dataset(out, "train", 4, num_steps=None, bucket_boundaries=bounds, seed=2)
+  ds = mt_data.make_dataset(out, 4, split="train", num_steps=None, bucket_boundaries=bounds, seed=2,
+                            drop_remainder=False)
   assert ds.cardinality().numpy() == len(all_batches(ds)) == (-(-per_bucket // 4)).sum()
 
 
 @pytest.mark.parametrize("sizes", [[4, 4], [4, 0, 4], [4, 2.0, 4]])
 def test_bad_bucket_batch_sizes(out, sizes):
   with pytest.raises(ValueError, match="bucket_batch_sizes=.*must be 3 ints") as e:
-    mt_data.make_dataset(out, "train", 4, num_steps=None, bucket_boundaries=[4, 6],
+    mt_data.make_dataset(out, 4, split="train", num_steps=None, bucket_boundaries=[4, 6],
                          bucket_batch_sizes=sizes)
   assert "\n" not in str(e.value)

@@ -124,7 +124,7 @@ def test_mt_bucketing_equals_make_dataset(mt_out, bounds, drop):
 def test_training_order_is_a_seeded_global_shuffle(bert_out):
   def ids(**kw):
     return np.concatenate([x["input_ids"] for x, _, _ in bert_data.numpy_batches(
-        bert_out, 4, **kw, training=False)])
+        bert_out, 4, **{"training": False, **kw})])
   eval_ids = ids()
   a, b, c = ids(training=True, seed=1), ids(training=True, seed=1), ids(training=True, seed=2)
   np.testing.assert_array_equal(a, b)

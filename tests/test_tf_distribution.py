@@ -35,7 +35,7 @@ def _readers(locations):
                                                        training=False, **kw),
       "w2v_data": lambda **kw: w2v_data.make_dataset(locations["w2v_data"], 8,
                                                      training=False, **kw),
-      "mt_data": lambda **kw: mt_data.make_dataset(locations["mt_data"], "train", 4,
+      "mt_data": lambda **kw: mt_data.make_dataset(locations["mt_data"], 4, split="train",
                                                    training=False, **kw),
   }
 
@@ -115,8 +115,8 @@ print("PIPELINES START", file=sys.stderr, flush=True)
 for ds in (bert_data.make_dataset(locs["bert_data"], 4, seed=1),
            w2v_data.make_dataset(locs["w2v_data"], 8, seed=1),
            w2v_data.make_dataset(locs["w2v_data"], 8, seed=1, in_memory=False),
-           mt_data.make_dataset(locs["mt_data"], "train", 4, seed=1),
-           mt_data.make_dataset(locs["mt_data"], "valid", 4, num_steps=None,
+           mt_data.make_dataset(locs["mt_data"], 4, split="train", seed=1),
+           mt_data.make_dataset(locs["mt_data"], 4, split="valid", num_steps=None,
                                 bucket_boundaries=[5, 8])):
   for _ in ds:
     pass
@@ -153,7 +153,7 @@ makers = {
     "w2v_data": lambda ctx, b: w2v_data.make_dataset(
         locs["w2v_data"], b, seed=1, drop_remainder=True, input_context=ctx, pad_to=40),
     "mt_data": lambda ctx, b: mt_data.make_dataset(
-        locs["mt_data"], "train", b, seed=1, drop_remainder=True, input_context=ctx),
+        locs["mt_data"], b, split="train", seed=1, drop_remainder=True, input_context=ctx),
 }
 for name, make in makers.items():
   def dataset_fn(ctx, make=make):

@@ -117,6 +117,11 @@ class ReadOptions:
     out.sharing()  # checked now
     return out
 
+  def keeping_remainder(self) -> "ReadOptions":
+    """These options reading every record (for readers that drop their own
+    partial batches, e.g. mt's buckets)."""
+    return dataclasses.replace(self, drop_remainder=False)
+
   @property
   def per_replica(self) -> int:
     """Examples per batch this input pipeline yields."""
@@ -158,4 +163,7 @@ class ReadOptions:
                       R.resolve_seed(self.seed) if self.training else 0,
                       R.used_records(total, sharing.global_batch, bool(self.drop_remainder)),
                       R.window_records(self.shuffle_buffer, sharing.global_batch), key)
+    if self.repeat and not stream.used:
+      raise UserError(f"repeat=True: {total} records, fewer than one global batch of "
+                      f"{sharing.global_batch} (drop_remainder=True drops them all)")
     return R.Plan(stream, sharing, bool(self.drop_remainder), self.start_step, self.repeat)

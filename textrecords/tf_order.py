@@ -94,6 +94,8 @@ def epoch_records(tf, stream: R.Stream, read_file: Callable, epoch, first_window
 
 def _start_of(stream: R.Stream, position: int):
   """(epoch, window, records to skip in it) of a reading position."""
+  if not stream.used:  # fewer records than one global batch, all dropped
+    return 0, 0, 0
   epoch, at = divmod(position, stream.used)
   j, skip = divmod(at, stream.window)
   return epoch, j, skip
