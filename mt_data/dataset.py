@@ -13,7 +13,6 @@ the bucket of max(len(source), len(target)) via
 `tf.data.Dataset.bucket_by_sequence_length`.
 """
 
-import dataclasses
 from typing import Optional, Sequence
 
 from textrecords import features
