@@ -1,14 +1,15 @@
 """bert_data's default mode as an Apache Beam pipeline (`--engine=beam`).
 
 The same bytes as the local default mode, for any runner parallelism:
-  1. Each input file is read in line batches (in order within the file; its
-     decode-error counts are summed apart) and
-     the batches are tokenized in parallel (`documents.encode_lines`); each
-     batch's token ids go to a staged .npy file, only its line lengths flow on.
+  1. Each input file is cut into byte ranges of whole lines
+     (`text_input.line_chunks`, as the local engine does), read and
+     tokenized in parallel (`documents.encode_lines`; decode-error counts
+     summed apart); each chunk's token ids go to an object under the output
+     location, only its line lengths flow on.
   2. The corpus index (segment and document boundaries: a few bytes a line,
-     never the tokens) is built from the lengths in file/batch order by the
+     never the tokens) is built from the lengths in file/chunk order by the
      local `CorpusBuilder` and is a side input; tokens are read through a
-     `TokenStore` over the staged batch files.
+     `TokenStore` over the chunks' objects.
   3. Tasks (dupe round, document range) run `pipeline.default_task_records`,
      the local engine's unit of work: every draw is keyed by (seed, dupe,
      document), every instance gets its keyed-hash order key.
@@ -20,6 +21,7 @@ The same bytes as the local default mode, for any runner parallelism:
      from its buckets in key order. The metadata is written last.
 """
 
+import dataclasses
 import io
 import os
 
@@ -30,24 +32,28 @@ from bert_data import documents
 from bert_data import masking
 from bert_data import pipeline
 from textrecords import features
+from textrecords import storage
 from textrecords import text_input
 from textrecords import tfrecord
 from textrecords.engine import beam as beam_engine
 from textrecords.errors import UserError
 
 
-def _read_file(item, on_decode_error):
-  """A file's line batches; its (replaced, skipped) decode-error counts tagged apart."""
+CHUNK_BYTES = 1 << 20  # input bytes a tokenizing step reads (bytes do not depend on it)
+
+
+def _file_chunks(item):
+  """A file cut into byte ranges of whole lines (`text_input.line_chunks`),
+  keyed (file, chunk) in reading order: a large file is read by many workers."""
   file_index, path = item
-  decode_errors = text_input.DecodeErrorCounts()
-  for batch, lines in enumerate(documents.iter_file_line_batches(
-      path, on_decode_error, counts=decode_errors)):
-    yield (file_index, batch), lines
-  yield beam.pvalue.TaggedOutput(beam_engine.DECODE_ERRORS, decode_errors.as_tuple())
+  for i, chunk in enumerate(text_input.line_chunks([path], CHUNK_BYTES)):
+    yield (file_index, i), chunk
 
 
 class _Tokenize(beam.DoFn):
-  """Line batch -> staged token ids; emits (key, path, line lengths, tokens, has [CLS]/[SEP])."""
+  """Input chunk -> its token ids as an object under the output location;
+  emits (key, path, line lengths, tokens, has [CLS]/[SEP]), and its
+  (replaced, skipped) decode-error counts tagged apart."""
 
   def __init__(self, config, dataset):
     super().__init__()
@@ -60,12 +66,17 @@ class _Tokenize(beam.DoFn):
     self.special = [self.tok.token_to_id("[CLS]"), self.tok.token_to_id("[SEP]")]
 
   def process(self, kv):
-    key, lines = kv
-    flat, lengths = documents.encode_lines(lines, self.tok.encode_batch)
+    key, chunk = kv
+    decode_errors = text_input.DecodeErrorCounts()
+    lines, _ = text_input.chunk_lines(chunk, self.config.on_decode_error, drop_cr=True,
+                                      counts=decode_errors)
+    flat, lengths = documents.encode_lines([line.strip() for line in lines],
+                                           self.tok.encode_batch)
     buf = io.BytesIO()
     np.save(buf, flat)
     path = beam_engine.stage(self.dataset, "tokens-%06d-%09d.npy" % key, buf.getvalue())
     yield key, path, lengths, len(flat), bool(np.isin(flat, self.special).any())
+    yield beam.pvalue.TaggedOutput(beam_engine.DECODE_ERRORS, decode_errors.as_tuple())
 
 
 def _index(batches, config):
@@ -146,22 +157,29 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
       (pipeline.make_dynamic_encoder(config) or pipeline.make_encoder(config, tok)).schema)
   masking_block = pipeline.masking_meta(config, pipeline.masking_params(config, tok))
 
+  # Workers run in other folders (or machines): their local paths absolute;
+  # the metadata keeps the flags as given.
+  on_worker = dataclasses.replace(
+      config, input_files=tuple(map(storage.absolute, config.input_files)),
+      **{k: storage.absolute(getattr(config, k)) for k in ("vocab_file", "spm_model_file")
+         if getattr(config, k)})
+
   def build(p):
     single = beam.pvalue.AsSingleton
-    read = (p | "files" >> beam.Create(list(enumerate(config.input_files)))
-            | "read" >> beam.FlatMap(_read_file, config.on_decode_error).with_outputs(
+    read = (p | "files" >> beam.Create(list(enumerate(on_worker.input_files)))
+            | "chunks" >> beam.FlatMap(_file_chunks)
+            | "spread chunks" >> beam.Reshuffle()
+            | "tokenize" >> beam.ParDo(_Tokenize(on_worker, writers[0])).with_outputs(
                 beam_engine.DECODE_ERRORS, main="batches"))
     decode_errors = beam_engine.decode_error_counts(read[beam_engine.DECODE_ERRORS])
-    batches = (read.batches
-               | "spread batches" >> beam.Reshuffle()
-               | "tokenize" >> beam.ParDo(_Tokenize(config, writers[0])))
+    batches = read.batches
     index = (batches | "all lengths" >> beam.combiners.ToList()
              | "index" >> beam.Map(_index, config))
     instances = (index
                  | "tasks" >> beam.FlatMap(lambda ix: pipeline.run_tasks(pipeline.make_context(
                      config, ix[0], None, None, ix[1], ix[3])))
                  | "spread tasks" >> beam.Reshuffle()
-                 | "instances" >> beam.ParDo(_Instances(config), single(index)))
+                 | "instances" >> beam.ParDo(_Instances(on_worker), single(index)))
     counts = (instances | "ones" >> beam.Map(lambda kv: (kv[0], 1))
               | "count per bucket" >> beam.CombinePerKey(sum)
               | "bucket counts" >> beam.combiners.ToDict())

@@ -732,7 +732,8 @@ class MetaBuilder:
         "vocab_size": self.vocab_size, "random_seed": config.random_seed,
         "mode": "reference" if config.reference_compatible else "default",
         "masking": self.masking_block,
-        "flags": config.identity_flags(),
+        "flags": dict(config.identity_flags(),  # URL outputs as given, not staged
+                      output_files=[storage.origin(p) for p in config.output_files]),
         "counts": dict(self.summary, records=sum(i["records"] for i in infos)),
         "datasets": [os.path.basename(p) for p in config.output_files],
         "sentence_task": config.sentence_task,

@@ -176,7 +176,8 @@ def create(cfg, files, log, engine, run) -> dict:
 
   def build(p):
     single = beam.pvalue.AsSingleton
-    read = (p | "files" >> beam.Create(list(enumerate(files)))
+    # workers run in other folders (or machines): local paths absolute
+    read = (p | "files" >> beam.Create(list(enumerate(map(storage.absolute, files))))
             | "read" >> beam.FlatMap(_read_file, cfg.on_decode_error).with_outputs(
                 beam_engine.DECODE_ERRORS, main="events"))
     raw = read.events | "spread" >> beam.Reshuffle()

@@ -17,15 +17,32 @@ there).
 Usage (the corpora are not part of the repository):
   python scripts/bench_beam.py --bert_source=../shared/data/ptb.train.txt --bert_mb=2 \\
       --w2v_corpus=../shared/data/ptb.train.txt --mt_corpus=../shared/data/fra.txt
+
+`--portable_mb=25,100` instead: w2v_data on corpora of those sizes that the
+script generates (Zipf-distributed words, seed 0), each run locally (2
+workers) and on a portable-runner cluster on this machine (Beam's job
+service and an EXTERNAL worker pool; its FnApiRunner asks the pool for one
+SDK worker per environment: `direct_num_workers` does not reach it through
+the job API, so the Beam run has 1 SDK worker against the local run's 2);
+reports wall time, CPU seconds of all processes, peak RSS of each SDK
+worker and of the job service, and input MB per CPU second, and checks the
+Beam run wrote the local run's files:
+  python scripts/bench_beam.py --portable_mb=25,110
 """
 
 import argparse
 import hashlib
 import os
 import platform
+import random
+import resource
 import shutil
+import signal
+import socket
+import subprocess
 import sys
 import tempfile
+import time
 
 import psutil
 
@@ -66,6 +83,166 @@ def bench(name: str, module: str, args, out: str, output_flag: str):
   return rows, (same_beam, same_records), len(digests[0])
 
 
+# ---------------------------------------------------------------- portable runner
+
+def write_corpus(path: str, mb: float, seed: int = 0) -> int:
+  """A w2v corpus of about `mb` MB: lines of 5-30 Zipf-distributed words."""
+  rng = random.Random(seed)
+  words = [f"w{i}" for i in range(30000)]
+  cum, total = [], 0.0
+  for i in range(len(words)):
+    total += 1.0 / (i + 1)
+    cum.append(total)
+  size, want = 0, int(mb * 1e6)
+  with open(path, "w", encoding="utf-8") as f:
+    while size < want:
+      lines = [" ".join(rng.choices(words, cum_weights=cum, k=rng.randint(5, 30)))
+               for _ in range(2000)]
+      text = "\n".join(lines) + "\n"
+      f.write(text)
+      size += len(text)
+  return size
+
+
+class _Tree:
+  """Peak RSS per process and CPU seconds of process trees, polled."""
+
+  def __init__(self, roots):
+    self.roots = roots
+    self.server_roots = {r.pid for r in roots}
+    self.rss, self.cpu, self.names, self.server = {}, {}, {}, set()
+
+  def poll(self):
+    for root in self.roots:
+      try:
+        procs = [root] + root.children(recursive=True)
+      except psutil.Error:
+        continue
+      for p in procs:
+        try:
+          with p.oneshot():
+            t = p.cpu_times()
+            self.cpu[p.pid] = t.user + t.system
+            if root.pid in self.server_roots:
+              self.server.add(p.pid)
+            self.rss[p.pid] = max(self.rss.get(p.pid, 0), p.memory_info().rss)
+            if p.pid not in self.names:
+              self.names[p.pid] = " ".join(p.cmdline())[:200]
+        except psutil.Error:
+          pass
+
+
+def _measure(cmd, env, servers):
+  """Runs cmd: (wall s, CPU s of its process tree (getrusage of waited
+  children) plus the servers' trees (polled), the polled tree)."""
+  tree = _Tree(servers)
+  tree.poll()
+  base = dict(tree.cpu)  # the servers' CPU before this run
+  before = resource.getrusage(resource.RUSAGE_CHILDREN)
+  start = time.perf_counter()
+  proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+  tree.roots = [psutil.Process(proc.pid)] + servers
+  while proc.poll() is None:
+    tree.poll()
+    time.sleep(0.1)
+  _, err = proc.communicate()
+  wall = time.perf_counter() - start
+  if proc.returncode != 0:
+    raise SystemExit(f"command failed: {' '.join(cmd)}\n{err[-2000:]}")
+  after = resource.getrusage(resource.RUSAGE_CHILDREN)
+  cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+  cpu += sum(v - base.get(pid, 0) for pid, v in tree.cpu.items() if pid in tree.server)
+  return wall, cpu, tree
+
+
+def _start_cluster(tmp):
+  job, pool = _free_port(), _free_port()
+  env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
+             + os.environ.get("PATH", ""))
+  procs = []
+  for name, argv, port in (
+      ("jobs", ["apache_beam.runners.portability.local_job_service_main", f"--port={job}"], job),
+      ("pool", ["apache_beam.runners.worker.worker_pool_main", f"--service_port={pool}"], pool)):
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    procs.append(subprocess.Popen([sys.executable, "-m", *argv], cwd=d, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True))
+    deadline = time.monotonic() + 120
+    while True:
+      try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        break
+      except OSError:
+        if time.monotonic() > deadline:
+          raise SystemExit(f"{name} did not start")
+        time.sleep(0.2)
+  options = (f"runner=PortableRunner,job_endpoint=localhost:{job},environment_type=EXTERNAL,"
+             f"environment_config=localhost:{pool},"
+             "experiments=disable_logging_submission_environment")
+  return procs, options
+
+
+def _free_port():
+  s = socket.socket()
+  s.bind(("127.0.0.1", 0))
+  port = s.getsockname()[1]
+  s.close()
+  return port
+
+
+def portable(sizes, tmp):
+  """Local (2 workers) vs the portable runner (2 SDK workers) per corpus size."""
+  procs, options = _start_cluster(tmp)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  rows = []
+  try:
+    jobs, pool = (psutil.Process(p.pid) for p in procs)
+    for mb in sizes:
+      corpus = os.path.join(tmp, f"corpus{mb}.txt")
+      size = write_corpus(corpus, mb)
+      digests = []
+      for label, extra in (("local, 2 workers", []),
+                           ("beam portable runner",
+                            ["--engine=beam", f"--beam_pipeline_options={options}"])):
+        out = os.path.join(tmp, "out")
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = [sys.executable, "-m", "w2v_data.create", f"--input_file={corpus}",
+               f"--output_dir={out}", "--num_shards=4", "--num_workers=2", "--quiet", *extra]
+        wall, cpu, tree = _measure(cmd, env, [jobs, pool] if extra else [])
+        workers = [r for pid, r in tree.rss.items() if "SdkHarness" in tree.names[pid]]
+        job_rss = tree.rss.get(jobs.pid, 0)
+        launcher = max(r for pid, r in tree.rss.items() if "w2v_data.create" in tree.names[pid])
+        digests.append(_digests(out))
+        rows.append((size / 1e6, label, wall, cpu, launcher / 2**20,
+                     [w / 2**20 for w in workers], job_rss / 2**20 if extra else None))
+        print(f"  {size / 1e6:.0f} MB {label}: {wall:.1f} s, {cpu:.1f} CPU s, workers "
+              f"{[round(w / 2**20) for w in workers]} MB", file=sys.stderr, flush=True)
+      rows.append((size / 1e6, "same files", digests[0] == digests[1]))
+      os.remove(corpus)
+  finally:
+    for p in procs:
+      try:
+        os.killpg(p.pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+      p.wait()
+  print(f"machine: {psutil.cpu_count()} cores, Python {platform.python_version()}")
+  print("| corpus MB | engine | wall s | CPU s | input MB per CPU s | launcher peak RSS MB "
+        "| SDK workers' peak RSS MB | job service peak RSS MB |")
+  print("|---|---|---|---|---|---|---|---|")
+  for row in rows:
+    if row[1] == "same files":
+      print(f"| {row[0]:.0f} | beam wrote the local run's files (metadata included): "
+            f"{'yes' if row[2] else 'NO'} | | | | | | |")
+      continue
+    mb, label, wall, cpu, launcher, workers, job_rss = row
+    print(f"| {mb:.0f} | {label} | {wall:.1f} | {cpu:.1f} | {mb / cpu:.2f} | {launcher:,.0f} "
+          f"| {', '.join(f'{w:,.0f}' for w in workers) or '-'} "
+          f"| {'-' if job_rss is None else f'{job_rss:,.0f}'} |")
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--bert_source", help="text whose lines make the bert corpus (documents "
@@ -75,8 +252,16 @@ def main():
   ap.add_argument("--bert_num_shards", type=int, default=4)
   ap.add_argument("--w2v_corpus", help="one sentence per line (e.g. ptb.train.txt)")
   ap.add_argument("--mt_corpus", help="source<TAB>target lines (e.g. fra.txt)")
+  ap.add_argument("--portable_mb", help="comma-separated w2v corpus sizes (MB) for the "
+                  "local vs portable-runner comparison (the other flags are then ignored)")
   args = ap.parse_args()
   tmp = tempfile.mkdtemp(prefix="bench_beam_")
+  if args.portable_mb:
+    try:
+      portable([float(x) for x in args.portable_mb.split(",")], tmp)
+    finally:
+      shutil.rmtree(tmp, ignore_errors=True)
+    return
   results = []
   try:
     if args.bert_source:

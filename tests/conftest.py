@@ -160,3 +160,46 @@ def masking_rows(n_rows, seq, seed, subword_share=0.0, cls=101, sep=102):
     ids[i, 0], ids[i, num_a[i] - 1], ids[i, n - 1] = cls, sep, sep
   mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
   return ids, lengths, num_a, mask
+
+
+CREDS = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+             AWS_DEFAULT_REGION="us-east-1", AWS_MAX_ATTEMPTS="1")
+# No Google credentials lookup on a metadata server (there is none here).
+GCS_QUIET = dict(NO_GCE_CHECK="True", GCE_METADATA_HOST="127.0.0.1:9",
+                 GOOGLE_CLOUD_PROJECT="test")
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+  """A moto S3 server on localhost with bucket `bkt`: (endpoint, s3fs filesystem);
+  this process's AWS settings point at it for the module."""
+  s3fs = pytest.importorskip("s3fs")
+  pytest.importorskip("moto.server")
+  port = free_port()
+  endpoint = f"http://127.0.0.1:{port}"
+  with local_server([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                    f"{endpoint}/moto-api/", "the moto server"):
+    fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing",
+                           skip_instance_cache=True)
+    fs.mkdir("bkt")
+    with pytest.MonkeyPatch.context() as mp:  # for the project's own reads in this process
+      for k, v in dict(CREDS, AWS_ENDPOINT_URL=endpoint).items():
+        mp.setenv(k, v)
+      yield endpoint, fs
+
+
+@pytest.fixture(scope="module")
+def gcs():
+  """A GCS emulator on localhost with bucket `bkt`: (host, gcsfs filesystem);
+  this process's gcsfs points at it for the module."""
+  gcsfs = pytest.importorskip("gcsfs")
+  pytest.importorskip("gcp_storage_emulator")
+  port = free_port()
+  host = f"http://127.0.0.1:{port}"
+  with local_server([sys.executable, "-m", "gcp_storage_emulator", "start", "-H", "127.0.0.1",
+                     "--port", str(port), "--in-memory", "--default-bucket=bkt", "-q"],
+                    f"{host}/storage/v1/b/bkt", "the GCS emulator"):
+    with pytest.MonkeyPatch.context() as mp:  # for the project's own reads in this process
+      for k, v in dict(GCS_QUIET, STORAGE_EMULATOR_HOST=host).items():
+        mp.setenv(k, v)
+      yield host, gcsfs.GCSFileSystem(skip_instance_cache=True)

@@ -12,28 +12,11 @@ import sys
 import pytest
 
 from conftest import BUNDLED_TEXT as SAMPLE_TEXT, BUNDLED_VOCAB as VOCAB, REPO as ROOT
-from conftest import W2V_TINY as TINY, free_port, local_server, message_lines
+from conftest import GCS_QUIET as QUIET, W2V_TINY as TINY, message_lines
 from textrecords import metadata
 
-gcsfs = pytest.importorskip("gcsfs")
+pytest.importorskip("gcsfs")
 pytest.importorskip("gcp_storage_emulator")
-
-# No Google credentials lookup on a metadata server (there is none here).
-QUIET = dict(NO_GCE_CHECK="True", GCE_METADATA_HOST="127.0.0.1:9", GOOGLE_CLOUD_PROJECT="test")
-
-
-@pytest.fixture(scope="module")
-def gcs():
-  port = free_port()
-  host = f"http://127.0.0.1:{port}"
-  with local_server([sys.executable, "-m", "gcp_storage_emulator", "start", "-H", "127.0.0.1",
-                     "--port", str(port), "--in-memory", "--default-bucket=bkt", "-q"],
-                    f"{host}/storage/v1/b/bkt", "the GCS emulator"):
-    with pytest.MonkeyPatch.context() as mp:  # for the project's own reads in this process
-      for k, v in dict(QUIET, STORAGE_EMULATOR_HOST=host).items():
-        mp.setenv(k, v)
-      yield host, gcsfs.GCSFileSystem(skip_instance_cache=True)
-
 
 def _cli(host, cwd, tool, *flags):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, STORAGE_EMULATOR_HOST=host,

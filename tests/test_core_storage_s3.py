@@ -15,32 +15,13 @@ import time
 import pytest
 
 from conftest import BUNDLED_TEXT as SAMPLE_TEXT, BUNDLED_VOCAB as VOCAB, REPO as ROOT
-from conftest import TESTDATA, W2V_TINY as TINY, free_port, local_server, message_lines
+from conftest import CREDS, TESTDATA, W2V_TINY as TINY, free_port, message_lines
 from textrecords import metadata
 
-s3fs = pytest.importorskip("s3fs")
+pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
 PAIRS = os.path.join(TESTDATA, "mt_pairs.txt")
-CREDS = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-             AWS_DEFAULT_REGION="us-east-1", AWS_MAX_ATTEMPTS="1")
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-  port = free_port()
-  endpoint = f"http://127.0.0.1:{port}"
-  with local_server([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                    f"{endpoint}/moto-api/", "the moto server"):
-    fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing",
-                           skip_instance_cache=True)
-    fs.mkdir("bkt")
-    with pytest.MonkeyPatch.context() as mp:  # for the project's own reads in this process
-      for k, v in dict(CREDS, AWS_ENDPOINT_URL=endpoint).items():
-        mp.setenv(k, v)
-      yield endpoint, fs
-
-
 def _env(endpoint, cwd):
   return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, AWS_ENDPOINT_URL=endpoint,
               TEXTRECORDS_STAGING_DIR=str(cwd / "staging"), **CREDS)

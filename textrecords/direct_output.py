@@ -197,8 +197,7 @@ class DirectDataset:
       storage.remove(storage.join(self.dir, n))
     storage.write_file(self.meta_path, meta_bytes)
     for n in sorted(present):  # what the run and killed writers of these names left
-      base = n[1:].split(".done-")[0].split(".tmp-")[0] if n.startswith(".") else None
-      if base in ours and n != meta_name:
+      if _leftover_of(n, ours):
         storage.remove(storage.join(self.dir, n))
     storage.remove_tree(self.parts_dir())
     storage.remove(record)
@@ -213,6 +212,15 @@ class DirectDataset:
     if storage.size(dst) != info["bytes"]:
       raise UserError(f"{dst}: {storage.size(dst)} bytes, expected {info['bytes']}; "
                       "rerun to retry")
+
+
+def _leftover_of(name: str, ours) -> bool:
+  """True for a hidden finished, info or temporary name of one of `ours`
+  (`.N.done-RUN`, `.N.done-RUN.json`, `.N.tmp-...` and their temp names)."""
+  if not name.startswith("."):
+    return False
+  bare = name.lstrip(".")
+  return any(bare.startswith((f"{n}.done-", f"{n}.tmp-")) for n in ours)
 
 
 def _public(info: dict) -> dict:

@@ -427,17 +427,25 @@ def absolute(path: str) -> str:
   staged run and a direct one record the same)."""
   if is_url(path):
     return path
-  path = os.path.abspath(local_path(path))
+  return origin(os.path.abspath(local_path(path)))
+
+
+def origin(path: str) -> str:
+  """The URL a path in a URL output's staging folder stands for; any other
+  path unchanged (metadata names what the user gave, not the staging copy)."""
+  if is_url(path):
+    return path
   root = os.path.abspath(staging_root()) + os.sep
-  if path.startswith(root):
-    folder = os.path.join(root, path[len(root):].split(os.sep)[0])
-    try:
-      with open(os.path.join(folder, ORIGIN), encoding="utf-8") as f:
-        origin = f.read()
-    except OSError:
-      return path
-    return join(parent(origin), os.path.relpath(path, folder).replace(os.sep, "/"))
-  return path
+  full = os.path.abspath(local_path(path))
+  if not full.startswith(root):
+    return path
+  folder = os.path.join(root, full[len(root):].split(os.sep)[0])
+  try:
+    with open(os.path.join(folder, ORIGIN), encoding="utf-8") as f:
+      url = f.read()
+  except OSError:
+    return path
+  return join(parent(url), os.path.relpath(full, folder).replace(os.sep, "/"))
 
 
 ORIGIN = ".url"  # in a staging folder: the URL it stands for

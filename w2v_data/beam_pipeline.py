@@ -21,6 +21,7 @@ import apache_beam as beam
 import numpy as np
 
 from textrecords import metadata
+from textrecords import storage
 from textrecords import text_input
 from textrecords import tfrecord
 from textrecords import vocab as vocab_lib
@@ -167,7 +168,8 @@ def create(config, files, writer, fingerprint, engine) -> dict:
 
   def build(p):
     single = beam.pvalue.AsSingleton
-    file_list = p | "files" >> beam.Create(list(enumerate(files)))
+    # workers run in other folders (or machines): local paths absolute
+    file_list = p | "files" >> beam.Create(list(enumerate(map(storage.absolute, files))))
     read = (file_list | "chunks" >> beam.FlatMap(_units)
             | "spread" >> beam.Reshuffle()
             | "read" >> beam.Map(_read))
