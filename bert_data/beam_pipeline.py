@@ -42,14 +42,6 @@ from textrecords.errors import UserError
 CHUNK_BYTES = 1 << 20  # input bytes a tokenizing step reads (bytes do not depend on it)
 
 
-def _file_chunks(item):
-  """A file cut into byte ranges of whole lines (`text_input.line_chunks`),
-  keyed (file, chunk) in reading order: a large file is read by many workers."""
-  file_index, path = item
-  for i, chunk in enumerate(text_input.line_chunks([path], CHUNK_BYTES)):
-    yield (file_index, i), chunk
-
-
 class _Tokenize(beam.DoFn):
   """Input chunk -> its token ids as an object under the output location;
   emits (key, path, line lengths, tokens, has [CLS]/[SEP]), and its
@@ -167,7 +159,7 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
   def build(p):
     single = beam.pvalue.AsSingleton
     read = (p | "files" >> beam.Create(list(enumerate(on_worker.input_files)))
-            | "chunks" >> beam.FlatMap(_file_chunks)
+            | "chunks" >> beam.FlatMap(beam_engine.file_chunks, CHUNK_BYTES)
             | "spread chunks" >> beam.Reshuffle()
             | "tokenize" >> beam.ParDo(_Tokenize(on_worker, writers[0])).with_outputs(
                 beam_engine.DECODE_ERRORS, main="batches"))
@@ -202,5 +194,4 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
     for w, (_, ps) in zip(writers, groups):
       w.discard(ps)
     raise
-  from textrecords import metadata  # pylint: disable=import-outside-toplevel
-  return pipeline.summary_of(metadata.read(groups[0][0], package="bert_data"))
+  return pipeline.summary_of(writers[0].read_meta("bert_data"))

@@ -1,9 +1,11 @@
 """mt_data as an Apache Beam pipeline (`--engine=beam`): the local run's bytes.
 
 Steps (each parallel over its elements; nothing holds the corpus):
-  1. Each input file is read line by line (`preprocess.parse_line`), giving
-     (file, line, pair number in the file, pair or skip reason).
-  2. Per-file line and pair counts (a combiner) give every line and pair its
+  1. Each input file is cut into byte ranges of whole lines
+     (`text_input.line_chunks`, as the local engine does); each range is
+     read by some worker (`preprocess.parse_line`), giving (chunk, line,
+     pair number in the chunk, pair or skip reason) and the chunk's counts.
+  2. Per-chunk line and pair counts give every line and pair its
      global number (side input), the split sizes and where reading would
      stop (`--num_train` + `--num_val` pairs), so `lines_read`, the skip
      counts and the decode-error counts (lines before that stop) equal a
@@ -38,56 +40,49 @@ from mt_data import vocab as vocab_lib
 BLOCK = 8192  # pairs per encoded part (bytes do not depend on it)
 
 
-def _read_file(item, on_decode_error):
-  """A file's line events; its decode errors tagged apart as (file, position,
+CHUNK_BYTES = 1 << 20  # input bytes a read step takes (bytes do not depend on it)
+COUNTS = "counts"  # the tag of a chunk's (lines, pairs, skips per reason)
+
+
+def _read_chunk(kv, on_decode_error):
+  """A chunk's line events (key, line, pair number in the chunk, pair or skip
+  reason); tagged apart: its counts, and its decode errors as (key, position,
   (replaced, skipped)): a replaced line at its own line number, skipped lines
-  at the number of the next line read (the file's line count after the last)."""
-  file_index, path = item
+  at the number of the next line read."""
+  key, chunk = kv
+  positions = []
+  lines, _ = text_input.chunk_lines(chunk, on_decode_error, positions=positions)
+  for j, replaced, skipped in positions:
+    yield beam.pvalue.TaggedOutput(beam_engine.DECODE_ERRORS, (key, j, (replaced, skipped)))
   k = 0
-  errors = text_input.DecodeErrorCounts()
-  seen = (0, 0)
-  j = -1
-  for j, (_, text) in enumerate(text_input.read_lines(path, on_decode_error, counts=errors)):
-    if errors.as_tuple() != seen:
-      yield beam.pvalue.TaggedOutput(beam_engine.DECODE_ERRORS, (
-          file_index, j, (errors.replaced - seen[0], errors.skipped - seen[1])))
-      seen = errors.as_tuple()
+  skips = [0] * len(preprocess.SKIP_REASONS)
+  for j, text in enumerate(lines):
     pair, reason = preprocess.parse_line(text)
     if pair is None:
-      yield file_index, j, -1, None, reason
+      skips[preprocess.SKIP_REASONS.index(reason)] += 1
+      yield key, j, -1, None, reason
     else:
-      yield file_index, j, k, pair, None
+      yield key, j, k, pair, None
       k += 1
-  if errors.skipped != seen[1]:
-    yield beam.pvalue.TaggedOutput(beam_engine.DECODE_ERRORS,
-                                   (file_index, j + 1, (0, errors.skipped - seen[1])))
+  yield beam.pvalue.TaggedOutput(COUNTS, (key, (len(lines), k, *skips)))
 
 
 def _decode_errors_read(event, plan, cut):
   """The (replaced, skipped) of lines a local run reads: all, or those before
   the line it stops after (`cut`, when --num_train + --num_val pairs are reached)."""
-  file_index, j, counts = event
-  if cut < 0 or plan["line_off"][file_index] + j < cut:
+  key, j, counts = event
+  if cut < 0 or plan["line_off"][key] + j < cut:
     yield counts
 
 
-def _file_counts(event):
-  file_index, _, _, pair, reason = event
-  skip = [int(reason == r) for r in preprocess.SKIP_REASONS]
-  return file_index, (1, int(pair is not None), *skip)
-
-
-def _plan(per_file, num_files, cfg, files):
-  """Offsets of each file's lines and pairs, totals and split sizes."""
-  counts = dict(per_file)
-  zero = (0,) * (2 + len(preprocess.SKIP_REASONS))
-  line_off, pair_off = [], []
+def _plan(per_chunk, cfg, files):
+  """Offsets of each chunk's lines and pairs, totals and split sizes."""
+  line_off, pair_off = {}, {}
   lines = pairs = 0
   skipped = [0] * len(preprocess.SKIP_REASONS)
-  for f in range(num_files):
-    c = counts.get(f, zero)
-    line_off.append(lines)
-    pair_off.append(pairs)
+  for key, c in sorted(per_chunk):
+    line_off[key] = lines
+    pair_off[key] = pairs
     lines += c[0]
     pairs += c[1]
     skipped = [a + b for a, b in zip(skipped, c[2:])]
@@ -101,9 +96,9 @@ def _plan(per_file, num_files, cfg, files):
 
 
 def _globalize(event, plan):
-  file_index, j, k, pair, reason = event
-  gline = plan["line_off"][file_index] + j
-  gpair = plan["pair_off"][file_index] + k if pair is not None else -1
+  key, j, k, pair, reason = event
+  gline = plan["line_off"][key] + j
+  gpair = plan["pair_off"][key] + k if pair is not None else -1
   return gline, gpair, pair, reason
 
 
@@ -178,14 +173,13 @@ def create(cfg, files, log, engine, run) -> dict:
     single = beam.pvalue.AsSingleton
     # workers run in other folders (or machines): local paths absolute
     read = (p | "files" >> beam.Create(list(enumerate(map(storage.absolute, files))))
-            | "read" >> beam.FlatMap(_read_file, cfg.on_decode_error).with_outputs(
-                beam_engine.DECODE_ERRORS, main="events"))
-    raw = read.events | "spread" >> beam.Reshuffle()
-    plan = (raw | "file counts" >> beam.Map(_file_counts)
-            | "sum per file" >> beam.CombinePerKey(
-                beam_engine.SumTuples(["sum"] * (2 + len(preprocess.SKIP_REASONS))))
-            | "all files" >> beam.combiners.ToList()
-            | "plan" >> beam.Map(_plan, len(files), cfg, files))
+            | "chunks" >> beam.FlatMap(beam_engine.file_chunks, CHUNK_BYTES)
+            | "spread chunks" >> beam.Reshuffle()
+            | "read" >> beam.FlatMap(_read_chunk, cfg.on_decode_error).with_outputs(
+                beam_engine.DECODE_ERRORS, COUNTS, main="events"))
+    raw = read.events
+    plan = (read[COUNTS] | "all chunks" >> beam.combiners.ToList()
+            | "plan" >> beam.Map(_plan, cfg, files))
     events = raw | "number" >> beam.Map(_globalize, single(plan))
     cut = (events | "cut" >> beam.FlatMap(_cut_line, single(plan))
            | "cut line" >> beam.CombineGlobally(lambda xs: max(xs, default=-1)))
@@ -243,8 +237,7 @@ def create(cfg, files, log, engine, run) -> dict:
   except UserError:
     dw.discard(all_paths)
     raise
-  from textrecords import metadata  # pylint: disable=import-outside-toplevel
-  meta = metadata.read(lay.meta_path, schema.PACKAGE)
+  meta = dw.read_meta(schema.PACKAGE)
   for warning in units.split_warnings(meta["splits"]["train"]["pairs"],
                                       meta["splits"]["valid"]["pairs"],
                                       cfg.num_train, cfg.num_val):

@@ -273,3 +273,25 @@ def test_both_engines_run_in_the_one_skeleton(tmp_path, package):
     _create_with(package, str(out), engine, resume=True)
     assert {n: (s.st_ino, s.st_mtime_ns) for n, s in stats.items()} == {
         n: (os.stat(out / n).st_ino, os.stat(out / n).st_mtime_ns) for n in os.listdir(out)}
+
+
+def test_mt_beam_reads_byte_ranges_like_local(tmp_path, monkeypatch):
+  """Files cut into many byte ranges of whole lines (64-byte chunks), read by
+  different bundles: still the local run's bytes, with decode errors inside
+  chunks and reading stopped after --num_train + --num_val pairs."""
+  from mt_data import beam_pipeline as mt_beam  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(mt_beam, "CHUNK_BYTES", 64)
+  pairs = open(os.path.join(TESTDATA, "mt_pairs.txt"), encoding="utf-8").read().split("\n")
+  messy, _ = _bad_utf8_file(tmp_path / "messy.txt", pairs[:12])
+  inputs = ",".join([messy, os.path.join(TESTDATA, "mt_pairs.txt")])
+
+  def run(out, engine):
+    mt_create.create(mt_config.MTConfig(input_file=inputs, output_dir=out, num_train=20,
+                                        num_val=6, min_freq=1, num_shards=2,
+                                        on_decode_error="skip_line"),
+                     log=lambda _: None, engine=engine)
+
+  local, beam = _both(tmp_path, run, IN_MEMORY)
+  assert _without_indexes(local, False) == 7 and local == beam
+  meta = json.load(open(tmp_path / "out" / "meta.json", encoding="utf-8"))
+  assert meta["decode_errors"]["skipped_lines"] == 3

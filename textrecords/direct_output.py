@@ -137,6 +137,12 @@ class DirectDataset:
     h.write(data)
     return h.commit()
 
+  def read_meta(self, package: str) -> dict:
+    """The metadata the pipeline's last step wrote (listings cached in this
+    process before the run are dropped first)."""
+    storage.forget_listings(self.meta_path)
+    return metadata.read(self.meta_path, package)
+
   def discard(self, paths: Sequence[str]):
     """After a run failed on bad input: removes the files it finished (not
     those of the resumed run) and its intermediate objects."""

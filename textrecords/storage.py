@@ -387,6 +387,13 @@ def move(src: str, dst: str):
     os.replace(local_path(src), local_path(dst))
 
 
+def forget_listings(path: str):
+  """Drops this process's cached listings of `path`'s store (fsspec caches
+  them): files other processes wrote (Beam workers) become visible."""
+  if is_url(path):
+    filesystem(path).invalidate_cache()
+
+
 def remove(path: str):
   """Deletes a file; a missing one is fine."""
   try:

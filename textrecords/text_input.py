@@ -211,12 +211,15 @@ def line_chunks(files: Sequence[str], chunk_bytes: int = 1 << 20) -> List[LineCh
 
 
 def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
-                drop_cr: bool = False, counts: Optional[DecodeErrorCounts] = None
-                ) -> Tuple[List[str], int]:
+                drop_cr: bool = False, counts: Optional[DecodeErrorCounts] = None,
+                positions: Optional[list] = None) -> Tuple[List[str], int]:
   """The lines of a chunk as `read_lines` yields them, and how many lines it has.
 
   The count includes lines dropped by on_decode_error="skip_line"; `counts`,
-  if given, counts the lines replaced or skipped (as `read_lines` does).
+  if given, counts the lines replaced or skipped (as `read_lines` does);
+  `positions`, if given, gets (index in the returned lines, 1, 0) for each
+  replaced line and (index of the next returned line, 0, 1) for each skipped
+  one.
 
   Raises:
     UserError: invalid UTF-8 (strict), naming the file and the line's number
@@ -252,15 +255,17 @@ def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
     try:
       lines.append(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
-      if on_decode_error == "replace":
+      if on_decode_error not in ("replace", "skip_line"):
+        raise _decode_error(chunk.path, _lines_before(chunk) + i + 1, e.start) from e
+      replaced = on_decode_error == "replace"
+      if positions is not None:
+        positions.append((len(lines), int(replaced), int(not replaced)))
+      if replaced:
         lines.append(raw.decode("utf-8", errors="replace"))
         if counts is not None:
           counts.replaced += 1
-      elif on_decode_error == "skip_line":
-        if counts is not None:
-          counts.skipped += 1
-      else:
-        raise _decode_error(chunk.path, _lines_before(chunk) + i + 1, e.start) from e
+      elif counts is not None:
+        counts.skipped += 1
   return lines, len(raws)
 
 

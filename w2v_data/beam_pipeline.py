@@ -216,4 +216,4 @@ def create(config, files, writer, fingerprint, engine) -> dict:
   except UserError:
     writer.discard([vocab_path] + record_paths)
     raise
-  return metadata.read(lay.meta_path, schema.PACKAGE)
+  return writer.read_meta(schema.PACKAGE)

@@ -79,6 +79,17 @@ def run(options_text: str, build: Callable) -> None:
     raise
 
 
+# ---------------------------------------------------------------- reading
+
+def file_chunks(item, chunk_bytes: int):
+  """(file index, path) -> ((file index, chunk index), chunk) for byte ranges
+  of whole lines (`text_input.line_chunks`), in reading order: a large file
+  is read by many workers, as by the local engine's workers."""
+  file_index, path = item
+  for i, chunk in enumerate(text_input.line_chunks([path], chunk_bytes)):
+    yield (file_index, i), chunk
+
+
 # ---------------------------------------------------------------- writing
 
 def stage(dataset, name: str, data: bytes) -> str:
