@@ -151,7 +151,10 @@ def _measure(cmd, env, servers):
   if proc.returncode != 0:
     raise SystemExit(f"command failed: {' '.join(cmd)}\n{err[-2000:]}")
   after = resource.getrusage(resource.RUSAGE_CHILDREN)
-  cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+  waited = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+  # the launcher's tree: what the kernel reports for waited children, or the
+  # polled sum where processes were not waited (a pool's workers)
+  cpu = max(waited, sum(v for pid, v in tree.cpu.items() if pid not in tree.server))
   cpu += sum(v - base.get(pid, 0) for pid, v in tree.cpu.items() if pid in tree.server)
   return wall, cpu, tree
 
@@ -211,9 +214,11 @@ def portable(sizes, tmp):
         cmd = [sys.executable, "-m", "w2v_data.create", f"--input_file={corpus}",
                f"--output_dir={out}", "--num_shards=4", "--num_workers=2", "--quiet", *extra]
         wall, cpu, tree = _measure(cmd, env, [jobs, pool] if extra else [])
-        workers = [r for pid, r in tree.rss.items() if "SdkHarness" in tree.names[pid]]
+        workers = [r for pid, r in tree.rss.items()
+                   if "SdkHarness" in tree.names.get(pid, "")]
         job_rss = tree.rss.get(jobs.pid, 0)
-        launcher = max(r for pid, r in tree.rss.items() if "w2v_data.create" in tree.names[pid])
+        launcher = max(r for pid, r in tree.rss.items()
+                       if "w2v_data.create" in tree.names.get(pid, ""))
         digests.append(_digests(out))
         rows.append((size / 1e6, label, wall, cpu, launcher / 2**20,
                      [w / 2**20 for w in workers], job_rss / 2**20 if extra else None))
