@@ -294,4 +294,4 @@ def test_mt_beam_reads_byte_ranges_like_local(tmp_path, monkeypatch):
   local, beam = _both(tmp_path, run, IN_MEMORY)
   assert _without_indexes(local, False) == 7 and local == beam
   meta = json.load(open(tmp_path / "out" / "meta.json", encoding="utf-8"))
-  assert meta["decode_errors"]["skipped_lines"] == 3
+  assert meta["counts"]["skipped_lines"] == 3
