@@ -4,7 +4,7 @@
 Each is timed with and without the change, interleaved, `--repeats` times:
 
   - final sync: a 20 MB output written in 1 MB pieces with 10 ms of "work"
-    between them through `tfrecord.AtomicWriter`, then committed; the time
+    between them through `atomic_file.AtomicWriter`, then committed; the time
     of the commit (its fsync) with the background writeback
     (`textrecords.writeback`, the default) and without it;
   - exit: a w2v_data create on `--ptb` in a fresh process, then the time from
@@ -42,9 +42,9 @@ class _NoWriteback:
 
 
 def final_sync_s(directory: str, background: bool) -> float:
-  from textrecords import tfrecord  # pylint: disable=import-outside-toplevel
+  from textrecords import atomic_file  # pylint: disable=import-outside-toplevel
   piece = os.urandom(1 << 20)
-  w = tfrecord.AtomicWriter(os.path.join(directory, "out.bin"))
+  w = atomic_file.AtomicWriter(os.path.join(directory, "out.bin"))
   if not background:
     w._writeback = _NoWriteback()  # pylint: disable=protected-access
   for _ in range(20):

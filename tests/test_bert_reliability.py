@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import REPO, SAMPLE_TEXT, VOCAB, run_cli, write_varied_corpus
+from textrecords import atomic_file
 from textrecords import layout
 from textrecords import tfrecord
 
@@ -94,7 +95,7 @@ def test_disk_full_keeps_earlier_output_and_leaves_no_partial_file(tmp_path, mon
   def full_copy(*args):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-  monkeypatch.setattr(tfrecord.AtomicWriter, "_raw_write", full)
+  monkeypatch.setattr(atomic_file.AtomicWriter, "_raw_write", full)
   monkeypatch.setattr(os, "copy_file_range", full_copy, raising=False)
   import dataclasses
   with pytest.raises(UserError, match="No space left"):

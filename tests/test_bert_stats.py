@@ -7,6 +7,7 @@ from conftest import error_lines, run_cli
 from bert_data import stats
 from bert_data.instances import Instance
 from bert_data.records import BertRecordEncoder
+from textrecords import atomic_file
 from textrecords import tfrecord
 
 # ids: 0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK], 5 a, 6 b, 7 c
@@ -23,9 +24,9 @@ def _write_records(path, v2_names=False):
       # [CLS] [MASK] [SEP] [MASK] [SEP]: A = 3, B = 2; c at 1 and [UNK] at 3 masked.
       Instance([2, 4, 3, 4, 3], 3, True, [1, 3], [7, 1]),
   ]
-  with tfrecord.AtomicWriter(str(path)) as w:
+  with atomic_file.AtomicWriter(str(path)) as w:
     for inst in instances:
-      w.write_record(enc.encode(inst))
+      w.write(tfrecord.frame(enc.encode(inst)), 1)
     w.commit()
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from textrecords import atomic_file
 from textrecords import example_decoder
 from textrecords import example_encoder as codec
 from textrecords import features as F
@@ -75,9 +76,9 @@ def test_fixed_length_is_enforced():
 def test_framing_read_by_tensorflow(tmp_path, compression):
   path = str(tmp_path / "x.tfrecord")
   records = [os.urandom(n) for n in (0, 1, 100, 5000)]
-  w = tfrecord.AtomicWriter(path, compression)
+  w = atomic_file.AtomicWriter(path, compression)
   for r in records:
-    w.write_record(r)
+    w.write(tfrecord.frame(r), 1)
   info = w.commit()
   assert info["records"] == 4 and info["bytes"] == os.path.getsize(path)
   assert info["sha256"] == tfrecord.file_sha256(path)
@@ -89,8 +90,8 @@ def test_framing_read_by_tensorflow(tmp_path, compression):
 def test_gzip_bytes_are_stable(tmp_path):
   digests = []
   for name in ("a", "b"):
-    w = tfrecord.AtomicWriter(str(tmp_path / name), "GZIP")
-    w.write_record(b"same")
+    w = atomic_file.AtomicWriter(str(tmp_path / name), "GZIP")
+    w.write(tfrecord.frame(b"same"), 1)
     digests.append(w.commit()["sha256"])
   assert digests[0] == digests[1]
   assert gzip.decompress((tmp_path / "a").read_bytes())
@@ -107,9 +108,9 @@ def test_tensorflow_written_file_read_by_us(tmp_path):
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
 def test_corruption_is_detected_with_file_name(tmp_path, damage):
   path = str(tmp_path / "x.tfrecord")
-  w = tfrecord.AtomicWriter(path)
+  w = atomic_file.AtomicWriter(path)
   for _ in range(3):
-    w.write_record(b"x" * 100)
+    w.write(tfrecord.frame(b"x" * 100), 1)
   w.commit()
   data = bytearray(open(path, "rb").read())
   if damage == "truncate":
@@ -124,8 +125,8 @@ def test_corruption_is_detected_with_file_name(tmp_path, damage):
 def test_atomic_writer_leaves_nothing_on_error(tmp_path):
   path = tmp_path / "out.tfrecord"
   with pytest.raises(RuntimeError):
-    with tfrecord.AtomicWriter(str(path)) as w:
-      w.write_record(b"partial")
+    with atomic_file.AtomicWriter(str(path)) as w:
+      w.write(tfrecord.frame(b"partial"), 1)
       raise RuntimeError("boom")
   assert os.listdir(tmp_path) == []
 

@@ -9,6 +9,7 @@ import pytest
 
 from mt_data import config as mt_config
 from mt_data import create as mt_create
+from textrecords import atomic_file
 from textrecords import example_decoder
 from textrecords import text_input
 from textrecords import tfrecord
@@ -26,7 +27,7 @@ def _open_fds():
 def test_atomic_writer_with_block_without_commit_removes_temp_and_closes(tmp_path):
   path = tmp_path / "f.bin"
   fds = _open_fds()
-  with tfrecord.AtomicWriter(str(path)) as w:
+  with atomic_file.AtomicWriter(str(path)) as w:
     w.write(b"abc")
     tmp = w.tmp
     assert os.path.exists(tmp)
@@ -39,7 +40,7 @@ def test_atomic_writer_with_block_without_commit_removes_temp_and_closes(tmp_pat
 
 def test_atomic_writer_with_block_committed_keeps_the_file(tmp_path):
   path = tmp_path / "f.bin"
-  with tfrecord.AtomicWriter(str(path)) as w:
+  with atomic_file.AtomicWriter(str(path)) as w:
     w.write(b"abc")
     w.commit()
   assert path.read_bytes() == b"abc"
@@ -47,13 +48,13 @@ def test_atomic_writer_with_block_committed_keeps_the_file(tmp_path):
 
 
 def test_temp_names_are_unique_per_writer(tmp_path):
-  a = tfrecord.AtomicWriter(str(tmp_path / "f"))
-  b = tfrecord.AtomicWriter(str(tmp_path / "f"))
+  a = atomic_file.AtomicWriter(str(tmp_path / "f"))
+  b = atomic_file.AtomicWriter(str(tmp_path / "f"))
   try:
     assert a.tmp != b.tmp
     assert f".tmp-{os.getpid()}-" in a.tmp
-    assert tfrecord.temp_owner_alive(os.path.basename(a.tmp))
-    assert not tfrecord.temp_owner_alive(".f.tmp-999999999-0123abcd")
+    assert atomic_file.temp_owner_alive(os.path.basename(a.tmp))
+    assert not atomic_file.temp_owner_alive(".f.tmp-999999999-0123abcd")
   finally:
     a.abort()
     b.abort()

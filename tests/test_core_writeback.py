@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from textrecords import tfrecord
+from textrecords import atomic_file
 from textrecords import writeback
 from textrecords.errors import UserError
 
@@ -58,7 +58,7 @@ def test_atomic_writer_bytes_and_hash_unchanged_by_background_syncs(tmp_path, co
   chunks = [bytes([i % 251]) * (37 * i + 1) for i in range(60)]
   infos = []
   for name, steps in (("plain", False), ("synced", True)):
-    w = tfrecord.AtomicWriter(str(tmp_path / name), compression)
+    w = atomic_file.AtomicWriter(str(tmp_path / name), compression)
     if steps:
       _small_steps(w)
     for c in chunks:
@@ -74,7 +74,7 @@ def test_atomic_writer_bytes_and_hash_unchanged_by_background_syncs(tmp_path, co
 
 
 def test_atomic_writer_abort_waits_for_the_sync_then_removes_the_temp(tmp_path):
-  w = tfrecord.AtomicWriter(str(tmp_path / "f"))
+  w = atomic_file.AtomicWriter(str(tmp_path / "f"))
   _small_steps(w)
   w.write(b"y" * 1000)
   w.abort()
@@ -83,7 +83,7 @@ def test_atomic_writer_abort_waits_for_the_sync_then_removes_the_temp(tmp_path):
 
 
 def test_a_failed_background_sync_fails_the_commit_in_one_line(tmp_path):
-  w = tfrecord.AtomicWriter(str(tmp_path / "f"))
+  w = atomic_file.AtomicWriter(str(tmp_path / "f"))
   read, write = os.pipe()
   try:
     w._writeback = writeback.Writeback(write, every=1)  # pylint: disable=protected-access

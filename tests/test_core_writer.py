@@ -9,6 +9,7 @@ from textrecords import metadata
 from textrecords import seeding
 from textrecords import spill
 from textrecords import text_input
+from textrecords import tfrecord
 from textrecords.errors import UserError
 
 
@@ -24,7 +25,7 @@ def _write(tmp_path, fingerprint, records, overwrite=False, resume=False, stop_a
       continue
     h = dw.open(p)
     for r in recs:
-      h.write_record(r)
+      h.write(tfrecord.frame(r), 1)
     h.commit()
     written.append(os.path.basename(p))
   return dw.finalize(paths, lambda infos: metadata.base_meta("test")), written

@@ -23,10 +23,6 @@ PACKAGES = ("textrecords", "bert_data", "w2v_data", "mt_data", "scripts")
 
 # Remaining cycles (as sorted module lists) and what removes each.
 KNOWN = {
-    ("textrecords.storage", "textrecords.tfrecord"):
-        "storage.write_file writes local files through tfrecord.AtomicWriter while "
-        "tfrecord reads URLs through storage: moving AtomicWriter out of the framing "
-        "module (issue 23 item 4, 'framing vs atomic files') removes it",
     ("bert_data.beam_pipeline", "bert_data.pipeline"):
         "the Beam pipeline calls 15 of pipeline.py's functions, which picks the Beam "
         "engine: bert_data's units.py (issue 23 item 1) removes it",

@@ -17,7 +17,7 @@ from bert_data.config import BertConfig
 from conftest import GOLDEN, SAMPLE_TEXT, TESTDATA, VOCAB, run_cli
 from mt_data import config as mt_config
 from mt_data import create as mt_create
-from textrecords import index, layout, reader, tfrecord
+from textrecords import atomic_file, index, layout, reader, tfrecord
 from textrecords.errors import UserError
 from w2v_data import pipeline as w2v_pipeline
 from w2v_data import reader as w2v_reader
@@ -171,8 +171,8 @@ def test_index_cli_on_foreign_file_and_random_access(tmp_path):
 
 def test_index_cli_refuses_gzip_and_missing(tmp_path):
   gz = str(tmp_path / "g.tfrecord")
-  w = tfrecord.AtomicWriter(gz, "GZIP")
-  w.write_record(b"x")
+  w = atomic_file.AtomicWriter(gz, "GZIP")
+  w.write(tfrecord.frame(b"x"), 1)
   w.commit()
   r = run_cli("textrecords.index", gz)
   assert r.returncode == 2 and "GZIP" in r.stderr and "sequentially" in r.stderr

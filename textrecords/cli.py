@@ -205,8 +205,8 @@ def report(line: str, summary: dict, *, quiet: bool, summary_json: Optional[str]
     summary: the full summary, written to `summary_json` if that is set.
   """
   if summary_json:
-    from textrecords import tfrecord  # pylint: disable=import-outside-toplevel
-    w = tfrecord.AtomicWriter(summary_json)
+    from textrecords import atomic_file  # pylint: disable=import-outside-toplevel
+    w = atomic_file.AtomicWriter(summary_json)
     w.write((json.dumps(summary, indent=1, sort_keys=True, ensure_ascii=False)
              + "\n").encode("utf-8"))
     w.commit()

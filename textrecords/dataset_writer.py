@@ -18,6 +18,7 @@ import os
 import shutil
 from typing import Callable, Dict, List, Sequence
 
+from textrecords import atomic_file
 from textrecords import index
 from textrecords import metadata
 from textrecords import storage
@@ -131,7 +132,7 @@ class DatasetWriter:
       return None
 
   def _write_progress_header(self):
-    w = tfrecord.AtomicWriter(self.progress_path)
+    w = atomic_file.AtomicWriter(self.progress_path)
     w.write((json.dumps({"fingerprint": self.fingerprint}, sort_keys=True) + "\n").encode())
     w.commit()
     self._header_written = True
@@ -180,7 +181,7 @@ class DatasetWriter:
     """
     prefix = f".{os.path.basename(self.meta_path)}.scratch-"
     for name in os.listdir(self.dir):
-      if name.startswith(prefix) and not tfrecord.pid_alive(name[len(prefix):]):
+      if name.startswith(prefix) and not atomic_file.pid_alive(name[len(prefix):]):
         shutil.rmtree(os.path.join(self.dir, name), ignore_errors=True)
     path = os.path.join(self.dir, f"{prefix}{os.getpid()}")
     shutil.rmtree(path, ignore_errors=True)
@@ -211,7 +212,7 @@ class DatasetWriter:
     d, base = os.path.split(path)
     prefix = f".{base}.tmp-"
     for name in os.listdir(d or "."):
-      if name.startswith(prefix) and not tfrecord.temp_owner_alive(name):
+      if name.startswith(prefix) and not atomic_file.temp_owner_alive(name):
         try:
           os.remove(os.path.join(d, name))
         except OSError:
@@ -315,7 +316,7 @@ def reopen(meta_path: str):
            if isinstance(f, dict) and "/" not in f.get("name", "/")]
   lines = [{"fingerprint": meta.get("fingerprint")}]
   lines += [{k: f[k] for k in ("name", "bytes", "sha256", "records") if k in f} for f in files]
-  w = tfrecord.AtomicWriter(os.path.join(d, f".{os.path.basename(meta_path)}.progress"))
+  w = atomic_file.AtomicWriter(os.path.join(d, f".{os.path.basename(meta_path)}.progress"))
   w.write("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines).encode())
   w.commit()
   for f in files:
@@ -335,7 +336,7 @@ def open_finished_file(path: str, compression: str = "") -> "FileHandle":
   return FileHandle(None, path, compression)
 
 
-class FileHandle(tfrecord.AtomicWriter):
+class FileHandle(atomic_file.AtomicWriter):
   """An AtomicWriter whose commit renames to the hidden finished name."""
 
   def __init__(self, owner: "DatasetWriter | None", path: str, compression: str):

@@ -32,6 +32,7 @@ import os
 import secrets
 from typing import Callable, Dict, List, Sequence
 
+from textrecords import atomic_file
 from textrecords import index
 from textrecords import metadata
 from textrecords import publish
@@ -236,7 +237,7 @@ def _public(info: dict) -> dict:
 class StreamFile:
   """One dataset file streamed to its location: a temp name, then the
   finished name; the same bytes, sha256 and offset index as a local run's
-  `tfrecord.AtomicWriter`."""
+  `atomic_file.AtomicWriter`."""
 
   def __init__(self, dataset: DirectDataset, name: str, compression: str = ""):
     self.dataset, self.name = dataset, name
@@ -245,7 +246,7 @@ class StreamFile:
     self._hash = hashlib.sha256()
     self.size = self.records = 0
     self._starts = []  # record offsets (uncompressed files)
-    self._gz = tfrecord.gzip_writer(self) if compression == "GZIP" else None
+    self._gz = atomic_file.gzip_writer(self) if compression == "GZIP" else None
 
   def write(self, data: bytes):
     """File-like sink (also the gzip stream's): bytes as stored."""

@@ -35,6 +35,7 @@ from typing import Optional
 
 import numpy as np
 
+from textrecords import atomic_file
 from textrecords import layout as L
 from textrecords import storage
 from textrecords import tfrecord
@@ -182,7 +183,7 @@ def build(record_path: str, out_path: Optional[str] = None) -> str:
   offsets = scan(record_path, check_data=True)
   data = encode(offsets, os.path.basename(record_path), os.path.getsize(record_path),
                 tfrecord.file_sha256(record_path))
-  w = tfrecord.AtomicWriter(out_path)
+  w = atomic_file.AtomicWriter(out_path)
   w.write(data)
   w.commit()
   return out_path

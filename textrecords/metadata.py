@@ -23,6 +23,7 @@ import json
 import os
 from typing import Dict, List, Optional, Union
 
+from textrecords import atomic_file
 from textrecords import __version__
 from textrecords import layout as layout_lib
 from textrecords import storage
@@ -98,7 +99,7 @@ def set_files(meta: dict, infos: List[dict], split_files: Dict[str, List[str]],
 
 def write(path: str, meta: dict):
   """Writes the JSON atomically (temp name, fsync, rename)."""
-  w = tfrecord.AtomicWriter(path)
+  w = atomic_file.AtomicWriter(path)
   w.write(dumps(meta))
   w.commit()
 

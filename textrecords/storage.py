@@ -34,6 +34,7 @@ import socket
 import urllib.parse
 from typing import List, Optional, Tuple
 
+from textrecords import atomic_file
 from textrecords.errors import UserError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -341,13 +342,12 @@ def write_file(path: str, data: bytes):
     UserError: the write or upload failed (named in the message).
   """
   if not is_url(path):
-    from textrecords import tfrecord  # pylint: disable=import-outside-toplevel
     path = local_path(path)
     try:
       os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     except OSError as e:
       raise UserError(f"cannot create the folder of {path}: {e.strerror}") from e
-    with tfrecord.AtomicWriter(path) as writer:
+    with atomic_file.AtomicWriter(path) as writer:
       writer.write(data)
       writer.commit()
     return
