@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import BUNDLED_TEXT as SAMPLE_TEXT, BUNDLED_VOCAB as VOCAB, REPO as ROOT
-from conftest import GCS_QUIET as QUIET, W2V_TINY as TINY, message_lines
+from conftest import GCS_QUIET as QUIET, W2V_TINY as TINY, free_port, message_lines
 from textrecords import metadata
 
 pytest.importorskip("gcsfs")
