@@ -93,7 +93,7 @@ def test_w2v_numpy_batches_equal_make_dataset(w2v_outs, layout, pad_to):
 def test_w2v_numpy_batches_expand_labels_as_make_dataset(w2v_outs):
   d = w2v_outs["sentence"]
   assert_same_batches(w2v_data.make_dataset(d, 5, training=False, expand_labels=True),
-                      w2v_data.numpy_batches(d, 5, expand_labels=True))
+                      w2v_data.numpy_batches(d, 5, training=False, expand_labels=True))
   with pytest.raises(UserError, match="expand_labels='yes': must be True or False"):
     w2v_data.numpy_batches(d, 5, expand_labels="yes")
 
