@@ -31,10 +31,10 @@ import numpy as np
 from bert_data import documents
 from bert_data import masking
 from bert_data import pipeline
-from textrecords import features
-from textrecords import storage
-from textrecords import text_input
-from textrecords import tfrecord
+from textrecords.wire import features
+from textrecords.files import storage
+from textrecords.files import text_input
+from textrecords.files import tfrecord
 from textrecords.engine import beam as beam_engine
 from textrecords.errors import UserError
 

@@ -34,11 +34,11 @@ from absl import flags
 
 from bert_data.documents import iter_line_batches
 from bert_data.tokenizer import SPECIAL_TOKENS
-from textrecords import cli
-from textrecords import parallel
-from textrecords import storage
-from textrecords import text_input
-from textrecords import vocab as vocab_lib
+from textrecords.runs import cli
+from textrecords.engine import parallel
+from textrecords.files import storage
+from textrecords.files import text_input
+from textrecords.datasets import vocab as vocab_lib
 from textrecords.errors import UserError
 
 FLAGS = flags.FLAGS

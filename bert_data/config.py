@@ -4,9 +4,9 @@ import dataclasses
 from typing import Tuple
 
 from bert_data.masks import registry
-from textrecords import cli
+from textrecords.runs import cli
 from textrecords.errors import UserError
-from textrecords.run_options import RunOptions
+from textrecords.runs.run_options import RunOptions
 
 
 MASKING_MODES = ("static", "dynamic")

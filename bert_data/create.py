@@ -14,12 +14,12 @@ from absl import flags
 
 from bert_data.config import BertConfig
 from bert_data import pipeline
-from textrecords import cli
-from textrecords import metadata
-from textrecords.layout import DatasetLayout
-from textrecords import run as run_lib
-from textrecords import text_input
-from textrecords.run_options import run_options_from_flags
+from textrecords.runs import cli
+from textrecords.datasets import metadata
+from textrecords.datasets.layout import DatasetLayout
+from textrecords.runs import run as run_lib
+from textrecords.files import text_input
+from textrecords.runs.run_options import run_options_from_flags
 
 FLAGS = flags.FLAGS
 

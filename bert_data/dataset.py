@@ -4,13 +4,13 @@ from typing import Optional, Sequence
 
 from bert_data import schema as S
 from bert_data.masks import registry
-from textrecords import dataset_files
-from textrecords import features
-from textrecords import tf_input
-from textrecords import tf_order
-from textrecords.layout import DEFAULT_SPLIT
+from textrecords.reading import locations as dataset_files
+from textrecords.wire import features
+from textrecords.reading import tf_input
+from textrecords.reading import tf_order
+from textrecords.datasets.layout import DEFAULT_SPLIT
 from textrecords.errors import UserError
-from textrecords.read_options import ReadOptions
+from textrecords.reading.read_options import ReadOptions
 from textrecords.tf_import import require_tf
 
 MASKED_LM = S.MASKED_LM
@@ -83,8 +83,8 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
   The shared arguments (batch_size, split, training, seed,
   global_batch_size, input_context, start_step, drop_remainder,
   shuffle_buffer, repeat, verify, skip_corrupt, log) are
-  `textrecords.read_options.ReadOptions`: the same defaults and checks in
-  every package; the records come in the order of `textrecords.read_order`
+  `textrecords.reading.read_options.ReadOptions`: the same defaults and checks in
+  every package; the records come in the order of `textrecords.reading.read_order`
   (the same global batches for any number of input pipelines, the same
   number of batches on each, `start_step` resumes without reading what
   came before). The number of batches is known unless `repeat`.
@@ -100,7 +100,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
     drop_remainder: drop the last partial batch (default: when training).
     input_context: a `tf.distribute.InputContext`: this pipeline's share.
     weights: with a list of locations, their share of every global batch
-      (`textrecords.mixtures`).
+      (`textrecords.reading.mixtures`).
     max_seq_length: if given, must equal the records' length.
     max_predictions_per_seq: static records: must equal the records'
       value; dynamic records: overrides the create-time value (at most
@@ -113,7 +113,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
     skip_corrupt: skip (and log) files that fail verification.
     log: where skipped files are reported (default: print).
     data_service: a tf.data service dispatcher ("grpc://host:port") to run
-      the pipeline on (see `textrecords.tf_input.data_service_step`).
+      the pipeline on (see `textrecords.reading.tf_input.data_service_step`).
     job_name: input pipelines giving the same name share one service job.
   Raises:
     UserError (a ValueError): missing/incomplete dataset, other package's
@@ -129,7 +129,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
   tf = require_tf()
   names = _feature_names(feature_names, v2_names)
   if not isinstance(location, str) or weights is not None:
-    from textrecords import mixtures  # pylint: disable=import-outside-toplevel
+    from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
     return serve(mixtures.tf_mixture(
         location, weights, opts, lambda loc: _entries(loc, split, opts),
         _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob, names)))

@@ -16,8 +16,8 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from textrecords import storage
-from textrecords import text_input
+from textrecords.files import storage
+from textrecords.files import text_input
 from textrecords.errors import UserError
 
 # A line batch sent to a tokenizer worker: (lines, is_break flags).

@@ -15,16 +15,16 @@ from typing import Optional
 from absl import flags
 
 from bert_data import schema as S
-from textrecords import cli
-from textrecords import dataset_files
-from textrecords import example_decoder
-from textrecords import index as index_lib
-from textrecords import metadata
-from textrecords import storage
-from textrecords import tfrecord
-from textrecords import vocab as vocab_lib
+from textrecords.runs import cli
+from textrecords.reading import locations as dataset_files
+from textrecords.wire import example_decoder
+from textrecords.datasets import index as index_lib
+from textrecords.datasets import metadata
+from textrecords.files import storage
+from textrecords.files import tfrecord
+from textrecords.datasets import vocab as vocab_lib
 from textrecords.errors import UserError
-from textrecords.layout import DEFAULT_SPLIT
+from textrecords.datasets.layout import DEFAULT_SPLIT
 
 FLAGS = flags.FLAGS
 

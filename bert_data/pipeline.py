@@ -28,20 +28,20 @@ from bert_data.documents import Corpus, encode_lines, read_corpus
 from bert_data.instances import (FastDraws, instances_from_document, instances_from_spans,
                                  spans_from_document)
 from bert_data.sentence_order import sop_spans_from_document
-from textrecords import cli
+from textrecords.runs import cli
 from textrecords import engine as engine_lib
 from textrecords.engine import local as local_engine
-from textrecords import storage
-from textrecords import features
-from textrecords import metadata
-from textrecords import parallel
-from textrecords import run as run_lib
+from textrecords.files import storage
+from textrecords.wire import features
+from textrecords.datasets import metadata
+from textrecords.engine import parallel
+from textrecords.runs import run as run_lib
 from textrecords import seeding
-from textrecords import spill
-from textrecords import text_input
-from textrecords import tfrecord
+from textrecords.files import spill
+from textrecords.files import text_input
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
-from textrecords.layout import DEFAULT_SPLIT, DatasetLayout
+from textrecords.datasets.layout import DEFAULT_SPLIT, DatasetLayout
 
 _DOCS_PER_TASK = 32
 _PACKED_PER_TASK = 512  # packed instances per worker task (about 32 documents' worth)

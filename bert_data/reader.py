@@ -25,11 +25,11 @@ from bert_data import dynamic_masking
 from bert_data import masking
 from bert_data.masks import draws
 from bert_data import schema as S
-from textrecords import dataset_files
-from textrecords import example_decoder
-from textrecords import reader
-from textrecords.layout import DEFAULT_SPLIT
-from textrecords import read_order
+from textrecords.reading import locations as dataset_files
+from textrecords.wire import example_decoder
+from textrecords.reading import reader
+from textrecords.datasets.layout import DEFAULT_SPLIT
+from textrecords.reading import read_order
 from textrecords.errors import UserError
 
 
@@ -118,14 +118,14 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = DE
                   weights: Optional[Sequence[float]] = None, **options):
   """An iterator of `(x, y, sample_weight)` numpy batches: those of
   `make_dataset` with the same arguments (the read order of
-  `textrecords.read_order`), read through the offset index.
+  `textrecords.reading.read_order`), read through the offset index.
 
   `shard_index`/`num_shards`: as an input_context of `num_shards` pipelines
   with a replica each. `options`: see `open_dataset`.
   """
   opts = reader.read_options_from(locals())
   if not isinstance(location, str) or weights is not None:
-    from textrecords import mixtures  # pylint: disable=import-outside-toplevel
+    from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
     return mixtures.numpy_mixture(
         [open_dataset(loc, split=split, seed=seed, **options) for loc in location],
         weights, opts)

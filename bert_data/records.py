@@ -17,9 +17,9 @@ import numpy as np
 
 from bert_data import schema as S
 from bert_data.instances import Instance
-from textrecords import example_encoder
-from textrecords import features as F
-from textrecords import varint
+from textrecords.wire import example_encoder
+from textrecords.wire import features as F
+from textrecords.wire import varint
 
 _ONE_F32 = struct.pack("<f", 1.0)
 _ZERO_F32 = struct.pack("<f", 0.0)

@@ -13,7 +13,7 @@ Two record kinds:
     whole-word masking, word-start flags.
 """
 
-from textrecords.features import FLOAT, INT64, FeatureSpec
+from textrecords.wire.features import FLOAT, INT64, FeatureSpec
 
 INPUT_IDS = "input_ids"
 INPUT_MASK = "input_mask"

@@ -19,7 +19,7 @@ import string
 import unicodedata
 from typing import Iterable, List, Optional, Sequence
 
-from textrecords import storage
+from textrecords.files import storage
 from textrecords.errors import UserError
 
 WORD_START = "\u2581"

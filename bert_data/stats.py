@@ -35,12 +35,12 @@ from absl import flags
 from bert_data import schema as S
 from bert_data.inspect import (compression_from_flag, define_compression_flag,
                                load_vocab_tokens, record_files)
-from textrecords import cli
-from textrecords import dataset_files
-from textrecords import example_decoder
-from textrecords import metadata
-from textrecords import tfrecord
-from textrecords import vocab as vocab_lib
+from textrecords.runs import cli
+from textrecords.reading import locations as dataset_files
+from textrecords.wire import example_decoder
+from textrecords.datasets import metadata
+from textrecords.files import tfrecord
+from textrecords.datasets import vocab as vocab_lib
 from textrecords.errors import UserError
 
 FLAGS = flags.FLAGS

@@ -42,7 +42,7 @@ from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 from tokenizers.models import WordPiece
 
-from textrecords import vocab as core_vocab
+from textrecords.datasets import vocab as core_vocab
 
 UNK_TOKEN = "[UNK]"
 # The tokens BERT records need, in the reference vocab's order.

@@ -6,7 +6,7 @@
 does not import TensorFlow.
 """
 
-from textrecords import exports as _exports
+from textrecords import lazy_exports as _exports
 
 # make_dataset (imports TensorFlow), numpy_batches, grain_source, torch_dataset
 # (TF-free readers), load_codecs: imported on first use.

@@ -23,13 +23,13 @@ import time
 
 import apache_beam as beam
 
-from textrecords import storage
-from textrecords import text_input
-from textrecords import tfrecord
-from textrecords import vocab as core_vocab
+from textrecords.files import storage
+from textrecords.files import text_input
+from textrecords.files import tfrecord
+from textrecords.datasets import vocab as core_vocab
 from textrecords.engine import beam as beam_engine
 from textrecords.errors import UserError
-from textrecords.layout import DatasetLayout
+from textrecords.datasets.layout import DatasetLayout
 
 from mt_data import preprocess
 from mt_data import records

@@ -3,10 +3,10 @@
 import dataclasses
 from typing import Optional
 
-from textrecords import cli
-from textrecords import tfrecord
+from textrecords.runs import cli
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
-from textrecords.run_options import RunOptions, run_options_from_flags
+from textrecords.runs.run_options import RunOptions, run_options_from_flags
 
 TOKENIZERS = ("word", "bpe")
 MAX_COUNT = 10 ** 9

@@ -21,11 +21,11 @@ from typing import Callable, Dict, List, Optional
 from absl import flags
 import numpy as np
 
-from textrecords import cli
-from textrecords import text_input
+from textrecords.runs import cli
+from textrecords.files import text_input
 from textrecords.errors import UserError
-from textrecords.layout import DatasetLayout
-from textrecords import parallel
+from textrecords.datasets.layout import DatasetLayout
+from textrecords.engine import parallel
 
 from mt_data import config as config_lib
 from mt_data import preprocess
@@ -34,7 +34,7 @@ from mt_data import schema
 from mt_data import units
 from mt_data import vocab as vocab_lib
 from textrecords import engine as engine_lib
-from textrecords import run as run_lib
+from textrecords.runs import run as run_lib
 from textrecords.engine import local as local_engine
 
 FLAGS = flags.FLAGS

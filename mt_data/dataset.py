@@ -15,11 +15,11 @@ the bucket of max(len(source), len(target)) via
 
 from typing import Optional, Sequence
 
-from textrecords import features
-from textrecords import dataset_files
-from textrecords import tf_input
+from textrecords.wire import features
+from textrecords.reading import locations as dataset_files
+from textrecords.reading import tf_input
 from textrecords.errors import UserError
-from textrecords.read_options import ReadOptions
+from textrecords.reading.read_options import ReadOptions
 from textrecords.tf_import import require_tf
 
 from mt_data import preprocess
@@ -90,14 +90,14 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = "tr
   The shared arguments (batch_size, split, training, seed,
   global_batch_size, input_context, start_step, drop_remainder,
   shuffle_buffer, repeat, verify, skip_corrupt, log) are
-  `textrecords.read_options.ReadOptions`: the same defaults and checks in
-  every package; pairs come in the order of `textrecords.read_order`. With
+  `textrecords.reading.read_options.ReadOptions`: the same defaults and checks in
+  every package; pairs come in the order of `textrecords.reading.read_order`. With
   `num_steps` the number of batches is known unless `repeat`.
 
   Args:
     location: the --output_dir of `python -m mt_data.create` (or its
       meta.json, or record files / a shard glob of it); a list of them with
-      `weights`: a mixture (`textrecords.mixtures`).
+      `weights`: a mixture (`textrecords.reading.mixtures`).
     split: "train" or "valid".
     batch_size: pairs per batch (per replica); or global_batch_size.
     training: the seeded training order; default: split == "train". Not
@@ -116,7 +116,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = "tr
       one batch size the batch dimension is static; the number of batches
       is counted once (a pass over the pairs' lengths) unless `repeat`.
     data_service: a tf.data service dispatcher ("grpc://host:port") to run
-      the pipeline on (see `textrecords.tf_input.data_service_step`).
+      the pipeline on (see `textrecords.reading.tf_input.data_service_step`).
     job_name: input pipelines giving the same name share one service job.
     seed: makes the shuffle order reproducible.
     verify: "checksum" (size + sha256 of every file against meta.json),
@@ -151,7 +151,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = "tr
   if not isinstance(location, str) or weights is not None:
     if bounds is not None:
       raise UserError("bucket_boundaries: a mixture gives fixed-length batches (num_steps)")
-    from textrecords import mixtures  # pylint: disable=import-outside-toplevel
+    from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
     load = lambda loc: record_files(loc, split, verify=verify,  # noqa: E731
                                     skip_corrupt=skip_corrupt, log=log)
     return serve(mixtures.tf_mixture(

@@ -20,7 +20,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from textrecords import text_input
+from textrecords.files import text_input
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 RESERVED = (PAD, UNK, BOS, EOS)

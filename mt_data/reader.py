@@ -27,8 +27,8 @@ import numpy as np
 from mt_data import dataset
 from mt_data import preprocess
 from mt_data import schema
-from textrecords import example_decoder
-from textrecords import reader
+from textrecords.wire import example_decoder
+from textrecords.reading import reader
 from textrecords.errors import UserError
 
 
@@ -104,7 +104,7 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = "t
                   bucket_boundaries: Optional[Sequence[int]] = None,
                   weights: Optional[Sequence[float]] = None, **options):
   """An iterator of `(x, y, sample_weight)` numpy batches: `make_dataset`'s
-  with the same arguments (the read order of `textrecords.read_order`).
+  with the same arguments (the read order of `textrecords.reading.read_order`).
 
   `bucket_boundaries` (with `num_steps=None`): batches of one length bucket
   each, as `make_dataset`'s. `shard_index`/`num_shards`: as an
@@ -117,7 +117,7 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = "t
   if not isinstance(location, str) or weights is not None:
     if bucket_boundaries is not None:
       raise UserError("bucket_boundaries: a mixture gives fixed-length batches (num_steps)")
-    from textrecords import mixtures  # pylint: disable=import-outside-toplevel
+    from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
     return mixtures.numpy_mixture([open_dataset(loc, split=split, **options)
                                    for loc in location], weights, opts)
   opened = open_dataset(location, split=split, bucket_boundaries=bucket_boundaries, **options)

@@ -9,8 +9,8 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from textrecords import example_encoder
-from textrecords import tfrecord
+from textrecords.wire import example_encoder
+from textrecords.files import tfrecord
 
 from mt_data import schema
 

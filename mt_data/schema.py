@@ -5,14 +5,14 @@ end with `<eos>`. Trimming, padding, `<bos>` and the shift by one happen in
 the parser (`mt_data.dataset`).
 """
 
-from textrecords.features import FeatureSpec
+from textrecords.wire.features import FeatureSpec
 
 SOURCE_IDS = FeatureSpec("source_ids", "int64", None)
 TARGET_IDS = FeatureSpec("target_ids", "int64", None)
 SCHEMA = (SOURCE_IDS, TARGET_IDS)
 
 PACKAGE = "mt_data"
-SPLITS = ("train", "valid")  # records: textrecords.layout names them
+SPLITS = ("train", "valid")  # records: textrecords.datasets.layout names them
 VOCAB_FILE = {"source": "src_vocab.txt", "target": "tgt_vocab.txt"}
 TOKENIZER_FILE = {"source": "src_tokenizer.json", "target": "tgt_tokenizer.json"}
 

@@ -15,10 +15,10 @@ from typing import Dict, List
 
 from absl import flags
 
-from textrecords import cli
-from textrecords import example_decoder
-from textrecords import metadata
-from textrecords import tfrecord
+from textrecords.runs import cli
+from textrecords.wire import example_decoder
+from textrecords.datasets import metadata
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 from mt_data import dataset as mt_dataset

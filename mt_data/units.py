@@ -8,12 +8,12 @@ same bytes as a local one.
 
 from typing import Dict, List, Sequence, Tuple
 
-from textrecords import cli
-from textrecords import features
-from textrecords import metadata
-from textrecords import storage
-from textrecords import text_input
-from textrecords import vocab as core_vocab
+from textrecords.runs import cli
+from textrecords.wire import features
+from textrecords.datasets import metadata
+from textrecords.files import storage
+from textrecords.files import text_input
+from textrecords.datasets import vocab as core_vocab
 from textrecords.errors import UserError
 
 from mt_data import preprocess

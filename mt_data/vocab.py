@@ -14,9 +14,9 @@ words (split on spaces), U+2581 marking word starts; it is stored as
 import json
 from typing import Dict, List, Optional, Sequence
 
-from textrecords import layout
-from textrecords import metadata
-from textrecords import vocab as core_vocab
+from textrecords.datasets import layout
+from textrecords.datasets import metadata
+from textrecords.datasets import vocab as core_vocab
 from textrecords.errors import UserError
 
 from mt_data import preprocess
@@ -166,7 +166,7 @@ def load_codecs(output_dir: str, meta: Optional[dict] = None):
   record files); with `meta` given it must be the folder.
   """
   if meta is None:
-    from textrecords import dataset_files  # pylint: disable=import-outside-toplevel
+    from textrecords.reading import locations as dataset_files  # pylint: disable=import-outside-toplevel
     found = dataset_files.open_datasets(output_dir, schema.PACKAGE)[0]
     lay, meta = found.layout, found.meta
   else:

@@ -6,10 +6,10 @@ Each is timed with and without the change, interleaved, `--repeats` times:
   - final sync: a 20 MB output written in 1 MB pieces with 10 ms of "work"
     between them through `atomic_file.AtomicWriter`, then committed; the time
     of the commit (its fsync) with the background writeback
-    (`textrecords.writeback`, the default) and without it;
+    (`textrecords.files.writeback`, the default) and without it;
   - exit: a w2v_data create on `--ptb` in a fresh process, then the time from
     the run's end to the process's end, with the objects frozen
-    (`textrecords.cli.run` does so) and without;
+    (`textrecords.runs.cli.run` does so) and without;
   - numpy.ma: importing it in a fresh process that has numpy (what the first
     `np.unique` call in each sampling worker cost before).
 
@@ -42,7 +42,7 @@ class _NoWriteback:
 
 
 def final_sync_s(directory: str, background: bool) -> float:
-  from textrecords import atomic_file  # pylint: disable=import-outside-toplevel
+  from textrecords.files import atomic_file  # pylint: disable=import-outside-toplevel
   piece = os.urandom(1 << 20)
   w = atomic_file.AtomicWriter(os.path.join(directory, "out.bin"))
   if not background:

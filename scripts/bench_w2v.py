@@ -336,7 +336,7 @@ def _measure(path, spec):
     out = {"tokens": int(c.raw_tokens)}
   else:
     if spec.get("release_memory"):  # workers give freed memory back (glibc's default)
-      from textrecords import parallel  # pylint: disable=import-outside-toplevel
+      from textrecords.engine import parallel  # pylint: disable=import-outside-toplevel
       parallel.keep_freed_memory = lambda *a, **kw: False
     count_corpus = corpus_lib.count_corpus
     phases = {}
@@ -372,7 +372,7 @@ def _measure(path, spec):
   out["system_cpu_s"] = me.ru_stime + children.ru_stime
   print(json.dumps(out), flush=True)
   import gc  # pylint: disable=import-outside-toplevel
-  gc.freeze()  # exits as the command does (textrecords.cli.run)
+  gc.freeze()  # exits as the command does (textrecords.runs.cli.run)
 
 
 def _run_measure(args, path, **spec):

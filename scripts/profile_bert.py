@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 from bert_data import pipeline as P  # pylint: disable=wrong-import-position
 from bert_data import records  # pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
-from textrecords import cli  # pylint: disable=wrong-import-position
+from textrecords.runs import cli  # pylint: disable=wrong-import-position
 
 VOCAB = os.path.join(REPO, "tests", "testdata", "vocab_uncased.txt")
 PHASES = ("load_tokenizer", "build_corpus", "spill_default_mode", "write_default_mode_files")

@@ -43,7 +43,7 @@ def read_metadata(records_path: str) -> dict:
   """The metadata bert_data.create wrote for `records_path` (any location
   `make_dataset` takes); another package's dataset is refused naming the
   script that trains on it."""
-  from textrecords import script_inputs  # pylint: disable=import-outside-toplevel
+  from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
   return script_inputs.check(records_path, script_inputs.BERT, "--input")
 
 
@@ -290,5 +290,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-  from textrecords import cli  # pylint: disable=import-outside-toplevel
+  from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
   sys.exit(cli.run_script(main))

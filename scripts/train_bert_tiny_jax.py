@@ -106,7 +106,7 @@ def main(argv=None) -> int:
   p.add_argument("--workers", type=int, default=0, help="grain worker processes")
   p.add_argument("--seed", type=int, default=0)
   args = p.parse_args(argv)
-  from textrecords import script_inputs  # pylint: disable=import-outside-toplevel
+  from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
   try:
     script_inputs.check(args.input, script_inputs.BERT, "--input")  # other kinds: one line
     opened = reader.open_dataset(args.input)

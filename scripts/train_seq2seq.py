@@ -85,7 +85,7 @@ def train(data_dir, epochs=30, batch_size=64, num_steps=9, lr=0.005, embed_size=
           num_hiddens=64, dropout=0.0, seed=0, sentences=DEFAULT_SENTENCES, verbose=0,
           validate=True):
   """Trains on the "train" split (validating on "valid" when asked and it has pairs)."""
-  from textrecords import script_inputs  # pylint: disable=import-outside-toplevel
+  from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
   script_inputs.check(data_dir, script_inputs.SEQ2SEQ, "--data_dir")  # other kinds: one line
   import keras  # pylint: disable=import-outside-toplevel
   import mt_data  # pylint: disable=import-outside-toplevel

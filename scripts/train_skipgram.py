@@ -63,7 +63,7 @@ def main(argv=None):
   args = training.resolve(p.parse_args(argv))
 
   def _train(a):
-    from textrecords import script_inputs  # pylint: disable=import-outside-toplevel
+    from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
     from w2v_data import models  # pylint: disable=import-outside-toplevel
     from w2v_data import vectors  # pylint: disable=import-outside-toplevel
     script_inputs.check(a.data_dir, script_inputs.SKIPGRAM, "--data_dir")  # other kinds: 1 line

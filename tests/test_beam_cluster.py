@@ -341,8 +341,8 @@ def test_killed_worker_and_killed_pipeline_then_resume(cluster, launcher, s3_ser
 def test_retried_file_step_writes_the_same_bytes(tmp_path):
   """A bundle that runs twice (Beam's retry, or a speculative copy) writes the
   same parts and the same file: the second attempt's bytes replace the first's."""
-  from textrecords import direct_output  # pylint: disable=import-outside-toplevel
-  from textrecords import tfrecord  # pylint: disable=import-outside-toplevel
+  from textrecords.datasets import direct_output  # pylint: disable=import-outside-toplevel
+  from textrecords.files import tfrecord  # pylint: disable=import-outside-toplevel
   from textrecords.engine import beam as beam_engine  # pylint: disable=import-outside-toplevel
   ds = direct_output.DirectDataset(str(tmp_path / "out" / "meta.json"), {"x": 1})
   path = str(tmp_path / "out" / "r.tfrecord")

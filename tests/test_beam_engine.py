@@ -254,7 +254,7 @@ def _create_with(package, out, engine, **kw):
 
 @pytest.mark.parametrize("package", ["bert_data", "w2v_data", "mt_data"])
 def test_both_engines_run_in_the_one_skeleton(tmp_path, package):
-  """textrecords.run.GeneratorRun for both engines: a foreign file at an output
+  """textrecords.runs.run.GeneratorRun for both engines: a foreign file at an output
   path is refused before any work, --resume on the complete output (written by
   the other engine) changes nothing."""
   out = tmp_path / "out"

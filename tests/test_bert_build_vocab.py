@@ -9,7 +9,7 @@ from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli
 
 from bert_data import build_vocab
 from bert_data import sentencepiece_tokenizer as spt
-from textrecords import storage
+from textrecords.files import storage
 from bert_data.tokenizer import WordPieceTokenizer, read_vocab_lines
 
 SAMPLE_CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

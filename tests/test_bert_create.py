@@ -8,7 +8,9 @@ import os
 import pytest
 
 from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli, write_varied_corpus
-from textrecords import example_decoder, layout, tfrecord
+from textrecords.datasets import layout
+from textrecords.files import tfrecord
+from textrecords.wire import example_decoder
 
 MOD = "bert_data.create"
 

@@ -11,7 +11,9 @@ import bert_data
 from bert_data import pipeline
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB
-from textrecords import example_decoder, layout, tfrecord
+from textrecords.datasets import layout
+from textrecords.files import tfrecord
+from textrecords.wire import example_decoder
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +118,7 @@ def test_missing_metadata_and_corrupt_file(records, tmp_path):
 
 
 def test_other_package_refused(tmp_path):
-  from textrecords import metadata
+  from textrecords.datasets import metadata
   meta = metadata.base_meta("w2v_data")
   meta["files"] = []
   metadata.write(str(tmp_path / "x.tfrecord.meta.json"), meta)

@@ -18,7 +18,9 @@ from bert_data import masking, pipeline
 from bert_data.masks import draws, single_piece, whole_word
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB, masking_rows, write_varied_corpus
-from textrecords import example_decoder, seeding, tfrecord
+from textrecords import seeding
+from textrecords.files import tfrecord
+from textrecords.wire import example_decoder
 
 CLS, SEP, MASK = 101, 102, 103
 POOL = tuple(range(3000))

@@ -10,7 +10,7 @@ import pytest
 from bert_data import pipeline
 from bert_data.config import BertConfig
 from conftest import GOLDEN, SAMPLE_TEXT, VOCAB
-from textrecords import tfrecord
+from textrecords.files import tfrecord
 
 CASES = {
     "sample_msl128_mp20_seed12345_dupe10": {},

@@ -321,7 +321,7 @@ def _encoder_peak_bytes(seq: int) -> tuple:
 
 def test_encoder_memory_grows_linearly_in_seq_length():
   # issue 21 item 3: a table per length (6.5 GB at --max_seq_length=65536).
-  from textrecords import example_decoder as codec
+  from textrecords.wire import example_decoder as codec
   small, _ = _encoder_peak_bytes(2048)
   large, rec = _encoder_peak_bytes(8192)
   assert large < 6 * small, (small, large)  # 4x the length: ~4x, not ~16x

@@ -121,7 +121,8 @@ from bert_data import pipeline  # noqa: E402  pylint: disable=wrong-import-posit
 from bert_data import schema as S  # noqa: E402  pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # noqa: E402  pylint: disable=wrong-import-position
 from bert_data.tokenizer import WordPieceTokenizer  # noqa: E402  pylint: disable=wrong-import-position
-from textrecords import example_decoder, tfrecord  # noqa: E402  pylint: disable=wrong-import-position
+from textrecords.files import tfrecord  # noqa: E402  pylint: disable=wrong-import-position
+from textrecords.wire import example_decoder
 
 SAMPLE_CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "bert_data", "sample", "sample_corpus.txt")

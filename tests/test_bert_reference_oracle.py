@@ -14,7 +14,8 @@ from bert_data import pipeline
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB
 from reference_bert import reference_records
-from textrecords import example_decoder, tfrecord
+from textrecords.files import tfrecord
+from textrecords.wire import example_decoder
 
 WORDS = open(SAMPLE_TEXT, encoding="utf-8").read().split() + [
     "Café", "naïve", "Zürich", "東京", "日本語", "«quoted»", "—", "x" * 150, "y" * 210,

@@ -18,7 +18,7 @@ from bert_data import instances, masking, pipeline, reference_rng as R, referenc
 from bert_data.config import BertConfig
 from bert_data.documents import Corpus
 from conftest import SAMPLE_TEXT, VOCAB
-from textrecords import tfrecord
+from textrecords.files import tfrecord
 
 SEEDS = [0, 1, 12345, 2**40 + 3, 987654321987654321]
 

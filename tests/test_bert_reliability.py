@@ -10,9 +10,9 @@ import time
 import pytest
 
 from conftest import REPO, SAMPLE_TEXT, VOCAB, run_cli, write_varied_corpus
-from textrecords import atomic_file
-from textrecords import layout
-from textrecords import tfrecord
+from textrecords.files import atomic_file
+from textrecords.datasets import layout
+from textrecords.files import tfrecord
 
 SHARDS = 24
 

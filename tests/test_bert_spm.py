@@ -10,8 +10,8 @@ from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli
 from bert_data import build_vocab
 from bert_data import schema as S
 from bert_data import sentencepiece_tokenizer as spt
-from textrecords import example_decoder
-from textrecords import tfrecord
+from textrecords.wire import example_decoder
+from textrecords.files import tfrecord
 
 SAMPLE_CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "bert_data", "sample", "sample_corpus.txt")

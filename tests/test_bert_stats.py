@@ -7,8 +7,8 @@ from conftest import error_lines, run_cli
 from bert_data import stats
 from bert_data.instances import Instance
 from bert_data.records import BertRecordEncoder
-from textrecords import atomic_file
-from textrecords import tfrecord
+from textrecords.files import atomic_file
+from textrecords.files import tfrecord
 
 # ids: 0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK], 5 a, 6 b, 7 c
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"]

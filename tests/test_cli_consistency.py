@@ -13,8 +13,8 @@ import pytest
 
 from conftest import (BUNDLED_TEXT, BUNDLED_VOCAB, REPO, SAMPLE_TEXT, TESTDATA, W2V_TINY, error_lines,
                       run_cli)
-from textrecords import cli
-from textrecords import metadata
+from textrecords.runs import cli
+from textrecords.datasets import metadata
 
 MT_PAIRS = os.path.join(TESTDATA, "mt_pairs.txt")
 

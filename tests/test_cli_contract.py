@@ -1,4 +1,4 @@
-"""The command-line contract the three generators share (textrecords/cli.py):
+"""The command-line contract the three generators share (textrecords/runs/cli.py):
 summary line, --quiet, --summary_json, --help, repeated flags, decode-error
 counts, Ctrl-C, the output lock, console scripts, and the training scripts'
 errors. Real subprocesses, tiny inputs."""
@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import REPO, SAMPLE_TEXT, VOCAB, error_lines, run_cli, write_varied_corpus
-from textrecords import output_lock
+from textrecords.files import output_lock
 
 TESTDATA = os.path.join(REPO, "tests", "testdata")
 W2V_TINY = os.path.join(TESTDATA, "w2v_tiny.txt")
@@ -272,7 +272,7 @@ def test_lock_is_released_when_its_process_dies(tmp_path):
 
 
 def test_stale_temps_of_dead_runs_are_removed_live_ones_kept(tmp_path):
-  from textrecords import dataset_writer  # pylint: disable=import-outside-toplevel
+  from textrecords.datasets import dataset_writer  # pylint: disable=import-outside-toplevel
   out = tmp_path / "f.tfrecord"
   dead = tmp_path / ".f.tfrecord.tmp-999999999-00000000"
   dead.write_bytes(b"x")
@@ -417,7 +417,7 @@ def test_an_unusable_output_path_is_refused_before_any_work(tmp_path, package):
 def test_a_run_that_fails_after_writing_files_leaves_no_hidden_file(tmp_path, monkeypatch,
                                                                     package):
   """Item 2: a failure after files were finished (here: at finalize) removes them all."""
-  from textrecords import dataset_writer  # pylint: disable=import-outside-toplevel
+  from textrecords.datasets import dataset_writer  # pylint: disable=import-outside-toplevel
   from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
 
   def fail(self, paths, build_meta):

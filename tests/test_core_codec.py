@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from textrecords import atomic_file
-from textrecords import example_decoder
-from textrecords import example_encoder as codec
-from textrecords import features as F
-from textrecords import layout
-from textrecords import tfrecord
+from textrecords.files import atomic_file
+from textrecords.wire import example_decoder
+from textrecords.wire import example_encoder as codec
+from textrecords.wire import features as F
+from textrecords.datasets import layout
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 SCHEMA = (F.FeatureSpec("ids", F.INT64, None), F.FeatureSpec("w", F.FLOAT, 3),

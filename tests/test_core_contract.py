@@ -9,10 +9,10 @@ import pytest
 
 from mt_data import config as mt_config
 from mt_data import create as mt_create
-from textrecords import atomic_file
-from textrecords import example_decoder
-from textrecords import text_input
-from textrecords import tfrecord
+from textrecords.files import atomic_file
+from textrecords.wire import example_decoder
+from textrecords.files import text_input
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 from w2v_data import pipeline as w2v_pipeline
 from w2v_data.config import W2vConfig

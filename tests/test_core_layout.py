@@ -1,4 +1,4 @@
-"""textrecords.layout, the metadata convention and the location resolver (no TensorFlow)."""
+"""textrecords.datasets.layout, the metadata convention and the location resolver (no TensorFlow)."""
 
 import json
 import os
@@ -6,11 +6,11 @@ import os
 import pytest
 
 from conftest import write_three_datasets
-from textrecords import dataset_files
-from textrecords import layout
-from textrecords import metadata
+from textrecords.reading import locations as dataset_files
+from textrecords.datasets import layout
+from textrecords.datasets import metadata
 from textrecords.errors import UserError
-from textrecords.layout import DatasetLayout
+from textrecords.datasets.layout import DatasetLayout
 
 
 def test_shard_names_parse_back_at_100000_shards():
@@ -172,7 +172,8 @@ def test_docstring_examples_and_no_tensorflow():
   import doctest  # pylint: disable=import-outside-toplevel
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
-  from textrecords import exports, read_options  # pylint: disable=import-outside-toplevel
+  from textrecords import lazy_exports as exports  # pylint: disable=import-outside-toplevel
+  from textrecords.reading import read_options
   for mod in (layout, metadata, read_options, exports):
     result = doctest.testmod(mod)
     assert result.failed == 0 and result.attempted > 0, mod.__name__

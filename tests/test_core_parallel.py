@@ -1,11 +1,11 @@
-"""textrecords.parallel: ordered results, errors and clean shutdown of the pool."""
+"""textrecords.engine.parallel: ordered results, errors and clean shutdown of the pool."""
 
 import os
 import time
 
 import pytest
 
-from textrecords import parallel
+from textrecords.engine import parallel
 from textrecords.errors import UserError
 
 

@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from textrecords import layout
-from textrecords import publish
-from textrecords import storage
+from textrecords.datasets import layout
+from textrecords.datasets import publish
+from textrecords.files import storage
 from textrecords.errors import UserError
 
 fsspec = pytest.importorskip("fsspec")
@@ -277,7 +277,7 @@ def test_bert_memory_inputs_and_unreadable_scheme_for_tf(tmp_path, staging, mem)
   pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(local,),
                              vocab_file=VOCAB, **common))
   out = f"{mem}/o/t.tfrecord"
-  from textrecords import text_input  # pylint: disable=import-outside-toplevel
+  from textrecords.files import text_input  # pylint: disable=import-outside-toplevel
   files = tuple(text_input.expand_patterns(f"{mem}/c/corpus*.txt"))
   publish.run_staged(BertConfig(input_files=files, output_files=(out,),
                                 vocab_file=f"{mem}/c/vocab.txt", **common),

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import BUNDLED_TEXT as SAMPLE_TEXT, BUNDLED_VOCAB as VOCAB, REPO as ROOT
 from conftest import GCS_QUIET as QUIET, W2V_TINY as TINY, free_port, message_lines
-from textrecords import metadata
+from textrecords.datasets import metadata
 
 pytest.importorskip("gcsfs")
 pytest.importorskip("gcp_storage_emulator")

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import BUNDLED_TEXT as SAMPLE_TEXT, BUNDLED_VOCAB as VOCAB, REPO as ROOT
 from conftest import CREDS, TESTDATA, W2V_TINY as TINY, free_port, message_lines
-from textrecords import metadata
+from textrecords.datasets import metadata
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")

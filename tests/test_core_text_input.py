@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from textrecords import text_input
+from textrecords.files import text_input
 from textrecords.errors import UserError
 
 

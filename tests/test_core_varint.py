@@ -1,11 +1,11 @@
-"""textrecords.varint: the scalar, table and numpy encoders agree."""
+"""textrecords.wire.varint: the scalar, table and numpy encoders agree."""
 
 import doctest
 
 import numpy as np
 import pytest
 
-from textrecords import varint
+from textrecords.wire import varint
 
 
 def _reference(n: int) -> bytes:

@@ -1,4 +1,4 @@
-"""Output files written to disk while they grow (`textrecords.writeback`)."""
+"""Output files written to disk while they grow (`textrecords.files.writeback`)."""
 
 import hashlib
 import os
@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from textrecords import atomic_file
-from textrecords import writeback
+from textrecords.files import atomic_file
+from textrecords.files import writeback
 from textrecords.errors import UserError
 
 

@@ -4,12 +4,12 @@ import os
 
 import pytest
 
-from textrecords import dataset_writer
-from textrecords import metadata
+from textrecords.datasets import dataset_writer
+from textrecords.datasets import metadata
 from textrecords import seeding
-from textrecords import spill
-from textrecords import text_input
-from textrecords import tfrecord
+from textrecords.files import spill
+from textrecords.files import text_input
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 

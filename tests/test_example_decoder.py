@@ -6,13 +6,13 @@ import doctest
 import numpy as np
 import pytest
 
-from textrecords import example_encoder
-from textrecords import example_decoder as ED
-from textrecords import example_kernels
-from textrecords import features as F
-from textrecords import reader
-from textrecords import tfrecord
-from textrecords import varint
+from textrecords.wire import example_encoder
+from textrecords.wire import example_decoder as ED
+from textrecords.wire import example_kernels
+from textrecords.wire import features as F
+from textrecords.reading import reader
+from textrecords.files import tfrecord
+from textrecords.wire import varint
 
 SCHEMA = (
     F.FeatureSpec("ids", F.INT64, 6),

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from textrecords import example_decoder
-from textrecords import tfrecord
+from textrecords.wire import example_decoder
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 from mt_data import config as mt_config
@@ -222,7 +222,7 @@ def test_gzip_round_trip(tmp_path):
 
 
 def test_record_encoding_matches_core_encoder():
-  from textrecords.example_encoder import ExampleEncoder
+  from textrecords.wire.example_encoder import ExampleEncoder
   from mt_data import schema
   ids = ([5, 300, 3], [70000, 2, 3])
   assert records.encode_pair(*ids) == ExampleEncoder(schema.SCHEMA).encode(

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from textrecords import metadata
+from textrecords.datasets import metadata
 from textrecords.errors import UserError
 
 from mt_data import config as mt_config

@@ -20,10 +20,10 @@ from w2v_data import dataset as w2v_dataset  # pylint: disable=wrong-import-posi
 import mt_data  # pylint: disable=wrong-import-position
 import w2v_data  # pylint: disable=wrong-import-position
 from conftest import write_three_datasets  # pylint: disable=wrong-import-position
-from textrecords import layout  # pylint: disable=wrong-import-position
-from textrecords import metadata  # pylint: disable=wrong-import-position
+from textrecords.datasets import layout  # pylint: disable=wrong-import-position
+from textrecords.datasets import metadata  # pylint: disable=wrong-import-position
 from textrecords.errors import UserError  # pylint: disable=wrong-import-position
-from textrecords.read_options import ReadOptions  # pylint: disable=wrong-import-position
+from textrecords.reading.read_options import ReadOptions  # pylint: disable=wrong-import-position
 
 READERS = {
     "bert_data": lambda loc, b, **kw: bert_data.make_dataset(loc, b, **kw),

@@ -18,9 +18,9 @@ import mt_data  # pylint: disable=wrong-import-position
 from bert_data import pipeline  # pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
 from conftest import SAMPLE_TEXT, VOCAB, free_port, write_three_datasets  # pylint: disable=wrong-import-position
-from textrecords import mixtures  # pylint: disable=wrong-import-position
-from textrecords import read_order as R  # pylint: disable=wrong-import-position
-from textrecords import tf_order  # pylint: disable=wrong-import-position
+from textrecords.reading import mixtures  # pylint: disable=wrong-import-position
+from textrecords.reading import read_order as R  # pylint: disable=wrong-import-position
+from textrecords.reading import tf_order  # pylint: disable=wrong-import-position
 from textrecords.errors import UserError  # pylint: disable=wrong-import-position
 
 

@@ -17,7 +17,9 @@ from bert_data.config import BertConfig
 from conftest import GOLDEN, SAMPLE_TEXT, TESTDATA, VOCAB, run_cli
 from mt_data import config as mt_config
 from mt_data import create as mt_create
-from textrecords import atomic_file, index, layout, reader, tfrecord
+from textrecords.datasets import index, layout
+from textrecords.files import atomic_file, tfrecord
+from textrecords.reading import reader
 from textrecords.errors import UserError
 from w2v_data import pipeline as w2v_pipeline
 from w2v_data import reader as w2v_reader

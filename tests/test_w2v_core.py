@@ -9,8 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from textrecords import example_decoder
-from textrecords import tfrecord
+from textrecords.wire import example_decoder
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 from w2v_data import corpus as corpus_lib
 from w2v_data import pipeline

@@ -194,9 +194,10 @@ def test_known_epoch_length(outputs):
 def test_cbow_and_pv_batches_match_the_records(tmp_path, model):
   """Eval batches hold every center once, in record order, with its contexts,
   noise words and document id; training batches are a seeded permutation."""
-  from textrecords import example_decoder, tfrecord  # pylint: disable=import-outside-toplevel
-  from textrecords import layout  # pylint: disable=import-outside-toplevel
-  from textrecords.layout import DatasetLayout  # pylint: disable=import-outside-toplevel
+  from textrecords.files import tfrecord  # pylint: disable=import-outside-toplevel
+  from textrecords.wire import example_decoder
+  from textrecords.datasets import layout  # pylint: disable=import-outside-toplevel
+  from textrecords.datasets.layout import DatasetLayout  # pylint: disable=import-outside-toplevel
   from w2v_data import schema  # pylint: disable=import-outside-toplevel
   src = tmp_path / "docs.txt"
   with open(TINY, encoding="utf-8") as f:

@@ -6,8 +6,8 @@ import random
 import numpy as np
 import pytest
 
-from textrecords import index as index_lib
-from textrecords import tfrecord
+from textrecords.datasets import index as index_lib
+from textrecords.files import tfrecord
 from w2v_data import compiled
 from w2v_data import corpus as corpus_lib
 from w2v_data import pipeline

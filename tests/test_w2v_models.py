@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from textrecords import example_decoder
-from textrecords import layout
-from textrecords import tfrecord
+from textrecords.wire import example_decoder
+from textrecords.datasets import layout
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 from w2v_data import pipeline
 from w2v_data import schema

@@ -5,7 +5,7 @@ as `(x, y, sample_weight)` batches for Keras. Importing this package does not
 import TensorFlow.
 """
 
-from textrecords import exports as _exports
+from textrecords import lazy_exports as _exports
 
 # make_dataset (imports TensorFlow), numpy_batches, grain_source, torch_dataset
 # (TF-free readers): imported on first use.

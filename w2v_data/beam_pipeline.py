@@ -20,14 +20,14 @@ unique over the whole input.
 import apache_beam as beam
 import numpy as np
 
-from textrecords import metadata
-from textrecords import storage
-from textrecords import text_input
-from textrecords import tfrecord
-from textrecords import vocab as vocab_lib
+from textrecords.datasets import metadata
+from textrecords.files import storage
+from textrecords.files import text_input
+from textrecords.files import tfrecord
+from textrecords.datasets import vocab as vocab_lib
 from textrecords.engine import beam as beam_engine
 from textrecords.errors import UserError
-from textrecords.layout import DatasetLayout
+from textrecords.datasets.layout import DatasetLayout
 from w2v_data import corpus as corpus_lib
 from w2v_data import sampling
 from w2v_data import schema

@@ -83,7 +83,7 @@ def _load(say=None):
 def jit_kernels(say: Optional[Callable[[str], None]] = None):
   """The kernels in numba's JIT (loaded, or compiled on a first run, into numba's cache;
   `say` is told if that takes long)."""
-  from textrecords import cli  # pylint: disable=import-outside-toplevel
+  from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
   with cli.notice_if_slow(say):
     from w2v_data import kernels as jit  # pylint: disable=import-outside-toplevel
     jit.prepare()
@@ -145,7 +145,7 @@ def _ahead_of_time_module(say=None):
   if failed:
     return None
   if say is not None:
-    from textrecords import cli  # pylint: disable=import-outside-toplevel
+    from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
     say(cli.BUILD_NOTICE)
   for d in dirs:
     try:

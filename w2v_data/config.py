@@ -3,10 +3,10 @@
 import dataclasses
 from typing import Tuple
 
-from textrecords import cli
-from textrecords import text_input
+from textrecords.runs import cli
+from textrecords.files import text_input
 from textrecords.errors import UserError
-from textrecords.run_options import RunOptions
+from textrecords.runs.run_options import RunOptions
 from w2v_data import schema
 
 SUBSAMPLE_FORMULAS = ("sqrt", "word2vec")

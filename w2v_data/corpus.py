@@ -31,10 +31,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from textrecords import parallel
-from textrecords import storage
-from textrecords import text_input
-from textrecords import vocab as vocab_lib
+from textrecords.engine import parallel
+from textrecords.files import storage
+from textrecords.files import text_input
+from textrecords.datasets import vocab as vocab_lib
 from textrecords.errors import UserError
 from w2v_data import compiled
 from w2v_data import schema

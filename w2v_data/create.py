@@ -11,9 +11,9 @@ Example:
 from absl import flags
 
 from w2v_data import pipeline
-from textrecords import cli
-from textrecords import run as run_lib
-from textrecords.run_options import run_options_from_flags
+from textrecords.runs import cli
+from textrecords.runs import run as run_lib
+from textrecords.runs.run_options import run_options_from_flags
 from w2v_data import schema
 from w2v_data import units
 from w2v_data.config import SUBSAMPLE_FORMULAS

@@ -26,11 +26,11 @@ from typing import Optional
 
 import numpy as np
 
-from textrecords import features
-from textrecords import dataset_files
+from textrecords.wire import features
+from textrecords.reading import locations as dataset_files
 from textrecords.errors import UserError
-from textrecords.read_options import ReadOptions
-from textrecords import tf_input
+from textrecords.reading.read_options import ReadOptions
+from textrecords.reading import tf_input
 from textrecords.tf_import import require_tf
 from w2v_data import schema
 
@@ -87,7 +87,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = sch
   The shared arguments (batch_size, split, training, seed,
   global_batch_size, input_context, start_step, drop_remainder,
   shuffle_buffer, repeat, verify, skip_corrupt, log) are
-  `textrecords.read_options.ReadOptions`: the same defaults and checks in
+  `textrecords.reading.read_options.ReadOptions`: the same defaults and checks in
   every package. The number of batches is known (from the metadata's
   per-file center counts) unless `repeat`. Unlike bert_data and mt_data,
   w2v_data shares files (not records) out over input pipelines, and
@@ -126,7 +126,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = sch
       losses average over the last axis, so (B, L) logits with (B, L)
       weights fail: "Incompatible shapes").
     data_service: a tf.data service dispatcher ("grpc://host:port") to run
-      the pipeline on (see `textrecords.tf_input.data_service_step`); each
+      the pipeline on (see `textrecords.reading.tf_input.data_service_step`); each
       worker parses held rows itself.
     job_name: input pipelines giving the same name share one service job.
 

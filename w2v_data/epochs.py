@@ -32,10 +32,10 @@ from typing import Optional
 
 import numpy as np
 
-from textrecords import dataset_files
-from textrecords import features
+from textrecords.reading import locations as dataset_files
+from textrecords.wire import features
 from textrecords import seeding
-from textrecords import tf_input
+from textrecords.reading import tf_input
 from textrecords.errors import UserError
 from textrecords.tf_import import require_tf
 from w2v_data import sampling

@@ -12,7 +12,7 @@ from typing import List
 
 import numpy as np
 
-from textrecords import vocab as vocab_lib
+from textrecords.datasets import vocab as vocab_lib
 from textrecords.tf_import import require_tf
 from w2v_data import schema
 from w2v_data import vectors
@@ -153,7 +153,7 @@ def nearest(matrix: np.ndarray, names: List[str], name: str, k: int = 3):
 def _listed_file(data_dir: str, name: str) -> str:
   """A w2v_data dataset's vocab or document-id file, checked against its metadata."""
   from w2v_data import dataset  # pylint: disable=import-outside-toplevel
-  from textrecords import dataset_files  # pylint: disable=import-outside-toplevel
+  from textrecords.reading import locations as dataset_files  # pylint: disable=import-outside-toplevel
   return dataset_files.companion_path(dataset.open_dataset(data_dir), name)
 
 

@@ -9,15 +9,15 @@ from typing import List, Sequence
 
 import numpy as np
 
-from textrecords import cli
+from textrecords.runs import cli
 from textrecords import engine as engine_lib
-from textrecords import parallel
-from textrecords import run as run_lib
+from textrecords.engine import parallel
+from textrecords.runs import run as run_lib
 from textrecords.engine import local as local_engine
-from textrecords import text_input
-from textrecords import vocab as vocab_lib
+from textrecords.files import text_input
+from textrecords.datasets import vocab as vocab_lib
 from textrecords.errors import UserError
-from textrecords.layout import DatasetLayout
+from textrecords.datasets.layout import DatasetLayout
 from w2v_data import corpus as corpus_lib
 from w2v_data import compiled
 from w2v_data import sampling

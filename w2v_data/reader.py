@@ -23,9 +23,9 @@ from typing import Optional
 
 import numpy as np
 
-from textrecords import dataset_files
-from textrecords import example_decoder
-from textrecords import reader
+from textrecords.reading import locations as dataset_files
+from textrecords.wire import example_decoder
+from textrecords.reading import reader
 from textrecords import seeding
 from textrecords.errors import UserError
 from w2v_data import dataset

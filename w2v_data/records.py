@@ -1,7 +1,7 @@
 """w2v_data's records: the core's batched int64 encoder, compiled where it can be.
 
 Skip-gram data has hundreds of thousands of tiny records, so they are built
-a batch at a time by `textrecords.example_encoder.encode_int64_records`
+a batch at a time by `textrecords.wire.example_encoder.encode_int64_records`
 (numpy), or by w2v_data's compiled `encode_kernel` when the kernels are in
 use (`w2v_data.compiled`): the same bytes.
 
@@ -17,7 +17,7 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
-from textrecords import example_encoder
+from textrecords.wire import example_encoder
 from w2v_data import compiled
 
 

@@ -12,8 +12,8 @@ their speeds):
   "center": one tf.train.Example per center: center, contexts, noise words.
 """
 
-from textrecords import features as F
-from textrecords import layout
+from textrecords.wire import features as F
+from textrecords.datasets import layout
 
 PACKAGE = "w2v_data"
 
@@ -78,7 +78,7 @@ X_CONTEXTS_MASK = "contexts_mask"             # (B, 2W) float32, 1 = real contex
 X_CENTER_AND_NOISE = "center_and_noise"       # (B, 1 + K) int32: center, K noise words
 X_DOC_ID = DOC_ID                             # (B, 1) int32 (PV-DM, PV-DBOW)
 
-# Output files (textrecords.layout names the records of SPLIT and the metadata).
+# Output files (textrecords.datasets.layout names the records of SPLIT and the metadata).
 SPLIT = layout.DEFAULT_SPLIT
 VOCAB_NAME = "vocab.txt"
 DOCS_NAME = "docs.txt"        # paragraph vectors: document ids, line i = doc_id i

@@ -146,7 +146,7 @@ def vectors_main(argv: Optional[Sequence[str]], doc: str, expect: Sequence[str],
   args = resolve(p.parse_args(argv))
 
   def train(a):
-    from textrecords import script_inputs  # pylint: disable=import-outside-toplevel
+    from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
     from w2v_data import models  # pylint: disable=import-outside-toplevel
     script_inputs.check(a.data_dir, script_inputs.script_for(  # other kinds: one line
         {"package": "w2v_data", "model": expect[0]}), "--data_dir")

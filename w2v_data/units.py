@@ -10,9 +10,9 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from textrecords import features
-from textrecords import metadata
-from textrecords import vocab as vocab_lib
+from textrecords.wire import features
+from textrecords.datasets import metadata
+from textrecords.datasets import vocab as vocab_lib
 from textrecords.errors import UserError
 from w2v_data import records
 from w2v_data import sampling

@@ -21,7 +21,7 @@ import numpy as np
 
 from bert_data.masks import draws
 from bert_data.masks import whole_word
-from textrecords import cli
+from textrecords.runs import cli
 from textrecords import seeding
 from textrecords.errors import UserError
 

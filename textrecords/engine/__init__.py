@@ -1,7 +1,7 @@
 """Engines: where a generator's pure per-unit functions run.
 
 `local` runs them over worker processes on this machine
-(`textrecords.parallel`); `beam` runs the same functions as an Apache Beam
+(`textrecords.engine.parallel`); `beam` runs the same functions as an Apache Beam
 pipeline (`textrecords.engine.beam`), on any runner Beam has. Both give the
 same bytes. The engine is not part of a dataset's flags or fingerprint: it
 changes where the work runs, never what is written.
@@ -64,7 +64,7 @@ class EngineOptions:
   def validate(self, outputs: Sequence[str] = ()) -> "EngineOptions":  # pylint: disable=unused-argument
     """Checks the flags; for beam, that apache_beam imports (one-line hint if
     not). Any runner can write any output (`outputs`): workers write URLs and
-    shared mounts in place (`textrecords.direct_output`)."""
+    shared mounts in place (`textrecords.datasets.direct_output`)."""
     if self.name not in ENGINES:
       raise UserError(f"--engine={self.name!r}: must be one of {', '.join(ENGINES)}")
     argv = parse_pipeline_options(self.beam_pipeline_options)

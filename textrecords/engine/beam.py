@@ -36,8 +36,8 @@ from typing import Callable, Dict, List, Sequence
 
 import apache_beam as beam
 
-from textrecords import storage
-from textrecords import text_input
+from textrecords.files import storage
+from textrecords.files import text_input
 from textrecords.engine import parse_pipeline_options, require_beam
 from textrecords.errors import UserError
 

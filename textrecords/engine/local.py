@@ -25,7 +25,7 @@ from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequenc
 
 import numpy as np
 
-from textrecords import parallel
+from textrecords.engine import parallel
 
 _LENGTH = struct.Struct("<Q")
 

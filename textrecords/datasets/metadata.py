@@ -13,7 +13,7 @@ One convention for every package (format "textrecords/2"):
 Every file of the dataset is in `files`, with its role ("records", "vocab",
 "tokenizer", ...); record files also name their split, and `splits` lists
 each split's record files in reading order with their total record count.
-Where the metadata lives is `textrecords.layout`'s business. Format 1
+Where the metadata lives is `textrecords.datasets.layout`'s business. Format 1
 (textrecords 0.1.0 before this convention: bert_data's `files` only, w2v_data's
 `record_files`, mt_data's `splits[s].files` without roles) is read and converted; other
 formats are refused with a message naming the version that wrote them.
@@ -23,11 +23,11 @@ import json
 import os
 from typing import Dict, List, Optional, Union
 
-from textrecords import atomic_file
+from textrecords.files import atomic_file
 from textrecords import __version__
-from textrecords import layout as layout_lib
-from textrecords import storage
-from textrecords import tfrecord
+from textrecords.datasets import layout as layout_lib
+from textrecords.files import storage
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 FORMAT_PREFIX = "textrecords/"
@@ -36,7 +36,7 @@ FORMAT = f"{FORMAT_PREFIX}{FORMAT_VERSION}"
 ROLE_RECORDS = "records"
 ROLE_VOCAB = "vocab"
 ROLE_TOKENIZER = "tokenizer"
-ROLE_INDEX = "index"          # a record file's offset index (textrecords.index)
+ROLE_INDEX = "index"          # a record file's offset index (textrecords.datasets.index)
 
 # verify="checksum" logs a line before hashing at least this many bytes.
 VERIFY_LOG_BYTES = 256 << 20

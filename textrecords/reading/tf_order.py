@@ -1,4 +1,4 @@
-"""`textrecords.read_order` as tf.data pipelines: the same records in the
+"""`textrecords.reading.read_order` as tf.data pipelines: the same records in the
 same per-replica batches, drawn in-graph (no Python ops, any epoch).
 
 A record file is opened at its start; a stream that starts inside a file (an
@@ -12,7 +12,7 @@ its first batch.
 
 from typing import Callable, List
 
-from textrecords import read_order as R
+from textrecords.reading import read_order as R
 from textrecords.tf_import import require_tf
 
 

@@ -18,11 +18,11 @@ import os
 import shutil
 from typing import Callable, Dict, List, Sequence
 
-from textrecords import atomic_file
-from textrecords import index
-from textrecords import metadata
-from textrecords import storage
-from textrecords import tfrecord
+from textrecords.files import atomic_file
+from textrecords.datasets import index
+from textrecords.datasets import metadata
+from textrecords.files import storage
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 

@@ -12,7 +12,7 @@ import struct
 import zlib
 from typing import Iterator, Optional
 
-from textrecords import hashing
+from textrecords.files import hashing
 from textrecords.errors import UserError
 
 try:
@@ -96,7 +96,7 @@ file_sha256 = hashing.file_sha256
 
 def _open_records(path: str, compression: str):
   """A binary reader of `path` (local or URL), gunzipped for GZIP."""
-  from textrecords import storage  # pylint: disable=import-outside-toplevel
+  from textrecords.files import storage  # pylint: disable=import-outside-toplevel
   if not storage.is_url(path):
     path = storage.local_path(path)
     return gzip.open(path, "rb") if compression == "GZIP" else open(path, "rb")

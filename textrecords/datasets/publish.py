@@ -5,7 +5,7 @@ gives it a local staging folder (`storage.staging_root`, one per URL, so a
 killed run resumes with --resume), and `publish` uploads the finished
 dataset there, data files first and the metadata strictly last (object
 stores have no atomic rename); `run_staged` does both around a run. Beam's
-workers write URLs in place instead (`textrecords.direct_output`).
+workers write URLs in place instead (`textrecords.datasets.direct_output`).
 """
 
 import dataclasses
@@ -15,9 +15,9 @@ import os
 import shutil
 from typing import List
 
-from textrecords import dataset_writer
-from textrecords import layout
-from textrecords import storage
+from textrecords.datasets import dataset_writer
+from textrecords.datasets import layout
+from textrecords.files import storage
 from textrecords.errors import UserError
 
 

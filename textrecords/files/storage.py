@@ -8,7 +8,7 @@ package or an unknown scheme is a one-line UserError naming what to install;
 callers check before writing anything.
 
 With --engine=local, generators never write to a URL directly: they write
-a local staging folder (`staging_root`), and `textrecords.publish` uploads
+a local staging folder (`staging_root`), and `textrecords.datasets.publish` uploads
 the finished dataset, data files first and the metadata strictly last
 (object stores have no atomic rename).
 
@@ -34,7 +34,7 @@ import socket
 import urllib.parse
 from typing import List, Optional, Tuple
 
-from textrecords import atomic_file
+from textrecords.files import atomic_file
 from textrecords.errors import UserError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -364,7 +364,7 @@ def write_file(path: str, data: bytes):
     raise UserError(f"cannot upload {path}: {e}") from e
 
 
-# -- writing in place (Beam workers: `textrecords.direct_output`)
+# -- writing in place (Beam workers: `textrecords.datasets.direct_output`)
 
 def open_write(path: str):
   """A binary file object writing `path` (local: parent folders made; URL:
@@ -417,7 +417,7 @@ def remove_tree(folder: str):
     pass
 
 
-# -- outputs to URLs: where they are staged (`textrecords.publish` stages and uploads)
+# -- outputs to URLs: where they are staged (`textrecords.datasets.publish` stages and uploads)
 
 STAGING_ENV = "TEXTRECORDS_STAGING_DIR"
 
@@ -489,6 +489,6 @@ def stat(path: str) -> Tuple[int, object]:
 
 def sha256(path: str) -> str:
   """The sha256 hex digest of a local file or URL (streamed)."""
-  from textrecords import hashing  # pylint: disable=import-outside-toplevel
+  from textrecords.files import hashing  # pylint: disable=import-outside-toplevel
   with open_read(path) as f:
     return hashing.stream_sha256(f)

@@ -6,7 +6,7 @@ checked here once, so the same mistake gets the same one-line error in
 every package:
 
   batch_size=None      examples per replica's batch (or global_batch_size)
-  training=None        shuffle (the read order of `textrecords.read_order`);
+  training=None        shuffle (the read order of `textrecords.reading.read_order`);
                        None: True for the "train" split, False otherwise
   seed=None            makes the order (and other draws) repeatable
   global_batch_size=None  examples per step over all replicas; with an
@@ -41,8 +41,8 @@ import numbers
 from typing import Any, Callable, Optional
 
 from textrecords.errors import UserError
-from textrecords.layout import DEFAULT_SPLIT
-from textrecords.metadata import VERIFY_MODES
+from textrecords.datasets.layout import DEFAULT_SPLIT
+from textrecords.datasets.metadata import VERIFY_MODES
 
 SHUFFLE_BUFFER = 10000
 
@@ -129,7 +129,7 @@ class ReadOptions:
 
   def sharing(self):
     """How a global batch is shared out (`read_order.Sharing`)."""
-    from textrecords import read_order  # pylint: disable=import-outside-toplevel
+    from textrecords.reading import read_order  # pylint: disable=import-outside-toplevel
     ctx = self.input_context
     if ctx is None:
       return read_order.Sharing(self.batch_size or self.global_batch_size)
@@ -156,7 +156,7 @@ class ReadOptions:
 
   def plan(self, counts, key: int = 0):
     """The `read_order.Plan` of files of `counts` records (after `for_split`)."""
-    from textrecords import read_order as R  # pylint: disable=import-outside-toplevel
+    from textrecords.reading import read_order as R  # pylint: disable=import-outside-toplevel
     sharing = self.sharing()
     total = int(sum(counts))
     stream = R.Stream(tuple(int(c) for c in counts), bool(self.training),

@@ -25,7 +25,7 @@ from dataset d's stream (repeating its epochs), those counts exact rounding
 of the weights: `floor(k*G*cw_d)` records of datasets < d before step k.
 
 Every draw is a 32-bit keyed hash (`hash32`) that numpy and TensorFlow
-compute alike (int64 arithmetic), so `textrecords.tf_order` builds the same
+compute alike (int64 arithmetic), so `textrecords.reading.tf_order` builds the same
 order in a tf.data graph.
 
 Example:

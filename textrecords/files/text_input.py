@@ -11,7 +11,7 @@ import glob
 import os
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from textrecords import storage
+from textrecords.files import storage
 from textrecords.errors import UserError
 
 DECODE_MODES = ("strict", "replace", "skip_line")

@@ -21,7 +21,7 @@ from typing import Callable, Optional
 from absl import app
 from absl import flags
 
-from textrecords import parallel
+from textrecords.engine import parallel
 from textrecords.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -205,7 +205,7 @@ def report(line: str, summary: dict, *, quiet: bool, summary_json: Optional[str]
     summary: the full summary, written to `summary_json` if that is set.
   """
   if summary_json:
-    from textrecords import atomic_file  # pylint: disable=import-outside-toplevel
+    from textrecords.files import atomic_file  # pylint: disable=import-outside-toplevel
     w = atomic_file.AtomicWriter(summary_json)
     w.write((json.dumps(summary, indent=1, sort_keys=True, ensure_ascii=False)
              + "\n").encode("utf-8"))
@@ -221,7 +221,7 @@ def decode_note(counts: dict) -> str:
   >>> decode_note({"replaced_lines": 0, "skipped_lines": 2})
   ', 2 lines with invalid UTF-8 skipped'
   """
-  from textrecords import text_input  # pylint: disable=import-outside-toplevel
+  from textrecords.files import text_input  # pylint: disable=import-outside-toplevel
   text = text_input.DecodeErrorCounts(counts.get("replaced_lines", 0),
                                       counts.get("skipped_lines", 0)).describe()
   return f", {text}" if text else ""

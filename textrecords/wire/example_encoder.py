@@ -25,9 +25,9 @@ from typing import Callable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from textrecords import features as F
-from textrecords import tfrecord
-from textrecords import varint
+from textrecords.wire import features as F
+from textrecords.files import tfrecord
+from textrecords.wire import varint
 
 
 _SMALL = varint.SMALL

@@ -13,8 +13,8 @@ Example:
 
 from typing import Optional
 
-from textrecords import dataset_files
-from textrecords import metadata
+from textrecords.reading import locations as dataset_files
+from textrecords.datasets import metadata
 from textrecords.errors import UserError
 
 BERT = "scripts/train_bert_tiny.py"

@@ -3,8 +3,8 @@
 import collections
 from typing import Iterable, List, Optional, Sequence
 
-from textrecords import hashing
-from textrecords import storage
+from textrecords.files import hashing
+from textrecords.files import storage
 from textrecords.errors import MissingFileError
 from textrecords.errors import UserError
 

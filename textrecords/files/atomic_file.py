@@ -14,7 +14,7 @@ import mmap
 import os
 import secrets
 
-from textrecords import writeback
+from textrecords.files import writeback
 from textrecords.errors import UserError
 
 

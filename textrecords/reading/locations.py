@@ -6,7 +6,7 @@ A location is any of:
   - the metadata path (`out/w2v/meta.json`, `out/train.tfrecord.meta.json`);
   - a record file or a shard glob (`out/train.tfrecord-*`);
   - for bert_data, a comma-separated list of these.
-Each resolves, through `textrecords.layout`, to a dataset (layout + metadata)
+Each resolves, through `textrecords.datasets.layout`, to a dataset (layout + metadata)
 and the record files chosen. A dataset of another package is refused naming
 the function that reads it.
 """
@@ -14,10 +14,10 @@ the function that reads it.
 import dataclasses
 from typing import List, Optional
 
-from textrecords import layout as L
-from textrecords import metadata
-from textrecords import storage
-from textrecords import tf_input
+from textrecords.datasets import layout as L
+from textrecords.datasets import metadata
+from textrecords.files import storage
+from textrecords.reading import tf_input
 from textrecords.errors import UserError
 
 

@@ -28,17 +28,17 @@ import shutil
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from textrecords import __version__
-from textrecords import cli
-from textrecords import dataset_writer
-from textrecords import direct_output
-from textrecords import index
-from textrecords import metadata
-from textrecords import output_lock
-from textrecords import publish
-from textrecords import storage
+from textrecords.runs import cli
+from textrecords.datasets import dataset_writer
+from textrecords.datasets import direct_output
+from textrecords.datasets import index
+from textrecords.datasets import metadata
+from textrecords.files import output_lock
+from textrecords.datasets import publish
+from textrecords.files import storage
 from textrecords.errors import UserError
-from textrecords.layout import DatasetLayout
-from textrecords.run_options import identity_flags
+from textrecords.datasets.layout import DatasetLayout
+from textrecords.runs.run_options import identity_flags
 
 def input_stats(files: Sequence[str]) -> List[list]:
   """[path, size, version] of every input: local paths absolute (a resume works
@@ -226,7 +226,7 @@ def generator_main(argv, flag_values, make_config: Callable, create: Callable,
   summary_json = cli.check_summary_path(flag_values.summary_json)
   config = make_config()
   engine = cli.engine_from_flags(flag_values)
-  if engine.is_beam:  # workers write every output in place (`textrecords.direct_output`)
+  if engine.is_beam:  # workers write every output in place (`textrecords.datasets.direct_output`)
     for loc in [getattr(config, output)] if isinstance(getattr(config, output), str) \
         else getattr(config, output):
       storage.check(loc, output_flag)

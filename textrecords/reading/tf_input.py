@@ -5,7 +5,7 @@ import sys
 import threading
 from typing import Callable, List, Optional
 
-from textrecords import storage
+from textrecords.files import storage
 from textrecords.errors import UserError
 from textrecords.tf_import import require_tf
 
@@ -185,10 +185,10 @@ def data_service_step(data_service: Optional[str], job_name: Optional[str]) -> C
 
 def planned_batches(entries, compression: str, plan, log=print):
   """(epoch, serialized records) per-replica batches of `plan`
-  (`textrecords.read_order.Plan`) over the record files `entries` (every
+  (`textrecords.reading.read_order.Plan`) over the record files `entries` (every
   file of the split, in order: the plan shares them out)."""
   tf = require_tf()
-  from textrecords import tf_order  # pylint: disable=import-outside-toplevel
+  from textrecords.reading import tf_order  # pylint: disable=import-outside-toplevel
   files = [e.path for e in entries]
   check_readable_by_tf(files)
   if compression and plan.start_step:

@@ -5,7 +5,7 @@ schema, each taking its weight's share of every global batch.
 `numpy_batches`) of bert_data and mt_data come here. Global batch k holds
 `floor((k+1)*G*c) - floor(k*G*c)` records of each dataset (c: the cumulative
 weights, exact to 2**-24), in a seeded order of its slots; every dataset's
-records come in its own read order (`textrecords.read_order.Stream`,
+records come in its own read order (`textrecords.reading.read_order.Stream`,
 epochs repeating on their own), so the mixture is deterministic for a seed,
 the same for any number of input pipelines, and `start_step` resumes it
 without reading what came before. It is infinite (epochs of different
@@ -18,7 +18,7 @@ Example:
 
 from typing import Callable, List, Sequence
 
-from textrecords import read_order as R
+from textrecords.reading import read_order as R
 from textrecords.errors import UserError
 
 
@@ -72,8 +72,8 @@ def tf_mixture(locations, weights, opts, load: Callable, parse_for: Callable):
   """The tf.data mixture: load(location) -> (meta, record entries);
   parse_for(meta) -> parse(serialized batch, salt) -> (x, y, w). The salt of
   step k's batches is `read_order.epoch_salt(seed, k)`."""
-  from textrecords import tf_input  # pylint: disable=import-outside-toplevel
-  from textrecords import tf_order  # pylint: disable=import-outside-toplevel
+  from textrecords.reading import tf_input  # pylint: disable=import-outside-toplevel
+  from textrecords.reading import tf_order  # pylint: disable=import-outside-toplevel
   from textrecords.tf_import import require_tf  # pylint: disable=import-outside-toplevel
   tf = require_tf()
   locations = _locations(locations)
@@ -92,7 +92,7 @@ def tf_mixture(locations, weights, opts, load: Callable, parse_for: Callable):
 def numpy_mixture(opened: Sequence, weights, opts):
   """The TF-free mixture over `reader.Opened` datasets (the batches of
   `tf_mixture` with the same options)."""
-  from textrecords import example_decoder  # pylint: disable=import-outside-toplevel
+  from textrecords.wire import example_decoder  # pylint: disable=import-outside-toplevel
   locations = [o.entries[0].found.given for o in opened]
   check_same_schema([o.entries[0].found.meta for o in opened], locations)
   mix = build([[e.records for e in o.entries] for o in opened], weights, opts)

@@ -14,7 +14,7 @@ import fcntl
 import os
 from typing import Iterator, List
 
-from textrecords import storage
+from textrecords.files import storage
 from textrecords.errors import UserError
 
 

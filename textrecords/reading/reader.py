@@ -2,7 +2,7 @@
 
 A `RecordSource` is a random-access view of the records of one or many
 uncompressed TFRecord files, through their offset indexes
-(`textrecords.index`): `len(source)`, `source[i]` (serialized bytes, both
+(`textrecords.datasets.index`): `len(source)`, `source[i]` (serialized bytes, both
 CRCs checked; a corrupt record raises naming its file and record index, or
 is skipped with `skip_corrupt`); `source.read_batch(indices)` reads a batch
 at once (one read per run of neighbouring records) into a `RecordBatch`. It
@@ -35,14 +35,14 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 from absl import flags
 
-from textrecords import dataset_files
-from textrecords import example_decoder
-from textrecords import index as index_lib
-from textrecords import layout as L
-from textrecords import metadata
+from textrecords.reading import locations as dataset_files
+from textrecords.wire import example_decoder
+from textrecords.datasets import index as index_lib
+from textrecords.datasets import layout as L
+from textrecords.datasets import metadata
 from textrecords import seeding
-from textrecords import storage
-from textrecords import tfrecord
+from textrecords.files import storage
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 INDEX_MODES = ("build", "require")
@@ -52,7 +52,7 @@ class RecordSource:
   """Random access to the records of uncompressed TFRecord files.
 
   Args:
-    files: [(path, offsets)] with offsets as from `textrecords.index`
+    files: [(path, offsets)] with offsets as from `textrecords.datasets.index`
       (records + 1 values, the last being the file size).
     skip_corrupt: a record failing its CRC gives None (logged once per
       record) instead of raising.
@@ -436,7 +436,7 @@ def read_options(batch_size, *, split: str, shard_index: int = 0, num_shards: in
                  options: Optional[dict] = None, **kw):
   """The `ReadOptions` of a package's `numpy_batches`, decided for `split`
   (verify, skip_corrupt and log taken from its reading `options`)."""
-  from textrecords.read_options import ReadOptions  # pylint: disable=import-outside-toplevel
+  from textrecords.reading.read_options import ReadOptions  # pylint: disable=import-outside-toplevel
   options = options or {}
   if (shard_index, num_shards) != (0, 1):
     if kw.get("input_context") is not None:
@@ -463,7 +463,7 @@ def read_options_from(args: dict):
 
 
 def planned_batches(opened: "Opened", opts) -> Iterator:
-  """Decoded batches in the read order of `textrecords.read_order` (the
+  """Decoded batches in the read order of `textrecords.reading.read_order` (the
   batches of `make_dataset` with the same options; `opts`: a
   `read_options.ReadOptions` decided for its split). Errors raise here,
   before iterating."""

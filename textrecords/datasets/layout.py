@@ -33,7 +33,7 @@ import dataclasses
 import re
 from typing import List, NamedTuple, Optional
 
-from textrecords import storage
+from textrecords.files import storage
 
 META_NAME = "meta.json"        # metadata of a folder output
 META_SUFFIX = ".meta.json"     # metadata beside a file output
@@ -101,7 +101,7 @@ def is_metadata_name(name: str) -> bool:
 
 
 def is_index_name(name: str) -> bool:
-  """True for a record file's offset index (`textrecords.index`)."""
+  """True for a record file's offset index (`textrecords.datasets.index`)."""
   return name.endswith(INDEX_SUFFIX)
 
 
@@ -179,7 +179,7 @@ class DatasetLayout:
 
 
 # -- the storage edge: every path operation of the layout and the resolver,
-# routed to textrecords.storage (local paths and storage URLs).
+# routed to textrecords.files.storage (local paths and storage URLs).
 
 join = storage.join
 parent = storage.parent

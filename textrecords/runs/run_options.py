@@ -7,9 +7,9 @@ declared, validated and read from flags in one place.
 
 import dataclasses
 
-from textrecords import cli
-from textrecords import text_input
-from textrecords import tfrecord
+from textrecords.runs import cli
+from textrecords.files import text_input
+from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 
