@@ -88,7 +88,7 @@ class BertRecordEncoder(_SequenceParts):
   """Encodes Instances for given lengths and vocab size.
 
   Example:
-    >>> from textrecords import example_decoder
+    >>> from textrecords.wire import example_decoder
     >>> enc = BertRecordEncoder(8, 2, 100)
     >>> rec = enc.encode(Instance([1, 5, 2, 6, 2], 3, True, [1], [9]))
     >>> example_decoder.decode_example(rec)["segment_ids"]
@@ -203,7 +203,7 @@ class DynamicRecordEncoder(_SequenceParts):
   whole-word masking, word_starts.
 
   Example:
-    >>> from textrecords import example_decoder
+    >>> from textrecords.wire import example_decoder
     >>> enc = DynamicRecordEncoder(8, whole_word=False)
     >>> rec = enc.encode_arrays(np.array([[1, 5, 2, 6, 2, 0, 0, 0]]), np.array([5]), [3],
     ...                         [True], np.array([7], np.uint64))[0]

@@ -21,7 +21,7 @@ def encode_pair(source_ids: Sequence[int], target_ids: Sequence[int]) -> bytes:
   """The serialized tf.train.Example of one pair.
 
   >>> rec = encode_pair([4, 3], [5, 6, 3])
-  >>> from textrecords import example_decoder
+  >>> from textrecords.wire import example_decoder
   >>> example_decoder.decode_example(rec)
   {'source_ids': [4, 3], 'target_ids': [5, 6, 3]}
   """

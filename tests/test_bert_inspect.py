@@ -156,7 +156,7 @@ def test_closed_pipe_only_silences_our_own_output():
   import sys  # pylint: disable=import-outside-toplevel
   from conftest import REPO  # pylint: disable=import-outside-toplevel
   env = dict(os.environ, PYTHONPATH=REPO)
-  script = ("import sys\nfrom textrecords import cli\n"
+  script = ("import sys\nfrom textrecords.runs import cli\n"
             "sys.exit(cli.run_script(lambda: print('x' * 1000000)))\n")
   proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, env=env)
@@ -164,7 +164,7 @@ def test_closed_pipe_only_silences_our_own_output():
   proc.stdout.close()
   stderr = proc.stderr.read().decode()
   assert proc.wait(timeout=60) == 141 and stderr == "", stderr
-  other = ("from textrecords import cli\n"
+  other = ("from textrecords.runs import cli\n"
            "def main(argv):\n  raise BrokenPipeError(32, 'Broken pipe')\n"
            "cli.run(main)\n")
   r = subprocess.run([sys.executable, "-c", other], capture_output=True, text=True, env=env,

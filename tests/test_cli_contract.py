@@ -256,7 +256,7 @@ def test_a_second_run_on_a_locked_output_fails_at_once(tmp_path, package):
 def test_lock_is_released_when_its_process_dies(tmp_path):
   meta = str(tmp_path / "meta.json")
   holder = subprocess.Popen(
-      [sys.executable, "-c", "import sys, time; from textrecords import output_lock\n"
+      [sys.executable, "-c", "import sys, time; from textrecords.files import output_lock\n"
        "with output_lock.hold([sys.argv[1]]):\n  print('held', flush=True); time.sleep(60)",
        meta], env=dict(os.environ, PYTHONPATH=REPO), stdout=subprocess.PIPE, text=True)
   try:
@@ -322,7 +322,7 @@ def test_a_finished_run_skips_cycle_collection_at_exit_an_error_still_exits_2(tm
   script = tmp_path / "tool.py"
   script.write_text(
       "import atexit, gc, sys\n"
-      "from textrecords import cli\n"
+      "from textrecords.runs import cli\n"
       "from textrecords.errors import UserError\n"
       "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, flush=True))\n"
       "def main(argv):\n"

@@ -177,7 +177,7 @@ def test_docstring_examples_and_no_tensorflow():
   for mod in (layout, metadata, read_options, exports):
     result = doctest.testmod(mod)
     assert result.failed == 0 and result.attempted > 0, mod.__name__
-  code = ("import sys; from textrecords import layout, metadata, dataset_files, read_options; "
+  code = ("import sys; from textrecords.datasets import layout, metadata; from textrecords.reading import locations as dataset_files, read_options; "
           "assert 'tensorflow' not in sys.modules")
   assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 

@@ -6,7 +6,8 @@ a batch at a time by `textrecords.wire.example_encoder.encode_int64_records`
 use (`w2v_data.compiled`): the same bytes.
 
 Example:
-  >>> from textrecords import example_encoder, features as F, tfrecord
+  >>> from textrecords.files import tfrecord
+  >>> from textrecords.wire import example_encoder, features as F
   >>> data = encode_int64_records([("a", np.array([5, 300]), np.array([2]))])
   >>> enc = example_encoder.ExampleEncoder((F.FeatureSpec("a", "int64", None),))
   >>> data == tfrecord.frame(enc.encode({"a": [5, 300]}))

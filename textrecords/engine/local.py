@@ -60,7 +60,7 @@ def framed_starts(framed: Sequence[bytes]) -> np.ndarray:
 def starts_of(data) -> np.ndarray:
   """Start offsets of the framed records in `data` (their length headers).
 
-  >>> from textrecords import tfrecord
+  >>> from textrecords.files import tfrecord
   >>> starts_of(tfrecord.frame(b"ab") + tfrecord.frame(b"cde")).tolist()
   [0, 18]
   """

@@ -19,7 +19,7 @@ Two paths of `ExampleDecoder` give the same arrays:
     each record. A batch the fast walk does not validate in full goes here.
 
 Example:
-  >>> from textrecords import example_encoder, features as F
+  >>> from textrecords.wire import example_encoder, features as F
   >>> schema = (F.FeatureSpec("ids", "int64", None), F.FeatureSpec("w", "float", 1))
   >>> enc = example_encoder.ExampleEncoder(schema)
   >>> recs = [enc.encode({"ids": [5, 300], "w": [0.5]}), enc.encode({"ids": [7], "w": [1.0]})]
