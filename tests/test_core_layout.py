@@ -194,12 +194,13 @@ def test_mt_codecs_from_any_location(datasets):
 
 
 def test_readme_layout_table_names_the_files_and_roles_of_the_code():
-  """The README's "Datasets on disk" table lists every name the packages write
-  and every metadata role (it was missing docs.txt and the index conditions)."""
+  """The "Datasets on disk" table (docs/reading.md, moved from the README) lists
+  every name the packages write and every metadata role (it was missing
+  docs.txt and the index conditions)."""
   from mt_data import schema as mt_schema  # pylint: disable=import-outside-toplevel
   from w2v_data import schema as w2v_schema  # pylint: disable=import-outside-toplevel
   readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                             "README.md"), encoding="utf-8").read()
+                             "docs", "reading.md"), encoding="utf-8").read()
   table = readme[readme.index("## Datasets on disk"):readme.index("Shard numbers have")]
   lay_dir, lay_file = DatasetLayout.for_dir("out/d"), DatasetLayout.for_file("out/train.tfrecord")
   paths = [lay_dir.meta_path, lay_file.meta_path, *lay_dir.record_paths("S", 1),
