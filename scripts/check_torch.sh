@@ -2,7 +2,7 @@
 # Runs the PyTorch reader tests in a separate venv (.venv-torch) with the CPU
 # build of torch and no TensorFlow. torch is not in the `test` extra: PyPI's
 # default build brings GBs of CUDA libraries; `pip install torch==2.13.0`
-# takes the CPU wheel where one is provided locally (see README, Readers).
+# takes the CPU wheel where one is provided locally (see README, Install).
 source "$(dirname "$0")/_venv.sh" grain,torch,test "${TORCH_VENV:-.venv-torch}" \
   "${TORCH_SPEC:-torch==2.13.0}"
 "$VPY" -c "import torch; print('torch', torch.__version__)"
