@@ -3,14 +3,14 @@
 The same bytes as the local default mode, for any runner parallelism:
   1. Each input file is cut into byte ranges of whole lines
      (`text_input.line_chunks`, as the local engine does), read and
-     tokenized in parallel (`documents.encode_lines`; decode-error counts
+     tokenized in parallel (`units.tokenize_chunk`; decode-error counts
      summed apart); each chunk's token ids go to an object under the output
      location, only its line lengths flow on.
   2. The corpus index (segment and document boundaries: a few bytes a line,
      never the tokens) is built from the lengths in file/chunk order by the
      local `CorpusBuilder` and is a side input; tokens are read through a
      `TokenStore` over the chunks' objects.
-  3. Tasks (dupe round, document range) run `pipeline.default_task_records`,
+  3. Tasks (dupe round, document range) run `units.default_task_records`,
      the local engine's unit of work: every draw is keyed by (seed, dupe,
      document), every instance gets its keyed-hash order key.
   4. Instances go to hash buckets (contiguous key ranges, the local spill's
@@ -30,10 +30,9 @@ import numpy as np
 
 from bert_data import documents
 from bert_data import masking
-from bert_data import pipeline
+from bert_data import units
 from textrecords.wire import features
 from textrecords.files import storage
-from textrecords.files import text_input
 from textrecords.files import tfrecord
 from textrecords.engine import beam as beam_engine
 from textrecords.errors import UserError
@@ -54,16 +53,13 @@ class _Tokenize(beam.DoFn):
 
   def setup(self):
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # workers are the parallelism
-    self.tok = pipeline.load_tokenizer(self.config)
+    self.tok = units.load_tokenizer(self.config)
     self.special = [self.tok.token_to_id("[CLS]"), self.tok.token_to_id("[SEP]")]
 
   def process(self, kv):
     key, chunk = kv
-    decode_errors = text_input.DecodeErrorCounts()
-    lines, _ = text_input.chunk_lines(chunk, self.config.on_decode_error, drop_cr=True,
-                                      counts=decode_errors)
-    flat, lengths = documents.encode_lines([line.strip() for line in lines],
-                                           self.tok.encode_batch)
+    flat, lengths, decode_errors = units.tokenize_chunk(chunk, self.tok,
+                                                        self.config.on_decode_error)
     buf = io.BytesIO()
     np.save(buf, flat)
     path = beam_engine.stage(self.dataset, "tokens-%06d-%09d.npy" % key, buf.getvalue())
@@ -83,8 +79,8 @@ def _index(batches, config):
   corpus = documents.check_corpus(builder.build(documents.TokenStore(paths, offsets)),
                                   config.input_files)
   clean = not any(b[4] for b in batches)
-  return (corpus, clean, pipeline.estimate_buckets(config, corpus, config.num_shards),
-          pipeline.pack(config, corpus))
+  return (corpus, clean, units.estimate_buckets(config, corpus, config.num_shards),
+          units.pack(config, corpus))
 
 
 class _Instances(beam.DoFn):
@@ -96,23 +92,23 @@ class _Instances(beam.DoFn):
     self.mask = self.encoder = self.dynamic = None
 
   def setup(self):
-    tok = pipeline.load_tokenizer(self.config)
-    self.mask: masking.MaskingParams = pipeline.masking_params(self.config, tok)
-    self.encoder = pipeline.make_encoder(self.config, tok)
-    self.dynamic = pipeline.make_dynamic_encoder(self.config)
+    tok = units.load_tokenizer(self.config)
+    self.mask: masking.MaskingParams = units.masking_params(self.config, tok)
+    self.encoder = units.make_encoder(self.config, tok)
+    self.dynamic = units.make_dynamic_encoder(self.config)
 
   def process(self, task, index):
     corpus, clean, num_buckets, packed = index
-    ctx = pipeline.make_context(self.config, corpus, self.mask, self.encoder, clean, packed,
-                                self.dynamic)
-    keys, recs = pipeline.task_records_fn(ctx)(ctx, *task)
+    ctx = units.TaskContext(self.config, corpus, self.mask, self.encoder, clean, packed,
+                            self.dynamic)
+    keys, recs = units.task_records_fn(ctx)(ctx, *task)
     for key, rec in zip(keys.tolist(), recs):
       yield (key * num_buckets) >> 64, (key, rec)
 
 
 def _bucket_parts(kv, counts, index, config, num_files):
   bucket, items = kv
-  pipeline.check_instance_count(sum(counts.values()), num_files)
+  units.check_instance_count(sum(counts.values()), num_files)
   items = sorted(items)
   frame = tfrecord.frame
   if len(config.output_files) == 1:  # range shards: shard i = the i-th range of buckets
@@ -127,8 +123,8 @@ def _bucket_parts(kv, counts, index, config, num_files):
 
 def _summary(_, index, counts, num_files, decode_errors):
   total = sum(counts.values())
-  pipeline.check_instance_count(total, num_files)
-  return pipeline.run_summary(index[0], total, decode_errors)
+  units.check_instance_count(total, num_files)
+  return units.run_summary(index[0], total, decode_errors)
 
 
 class _GroupMeta:
@@ -136,7 +132,7 @@ class _GroupMeta:
     self.args = (config, vocab_sha, vocab_size, schema, masking_block)
 
   def __call__(self, infos, summary):
-    return pipeline.MetaBuilder(*self.args, summary)(infos)
+    return units.MetaBuilder(*self.args, summary)(infos)
 
 
 def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
@@ -146,8 +142,8 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
   datasets = [w for w, (_, ps) in zip(writers, groups) for _ in ps]
   n = len(all_paths)
   schema = features.schema_to_json(
-      (pipeline.make_dynamic_encoder(config) or pipeline.make_encoder(config, tok)).schema)
-  masking_block = pipeline.masking_meta(config, pipeline.masking_params(config, tok))
+      (units.make_dynamic_encoder(config) or units.make_encoder(config, tok)).schema)
+  masking_block = units.masking_meta(config, units.masking_params(config, tok))
 
   # Workers run in other folders (or machines): their local paths absolute;
   # the metadata keeps the flags as given.
@@ -168,7 +164,7 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
     index = (batches | "all lengths" >> beam.combiners.ToList()
              | "index" >> beam.Map(_index, config))
     instances = (index
-                 | "tasks" >> beam.FlatMap(lambda ix: pipeline.run_tasks(pipeline.make_context(
+                 | "tasks" >> beam.FlatMap(lambda ix: units.run_tasks(units.TaskContext(
                      config, ix[0], None, None, ix[1], ix[3])))
                  | "spread tasks" >> beam.Reshuffle()
                  | "instances" >> beam.ParDo(_Instances(on_worker), single(index)))
@@ -194,4 +190,4 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
     for w, (_, ps) in zip(writers, groups):
       w.discard(ps)
     raise
-  return pipeline.summary_of(writers[0].read_meta("bert_data"))
+  return units.summary_of(writers[0].read_meta("bert_data"))

@@ -44,17 +44,19 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 
 from bert_data import pipeline as P  # pylint: disable=wrong-import-position
 from bert_data import records  # pylint: disable=wrong-import-position
+from bert_data import units  # pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
 from textrecords.runs import cli  # pylint: disable=wrong-import-position
 
 VOCAB = os.path.join(REPO, "tests", "testdata", "vocab_uncased.txt")
-PHASES = ("load_tokenizer", "build_corpus", "spill_default_mode", "write_default_mode_files")
+PHASES = {"load_tokenizer": units, "build_corpus": P, "spill_default_mode": P,
+          "write_default_mode_files": P}  # phase -> the module whose function it is
 
 
 def timed_phases(config: BertConfig) -> dict:
   """Runs `pipeline.create`, timing each phase; returns {phase: (wall, main cpu)}."""
   times = {}
-  originals = {name: getattr(P, name) for name in PHASES}
+  originals = {name: getattr(module, name) for name, module in PHASES.items()}
 
   def wrap(name):
     def timed(*args):
@@ -64,31 +66,32 @@ def timed_phases(config: BertConfig) -> dict:
       return result
     return timed
 
-  for name in PHASES:
-    setattr(P, name, wrap(name))
+  for name, module in PHASES.items():
+    setattr(module, name, wrap(name))
   try:
     t = time.perf_counter()
     summary = P.create(config)
     times["total"] = (time.perf_counter() - t, None)
   finally:
     for name, fn in originals.items():
-      setattr(P, name, fn)
+      setattr(PHASES[name], name, fn)
   return summary, times
 
 
 def worker_cpu_per_instance(config: BertConfig) -> dict:
   """Default-mode task CPU per instance, in this process, for one dupe round."""
   cfg = BertConfig(**{**config.__dict__, "dupe_factor": 1, "num_workers": 1})
-  tok = P.load_tokenizer(cfg)
+  tok = units.load_tokenizer(cfg)
   corpus = P.build_corpus(cfg, tok, cli.Progress(True))
-  mask = P.masking_params(cfg, tok)
+  mask = units.masking_params(cfg, tok)
   enc = records.BertRecordEncoder(cfg.max_seq_length, cfg.max_predictions_per_seq,
                                   tok.vocab_size)
   tmp = tempfile.mkdtemp()
-  ctx = P._Context(cfg, corpus, mask, enc, spill_dir=tmp, num_buckets=4, clean=True)  # pylint: disable=protected-access
-  P._STATE["ctx"] = ctx  # pylint: disable=protected-access
+  ctx = units.TaskContext(cfg, corpus, mask, enc, clean=True)
+  P._STATE.update(ctx=ctx, spill_dir=tmp, num_buckets=4)  # pylint: disable=protected-access
   c = time.process_time()
-  n = sum(sum(P._default_task(t)) for t in P._tasks(cfg, corpus.num_docs))  # pylint: disable=protected-access
+  n = sum(sum(P._spill_task(units.default_task_records, t))  # pylint: disable=protected-access
+          for t in units.tasks(cfg, corpus.num_docs))
   build = time.process_time() - c
   c = time.process_time()
   for b in range(4):

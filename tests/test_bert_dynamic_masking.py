@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import bert_data
 from bert_data import dynamic_masking as dm
-from bert_data import masking, pipeline
+from bert_data import masking, pipeline, units
 from bert_data.masks import draws, single_piece, whole_word
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB, masking_rows, write_varied_corpus
@@ -258,9 +258,9 @@ def test_dynamic_records_are_the_static_instances_unmasked(tmp_path, corpus):
 
 def test_whole_word_records_store_word_starts(tmp_path, corpus):
   out = _create(tmp_path / "w.tfrecord", corpus, do_whole_word_mask=True, max_ngram_size=2)
-  tok = pipeline.load_tokenizer(BertConfig(input_files=(), output_files=("x",), vocab_file=VOCAB))
-  p = pipeline.masking_params(BertConfig(input_files=(), output_files=("x",), vocab_file=VOCAB,
-                                         do_whole_word_mask=True), tok)
+  tok = units.load_tokenizer(BertConfig(input_files=(), output_files=("x",), vocab_file=VOCAB))
+  p = units.masking_params(BertConfig(input_files=(), output_files=("x",), vocab_file=VOCAB,
+                                      do_whole_word_mask=True), tok)
   for rec in tfrecord.read_records(out):
     ex = example_decoder.decode_example(rec)
     n = sum(ex["input_mask"])

@@ -22,11 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("textrecords", "bert_data", "w2v_data", "mt_data", "scripts")
 
 # Remaining cycles (as sorted module lists) and what removes each.
-KNOWN = {
-    ("bert_data.beam_pipeline", "bert_data.pipeline"):
-        "the Beam pipeline calls 15 of pipeline.py's functions, which picks the Beam "
-        "engine: bert_data's units.py (issue 23 item 1) removes it",
-}
+KNOWN = {}
 
 
 def _modules() -> dict:

@@ -1,0 +1,376 @@
+"""bert_data's pure pieces of work, shared by the local run and the Beam pipeline.
+
+Both engines tokenize a chunk of input lines (`tokenize_chunk`), then run the
+same tasks over the corpus: (dupe round, document range) in the default mode
+(`default_task_records`), (dupe round, packed instance range) with
+`--packing` (`packed_task_records`). Every draw of a task is keyed by (seed,
+dupe, document, a digest of its tokens), so a task's records never depend on
+which engine or worker runs it. The tokenizer, the masking settings, the
+record encoders, the counts and the metadata are built here once.
+
+No TensorFlow here, and no engine: nothing in this module starts a process or
+writes a file.
+"""
+
+import dataclasses
+import math
+import os
+from typing import Optional
+
+import numpy as np
+
+from bert_data import masking
+from bert_data import packing
+from bert_data import records
+from bert_data.config import BertConfig
+from bert_data.documents import Corpus, encode_lines
+from bert_data.instances import (FastDraws, instances_from_document, instances_from_spans,
+                                 spans_from_document)
+from bert_data.masks import registry
+from bert_data.masks import single_piece
+from bert_data.masks import whole_word
+from bert_data.sentence_order import sop_spans_from_document
+from textrecords import seeding
+from textrecords.datasets import metadata
+from textrecords.datasets.layout import DEFAULT_SPLIT
+from textrecords.errors import UserError
+from textrecords.files import storage
+from textrecords.files import text_input
+from textrecords.files import tfrecord
+
+DOCS_PER_TASK = 32
+PACKED_PER_TASK = 512  # packed instances per task (about 32 documents' worth)
+_BUCKET_BYTES = 32 << 20  # about the bytes of records one order bucket holds
+
+
+# ---------------------------------------------------------------- run settings
+
+def load_tokenizer(config: BertConfig):
+  """The WordPiece (or SentencePiece) tokenizer; UserError for an unusable vocab."""
+  if config.spm_model_file:
+    from bert_data import sentencepiece_tokenizer  # pylint: disable=import-outside-toplevel
+    return sentencepiece_tokenizer.load(config.spm_model_file, config.do_lower_case)
+  from bert_data.tokenizer import (  # pylint: disable=import-outside-toplevel
+      SPECIAL_TOKENS, MissingTokens, WordPieceTokenizer)
+  if storage.is_dir(storage.check(config.vocab_file, "--vocab_file")):
+    raise UserError(f"--vocab_file: {config.vocab_file} is a folder, expected a vocab file")
+  if not storage.exists(config.vocab_file):
+    raise UserError(f"--vocab_file: {config.vocab_file} not found")
+  try:
+    tok = WordPieceTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+  except MissingTokens as e:
+    missing = e.missing
+  except (OSError, ValueError, UnicodeDecodeError) as e:
+    raise UserError(f"--vocab_file: cannot load {config.vocab_file}: {e}") from e
+  else:
+    missing = [t for t in SPECIAL_TOKENS if tok.token_to_id(t) is None]
+  if missing:
+    raise UserError(f"--vocab_file: {config.vocab_file} lacks {', '.join(missing)}")
+  return tok
+
+
+def masking_params(config: BertConfig, tok) -> masking.MaskingParams:
+  """The masking settings of a run: the flags plus the tokenizer's special and
+  word-continuing pieces (UserError if whole-word masking has none to use)."""
+  words = tok.vocab_words()
+  is_subword = bytearray(tok.vocab_size)
+  if hasattr(tok, "word_start_flags"):  # SentencePiece: pieces without a word start
+    is_subword = bytearray(1 - f for f in tok.word_start_flags())
+  for w in words:
+    if w.startswith("##"):
+      is_subword[tok.token_to_id(w)] = 1
+  if config.do_whole_word_mask and not any(is_subword):
+    raise UserError(f"--do_whole_word_mask: {config.tokenizer_file} has no word-continuing "
+                    "pieces (## pieces), so every word would be one piece")
+  return masking.MaskingParams(
+      masked_lm_prob=config.masked_lm_prob,
+      max_predictions_per_seq=config.max_predictions_per_seq,
+      do_whole_word_mask=config.do_whole_word_mask,
+      cls_id=tok.token_to_id("[CLS]"), sep_id=tok.token_to_id("[SEP]"),
+      mask_id=tok.token_to_id("[MASK]"),
+      random_ids=tuple(tok.token_to_id(w) for w in words),
+      is_subword=bytes(is_subword), max_ngram_size=config.max_ngram_size)
+
+
+def make_encoder(config: BertConfig, tok) -> records.BertRecordEncoder:
+  """The record encoder of a run."""
+  return records.BertRecordEncoder(config.max_seq_length, config.max_predictions_per_seq,
+                                   tok.vocab_size, v2_names=config.use_v2_feature_names,
+                                   next_sentence=config.next_sentence)
+
+
+def make_dynamic_encoder(config: BertConfig) -> Optional[records.DynamicRecordEncoder]:
+  """--masking=dynamic: the unmasked-record encoder (None for static masking)."""
+  if config.masking != "dynamic":
+    return None
+  return records.DynamicRecordEncoder(config.max_seq_length, config.do_whole_word_mask,
+                                      v2_names=config.use_v2_feature_names,
+                                      next_sentence=config.next_sentence)
+
+
+# ---------------------------------------------------------------- tokenizing
+
+def tokenize_chunk(chunk, tok, on_decode_error: str):
+  """Reads, strips and tokenizes the lines of one input chunk (`text_input.line_chunks`).
+
+  Returns:
+    (flat token ids, line lengths, `text_input.DecodeErrorCounts` of the chunk).
+  """
+  decode_errors = text_input.DecodeErrorCounts()
+  lines, _ = text_input.chunk_lines(chunk, on_decode_error, drop_cr=True,
+                                    counts=decode_errors)
+  flat, lengths = encode_lines([line.strip() for line in lines], tok.encode_batch)
+  return flat, lengths, decode_errors
+
+
+# ---------------------------------------------------------------- tasks
+
+@dataclasses.dataclass
+class TaskContext:
+  """What a default-mode or packed task reads (the same in both engines)."""
+  config: BertConfig
+  corpus: Corpus
+  mask: Optional[masking.MaskingParams]
+  encoder: Optional[records.BertRecordEncoder]
+  clean: bool = False  # no [CLS]/[SEP] inside the documents
+  packed: Optional[packing.Packing] = None  # --packing: the packed instances
+  dynamic: Optional[records.DynamicRecordEncoder] = None  # --masking=dynamic
+
+
+def pack(config: BertConfig, corpus: Corpus) -> Optional[packing.Packing]:
+  """--packing: the packed instances of the corpus (None without packing)."""
+  if not config.packing:
+    return None
+  return packing.pack(corpus.seg_starts, corpus.doc_starts, config.max_seq_length,
+                      config.packing)
+
+
+def is_clean(corpus: Corpus, mask: masking.MaskingParams) -> bool:
+  """Whether no [CLS] or [SEP] id appears inside the corpus's documents."""
+  return not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
+
+
+def task_records_fn(ctx: TaskContext):
+  """The unit of work of a run: packed instances or (dupe, documents) tasks."""
+  return packed_task_records if ctx.packed is not None else default_task_records
+
+
+def run_tasks(ctx: TaskContext):
+  """The (dupe, first, end) tasks of a run."""
+  if ctx.packed is not None:
+    return tasks(ctx.config, ctx.packed.num_instances, PACKED_PER_TASK)
+  return tasks(ctx.config, ctx.corpus.num_docs)
+
+
+def tasks(config: BertConfig, num_units: int, per_task: int = DOCS_PER_TASK):
+  """(dupe, first, end) ranges of documents (or packed instances)."""
+  for dupe in range(config.dupe_factor):
+    for d0 in range(0, num_units, per_task):
+      yield dupe, d0, min(num_units, d0 + per_task)
+
+
+def document_digest(corpus: Corpus, d: int) -> int:
+  """64-bit digest of document d's token ids (keys its default-mode draws)."""
+  s0, s1 = int(corpus.doc_starts[d]), int(corpus.doc_starts[d + 1])
+  return seeding.content_digest(
+      corpus.tokens[int(corpus.seg_starts[s0]):int(corpus.seg_starts[s1])])
+
+
+def default_task_records(ctx: TaskContext, dupe: int, d0: int, d1: int):
+  """The (order keys, encoded records) of documents [d0, d1) in round `dupe`.
+
+  The unit of work of both engines. Each document's instances are built with
+  a `random.Random` keyed by (seed, dupe, document index, digest of the
+  document's token ids); the k-th instance's order key is derived from the
+  same key and k, and also keys its masking draws, so the
+  task's instances are gathered, masked and encoded together as arrays
+  without any draw depending on the task's extent.
+  """
+  python_masking = ctx.config.do_whole_word_mask or not ctx.clean
+  insts, spans, keys = [], [], []
+  for d in range(d0, d1):
+    digest = document_digest(ctx.corpus, d)
+    count = _document_units(ctx, dupe, d, digest, python_masking, insts, spans)
+    keys.append(seeding.sub_keys(seeding.order_key(ctx.config.random_seed, dupe, d, digest),
+                                 count))
+  keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+  if ctx.dynamic is not None:
+    return keys, _dynamic_records(ctx, insts, spans, keys)
+  if python_masking:
+    return keys, [ctx.encoder.encode(inst) for inst in insts]
+  return keys, _single_piece_records(ctx, spans, keys)
+
+
+def _document_units(ctx: TaskContext, dupe: int, d: int, digest: int, python_masking: bool,
+                    insts: list, spans: list) -> int:
+  """Document d's instances (masked in Python) or spans (masked later as
+  arrays), appended to `insts` or `spans`; returns how many."""
+  c, corpus = ctx.config, ctx.corpus
+  rng = FastDraws(seeding.rng_for(c.random_seed, dupe, d, digest))
+  if c.sentence_order:
+    doc_spans = sop_spans_from_document(corpus.segment_bounds(d), rng, c.max_num_tokens,
+                                        c.short_seq_prob)
+    if python_masking and ctx.dynamic is None:
+      insts.extend(instances_from_spans(corpus.tokens, doc_spans, rng, ctx.mask, ctx.clean))
+    else:
+      spans.extend(doc_spans)
+    return len(doc_spans)
+  if python_masking:
+    doc_insts = instances_from_document(
+        d, corpus.document(d), corpus, rng, c.max_num_tokens, c.short_seq_prob,
+        ctx.mask.cls_id, ctx.mask.sep_id, None if ctx.dynamic else ctx.mask,
+        exact_draws=False, clean_corpus=ctx.clean)
+    insts.extend(doc_insts)
+    return len(doc_insts)
+  doc_spans = spans_from_document(d, corpus.segment_bounds(d), corpus, rng,
+                                  c.max_num_tokens, c.short_seq_prob)
+  spans.extend(doc_spans)
+  return len(doc_spans)
+
+
+def _single_piece_records(ctx: TaskContext, spans, keys) -> list:
+  """Records of a task's spans, masked as arrays (single pieces, clean corpus)."""
+  if not spans:
+    return []
+  span_arr = np.asarray([s[:4] for s in spans], np.int64)
+  ids, lengths, num_as = masking.spans_to_ids(ctx.corpus.tokens, span_arr, ctx.mask.cls_id,
+                                              ctx.mask.sep_id, ctx.config.max_seq_length)
+  ids, lengths, positions, labels, counts = single_piece.mask_matrix(
+      ids, lengths, num_as, keys, ctx.mask)
+  return ctx.encoder.encode_arrays(ids, lengths, num_as.tolist(), [s[4] for s in spans],
+                                   positions, labels, counts)
+
+
+def _dynamic_records(ctx: TaskContext, insts, spans, keys) -> list:
+  """Unmasked records (`--masking=dynamic`) of a task's instances or spans."""
+  c = ctx.config
+  if insts:
+    lengths = np.fromiter((len(i.tokens) for i in insts), np.int64, len(insts))
+    ids = np.zeros((len(insts), c.max_seq_length), np.int64)
+    ids[np.arange(c.max_seq_length)[None, :] < lengths[:, None]] = np.fromiter(
+        (t for i in insts for t in i.tokens), np.int64, int(lengths.sum()))
+    num_as = [i.num_a for i in insts]
+    is_random_next = [i.is_random_next for i in insts]
+  elif spans:
+    span_arr = np.asarray([s[:4] for s in spans], np.int64)
+    ids, lengths, num_as = masking.spans_to_ids(ctx.corpus.tokens, span_arr, ctx.mask.cls_id,
+                                                ctx.mask.sep_id, c.max_seq_length)
+    num_as = num_as.tolist()
+    is_random_next = [s[4] for s in spans]
+  else:
+    return []
+  starts = whole_word.word_starts(ids, lengths, ctx.mask) if c.do_whole_word_mask else None
+  return ctx.dynamic.encode_arrays(ids, lengths, num_as, is_random_next, keys, starts)
+
+
+def packed_task_records(ctx: TaskContext, dupe: int, k0: int, k1: int):
+  """The (order keys, records) of packed instances [k0, k1) in round `dupe`.
+
+  Packing has no randomness (`packing.pack`); instance k's masks and order
+  key come from (seed, dupe, k, a digest of its token ids).
+  """
+  c = ctx.config
+  ids, lengths, special = packing.instance_ids(ctx.corpus.tokens, ctx.packed, range(k0, k1),
+                                               ctx.mask.cls_id, ctx.mask.sep_id,
+                                               c.max_seq_length)
+  keys = np.asarray([seeding.order_key(c.random_seed, dupe, "packed", k,
+                                       seeding.content_digest(ids[k - k0]))
+                     for k in range(k0, k1)], np.uint64)
+  if ctx.dynamic is not None:   # unmasked; make_dataset masks (never [CLS]/[SEP])
+    starts = whole_word.word_starts(ids, lengths, ctx.mask) if c.do_whole_word_mask else None
+    records_ = ctx.dynamic.encode_arrays(ids, lengths, lengths.tolist(), [False] * len(keys),
+                                         keys, starts)
+  elif c.do_whole_word_mask or not ctx.clean:
+    records_ = []
+    for r, key in enumerate(keys.tolist()):
+      rng = FastDraws(seeding.rng_for(c.random_seed, key))
+      tokens = ids[r, :lengths[r]].tolist()
+      output, positions, labels = masking.mask_tokens(tokens, rng, ctx.mask, False)
+      records_.append(ctx.encoder.encode_parts(output, len(tokens), False, positions, labels))
+  else:
+    ids, lengths, positions, labels, counts = single_piece.mask_matrix(
+        ids, lengths, lengths.copy(), keys, ctx.mask, special=special)
+    records_ = ctx.encoder.encode_arrays(ids, lengths, lengths.tolist(),
+                                         [False] * len(keys), positions, labels, counts)
+  return keys, records_
+
+
+# ---------------------------------------------------------------- order buckets
+
+def estimate_buckets(config: BertConfig, corpus: Corpus, num_shards: int) -> int:
+  """How many hash buckets the instances are ordered in (a multiple of
+  `num_shards`, each bucket about `_BUCKET_BYTES` of records)."""
+  est_records = corpus.num_tokens * config.dupe_factor / max(1, config.max_num_tokens * 0.8)
+  est_bytes = est_records * (config.max_seq_length * 3 + config.max_predictions_per_seq * 8 + 200)
+  per_shard = max(1, math.ceil(est_bytes / _BUCKET_BYTES / num_shards))
+  return num_shards * per_shard
+
+
+def check_instance_count(total: int, num_files: int):
+  """Every output file must get an instance (UserError otherwise)."""
+  if total < num_files:
+    raise UserError(f"--num_shards={num_files} (or that many --output_file paths) "
+                    f"but the input makes only {total} instances: every file would not "
+                    "get one; use fewer shards or more input")
+
+
+# ---------------------------------------------------------------- counts and metadata
+
+def masking_meta(config: BertConfig, mask: masking.MaskingParams) -> dict:
+  """The metadata's "masking" block: the settings `make_dataset` needs to mask
+  dynamic records (and a record of how static ones were masked)."""
+  out = {"mode": config.masking, "masked_lm_prob": config.masked_lm_prob,
+         "max_predictions_per_seq": config.max_predictions_per_seq,
+         **registry.meta_fields(config)}
+  if config.masking == "dynamic":
+    pool = list(mask.random_ids)
+    out.update({"cls_id": mask.cls_id, "sep_id": mask.sep_id, "mask_id": mask.mask_id,
+                # The pool of the 10% random replacements: usually all ids in order.
+                "random_ids": ({"range": len(pool)} if pool == list(range(len(pool)))
+                               else pool)})
+  return out
+
+
+def run_summary(corpus: Corpus, instances: int,
+                decode_errors: text_input.DecodeErrorCounts) -> dict:
+  """A run's summary, also the metadata's `counts`."""
+  return {"documents": corpus.num_docs, "tokens": corpus.num_tokens, "instances": instances,
+          **decode_errors.as_dict()}
+
+
+def summary_of(meta: dict) -> dict:
+  """The summary of a finished run, from its metadata."""
+  return {k: v for k, v in meta["counts"].items() if k != "records"}
+
+
+class MetaBuilder:
+  """build_meta(file infos) -> one dataset's metadata (picklable)."""
+
+  def __init__(self, config: BertConfig, vocab_sha: str, vocab_size: int, schema: list,
+               masking_block: dict, summary: dict):
+    self.config, self.vocab_sha, self.vocab_size = config, vocab_sha, vocab_size
+    self.schema, self.masking_block, self.summary = schema, masking_block, summary
+
+  def __call__(self, infos) -> dict:
+    config = self.config
+    meta = metadata.base_meta("bert_data")
+    meta.update({
+        "schema": self.schema,
+        "max_seq_length": config.max_seq_length,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "compression": tfrecord.check_compression(config.compression),
+        "vocab_sha256": self.vocab_sha,
+        "vocab_size": self.vocab_size, "random_seed": config.random_seed,
+        "mode": "reference" if config.reference_compatible else "default",
+        "masking": self.masking_block,
+        "flags": dict(config.identity_flags(),  # URL outputs as given, not staged
+                      output_files=[storage.origin(p) for p in config.output_files]),
+        "counts": dict(self.summary, records=sum(i["records"] for i in infos)),
+        "datasets": [os.path.basename(p) for p in config.output_files],
+        "sentence_task": config.sentence_task,
+        "packing": config.packing or None,
+        "tokenizer": "sentencepiece" if config.spm_model_file else "wordpiece",
+    })
+    if config.spm_model_file:
+      meta["spm_model_sha256"] = self.vocab_sha
+    return metadata.set_files(meta, infos, {DEFAULT_SPLIT: [i["name"] for i in infos]})
