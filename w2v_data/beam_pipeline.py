@@ -4,23 +4,29 @@ The same bytes as the local run, for any runner parallelism:
   1. Each input file is cut into byte chunks at line ends (`corpus.file_chunks`)
      and each chunk is read and counted by the local run's read unit
      (`corpus.read_chunk`); a file with a chunk that is not clean UTF-8 is
-     read line by line instead (`corpus.slow_file`), as locally.
+     read line by line instead (`corpus.slow_file`), as locally. Each
+     chunk's tokens and local ids go to a hidden object under the output
+     location; only its key, that object's path and its line count flow on.
   2. Per-chunk line counts (side input) number the sentences globally; the
-     vocabulary is a first-occurrence-ordered count combiner over the chunks'
-     counts, then the shared rule (`corpus.vocab_and_counts`).
+     vocabulary is a first-occurrence-ordered count combiner, run per file
+     where the chunks are read and then over the files, then the shared
+     rule (`corpus.vocab_and_counts`).
   3. Each chunk's ids (`corpus.global_ids`) are sampled and encoded by
      `units.sample_chunk` (every draw keyed by the global sentence index),
      cut at shard boundaries; each shard is written from its chunks in order;
      counts are combined and the metadata is written by the last step.
+No element carries the corpus's tokens: a runner that hands a whole
+PCollection to one worker as one bundle (the local portable runner does)
+still gives it chunk references, never the corpus.
 Paragraph-vector models (`--model=pv_*`) stay local: document ids must be
 unique over the whole input.
 """
 
+import io
 
 import apache_beam as beam
 import numpy as np
 
-from textrecords.datasets import metadata
 from textrecords.files import storage
 from textrecords.files import text_input
 from textrecords.files import tfrecord
@@ -44,23 +50,57 @@ def _units(item):
     yield file_index, i, path, start, end, i == len(chunks) - 1
 
 
-def _read(unit):
+def _stage_chunk(dataset, key, counts_in, linenos=None) -> str:
+  """Writes a read chunk's tokens and local ids (and, read line by line, its
+  line numbers) as a hidden object under the output location; returns its
+  path. Only this reference flows on: no step holds all token ids."""
+  buf = io.BytesIO()
+  np.savez(buf, tokens=np.frombuffer("\n".join(counts_in.tokens).encode("utf-8"), np.uint8),
+           local_ids=counts_in.local_ids,
+           linenos=np.asarray(linenos if linenos is not None else [], np.int64))
+  return beam_engine.stage(dataset, "ids-%06d-%09d.npz" % key, buf.getvalue())
+
+
+def _load_chunk(staged: str):
+  """(tokens, local ids, line numbers or None) of a chunk `_stage_chunk` wrote."""
+  with np.load(io.BytesIO(storage.read_bytes(staged)), allow_pickle=False) as z:
+    text = z["tokens"].tobytes().decode("utf-8")
+    linenos = z["linenos"]
+    return (text.split("\n") if text else []), z["local_ids"], (linenos if len(linenos) else None)
+
+
+def _read(unit, dataset):
+  """A byte range -> (key, staged object, input path, lines, decode errors),
+  (file, unclean?) tagged "unclean", and its token counts tagged "counts"
+  (order key, distinct tokens, counts) keyed by file."""
   file_index, i, path, start, end, last = unit
-  return (file_index, i), corpus_lib.read_chunk(path, start, end, last), path, None, (0, 0)
+  key = (file_index, i)
+  counts_in = corpus_lib.read_chunk(path, start, end, last)
+  yield beam.pvalue.TaggedOutput("unclean", (file_index, counts_in.unclean))
+  if counts_in.unclean:
+    return
+  yield beam.pvalue.TaggedOutput("counts", (file_index, (key, counts_in.tokens, counts_in.counts)))
+  yield key, _stage_chunk(dataset, key, counts_in), path, counts_in.num_lines, (0, 0)
 
 
-def _fast(chunk, slow_files):
-  if not slow_files.get(chunk[0][0], False):
-    yield chunk
+def _fast(item, slow_files):
+  """Drops what was read from a file that is read line by line instead."""
+  file_index = item[0][0] if isinstance(item[0], tuple) else item[0]
+  if not slow_files.get(file_index, False):
+    yield item
 
 
-def _slow(item, slow_files, on_decode_error):
+def _slow(item, slow_files, on_decode_error, dataset):
+  """A file that is not clean UTF-8, read line by line (as locally): one chunk."""
   file_index, path = item
   if slow_files.get(file_index, False):
     decode_errors = text_input.DecodeErrorCounts()
     counts, linenos = corpus_lib.slow_file(path, on_decode_error, corpus_lib.SENTENCES,
                                            decode_errors)
-    yield (file_index, 0), counts, path, linenos, (decode_errors.replaced, decode_errors.skipped)
+    key = (file_index, 0)
+    yield beam.pvalue.TaggedOutput("counts", (file_index, (key, counts.tokens, counts.counts)))
+    yield (key, _stage_chunk(dataset, key, counts, linenos), path, counts.num_lines,
+           (decode_errors.replaced, decode_errors.skipped))
 
 
 def _offsets(per_chunk):
@@ -95,11 +135,12 @@ class _SampleChunk(beam.DoFn):
     self.finished = frozenset(finished_shards)
 
   def process(self, chunk, offsets, vocab, sampler):
-    key, counts_in, path, linenos, _ = chunk
+    key, staged, path, _, _ = chunk
+    local_tokens, local_ids, linenos = _load_chunk(staged)
     starts, total = offsets
     first, file_first = starts[key]
     tokens, _, index, _ = vocab
-    ids, lengths = corpus_lib.global_ids(counts_in.tokens, counts_in.local_ids, index)
+    ids, lengths = corpus_lib.global_ids(local_tokens, local_ids, index)
     bounds = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=bounds[1:])
     num_shards = self.config.num_shards
@@ -154,6 +195,87 @@ class _SmallFiles:
     return {self.vocab_path: vocab_lib.tokens_file_bytes(s["vocab"][0])}
 
 
+def _read_chunks(p, files, config, writer):
+  """Input files -> (chunks, per-file token counts, decode-error counts).
+
+  A chunk is (key, staged object, input path, lines, decode errors); a file
+  that is not clean UTF-8 is one chunk read line by line instead.
+  """
+  single = beam.pvalue.AsSingleton
+  # workers run in other folders (or machines): local paths absolute
+  file_list = p | "files" >> beam.Create(list(enumerate(map(storage.absolute, files))))
+  read = (file_list | "chunks" >> beam.FlatMap(_units)
+          | "spread" >> beam.Reshuffle()
+          | "read" >> beam.FlatMap(_read, writer).with_outputs("unclean", "counts", main="chunks"))
+  slow_files = (read.unclean | "unclean per file" >> beam.CombinePerKey(any)
+                | "slow files" >> beam.combiners.ToDict())
+  slow = file_list | "slow" >> beam.FlatMap(_slow, single(slow_files), config.on_decode_error,
+                                            writer).with_outputs("counts", main="chunks")
+  chunks = ((read.chunks | "fast" >> beam.FlatMap(_fast, single(slow_files)), slow.chunks)
+            | "all chunks" >> beam.Flatten())
+  # counts are combined per file where they are made (a worker holds a
+  # vocabulary, never the corpus); then files read line by line replace theirs
+  fast_counts = (read.counts
+                 | "count per file" >> beam.CombinePerKey(beam_engine.FirstSeenCounts(counter=False))
+                 | "fast counts" >> beam.FlatMap(_fast, single(slow_files)))
+  slow_counts = slow.counts | "count slow file" >> beam.CombinePerKey(
+      beam_engine.FirstSeenCounts(counter=False))
+  file_counts = ((fast_counts, slow_counts) | "all counts" >> beam.Flatten()
+                 | "drop file" >> beam.Values())
+  decode_errors = beam_engine.decode_error_counts(
+      chunks | "decode errors" >> beam.Map(lambda c: c[4]))
+  return chunks, file_counts, decode_errors
+
+
+def _vocab_steps(file_counts, config, files):
+  """Per-file token counts -> the vocab and the sampler (singletons)."""
+  vocab = (file_counts | "count tokens" >> beam.CombineGlobally(beam_engine.FirstSeenCounts())
+           | "vocab" >> beam.Map(_Vocab(config.min_freq, files)))
+  sampler = (vocab | "sampler" >> beam.Map(
+      lambda v: sampling.SkipGramSampler.build(
+          v[1], subsample_t=config.subsample_t, max_window_size=config.max_window_size,
+          num_noise_words=config.num_noise_words, seed=config.random_seed,
+          subsample_formula=config.subsample_formula, model=config.model)))
+  return vocab, sampler
+
+
+def _summary(_, vocab, totals, offsets, decode_errors):
+  return {"vocab": vocab, "totals": totals, "sentences": offsets[1],
+          "decode_errors": decode_errors}
+
+
+def _pipeline(config, files, writer, fingerprint, finished):
+  """The `build(pipeline)` of a run (see the module docstring)."""
+  lay = DatasetLayout.for_dir(config.output_dir)
+  vocab_path = lay.path(schema.VOCAB_NAME)
+  record_paths = lay.record_paths(schema.SPLIT, config.num_shards)
+
+  def build(p):
+    single = beam.pvalue.AsSingleton
+    chunks, file_counts, decode_errors = _read_chunks(p, files, config, writer)
+    offsets = (chunks | "lines" >> beam.Map(lambda c: (c[0], c[3]))
+               | "all line counts" >> beam.combiners.ToList()
+               | "offsets" >> beam.Map(_offsets))
+    vocab, sampler = _vocab_steps(file_counts, config, files)
+    sampled = (chunks
+               | "sample" >> beam.ParDo(_SampleChunk(config, finished), single(offsets),
+                                        single(vocab), single(sampler)).with_outputs(
+                                            "counts", main="parts"))
+    totals = (sampled.counts
+              | "sum per shard" >> beam.CombinePerKey(beam_engine.SumTuples(_TOTAL_OPS))
+              | "shard totals" >> beam.combiners.ToDict())
+    infos = beam_engine.write_files(sampled.parts, writer, record_paths, config.compression,
+                                    [record_paths[i] for i in finished])
+    summary = (p | "one" >> beam.Create([None])
+               | "summary" >> beam.Map(_summary, single(vocab), single(totals),
+                                       single(offsets), single(decode_errors)))
+    beam_engine.finalize(infos, writer, [vocab_path] + record_paths,
+                         _BuildMeta(config, fingerprint, record_paths), [summary],
+                         small_files=_SmallFiles(vocab_path))
+
+  return build
+
+
 def create(config, files, writer, fingerprint, engine) -> dict:
   """Runs the Beam pipeline; returns the metadata written (as the local run).
 
@@ -165,54 +287,9 @@ def create(config, files, writer, fingerprint, engine) -> dict:
   vocab_path = lay.path(schema.VOCAB_NAME)
   record_paths = lay.record_paths(schema.SPLIT, config.num_shards)
   finished = [i for i, p in enumerate(record_paths) if writer.is_finished(p)]
-
-  def build(p):
-    single = beam.pvalue.AsSingleton
-    # workers run in other folders (or machines): local paths absolute
-    file_list = p | "files" >> beam.Create(list(enumerate(map(storage.absolute, files))))
-    read = (file_list | "chunks" >> beam.FlatMap(_units)
-            | "spread" >> beam.Reshuffle()
-            | "read" >> beam.Map(_read))
-    slow_files = (read | "clean?" >> beam.Map(lambda c: (c[0][0], c[1].unclean))
-                  | "unclean per file" >> beam.CombinePerKey(any)
-                  | "slow files" >> beam.combiners.ToDict())
-    chunks = ((read | "fast" >> beam.FlatMap(_fast, single(slow_files)),
-               file_list | "slow" >> beam.FlatMap(_slow, single(slow_files),
-                                                  config.on_decode_error))
-              | "all chunks" >> beam.Flatten())
-    offsets = (chunks | "lines" >> beam.Map(lambda c: (c[0], c[1].num_lines))
-               | "all line counts" >> beam.combiners.ToList()
-               | "offsets" >> beam.Map(_offsets))
-    vocab = (chunks | "chunk counts" >> beam.Map(lambda c: (c[0], c[1].tokens, c[1].counts))
-             | "count tokens" >> beam.CombineGlobally(beam_engine.FirstSeenCounts())
-             | "vocab" >> beam.Map(_Vocab(config.min_freq, files)))
-    sampler = (vocab | "sampler" >> beam.Map(
-        lambda v: sampling.SkipGramSampler.build(
-            v[1], subsample_t=config.subsample_t, max_window_size=config.max_window_size,
-            num_noise_words=config.num_noise_words, seed=config.random_seed,
-            subsample_formula=config.subsample_formula, model=config.model)))
-    sampled = (chunks
-               | "sample" >> beam.ParDo(_SampleChunk(config, finished), single(offsets),
-                                        single(vocab), single(sampler)).with_outputs(
-                                            "counts", main="parts"))
-    totals = (sampled.counts
-              | "sum per shard" >> beam.CombinePerKey(beam_engine.SumTuples(_TOTAL_OPS))
-              | "shard totals" >> beam.combiners.ToDict())
-    infos = beam_engine.write_files(sampled.parts, writer, record_paths, config.compression,
-                                    [record_paths[i] for i in finished])
-    decode_errors = beam_engine.decode_error_counts(
-        chunks | "decode errors" >> beam.Map(lambda c: c[4]))
-    summary = (p | "one" >> beam.Create([None])
-               | "summary" >> beam.Map(
-                   lambda _, v, t, o, d: {"vocab": v, "totals": t, "sentences": o[1],
-                                          "decode_errors": d},
-                   single(vocab), single(totals), single(offsets), single(decode_errors)))
-    beam_engine.finalize(infos, writer, [vocab_path] + record_paths,
-                         _BuildMeta(config, fingerprint, record_paths), [summary],
-                         small_files=_SmallFiles(vocab_path))
-
   try:
-    beam_engine.run(engine.beam_pipeline_options, build)
+    beam_engine.run(engine.beam_pipeline_options,
+                    _pipeline(config, files, writer, fingerprint, finished))
   except UserError:
     writer.discard([vocab_path] + record_paths)
     raise

@@ -196,12 +196,22 @@ class FirstSeenCounts(beam.CombineFn):
   output Counter is filled in order of each token's first (key, position),
   so a frequency vocabulary built from it breaks ties exactly as one built
   from a Counter updated unit by unit in corpus order.
+
+  With `counter=False` the output is the accumulator itself (token ->
+  [count, first (key, position)]), which another `FirstSeenCounts` takes as
+  an input: counts combined per file where they are made, then globally.
   """
+
+  def __init__(self, counter: bool = True):
+    super().__init__()
+    self.counter = counter
 
   def create_accumulator(self):
     return {}
 
   def add_input(self, acc, element):
+    if isinstance(element, dict):
+      return self.merge_accumulators([acc, element])
     key, tokens = element[0], element[1]
     counts = element[2] if len(element) > 2 else None
     for pos, t in enumerate(tokens):
@@ -216,7 +226,9 @@ class FirstSeenCounts(beam.CombineFn):
     return acc
 
   def merge_accumulators(self, accumulators):
-    out = {}
+    accumulators = iter(accumulators)
+    out = next(accumulators, None)
+    out = {} if out is None else out
     for acc in accumulators:
       for t, (count, first) in acc.items():
         entry = out.get(t)
@@ -229,6 +241,8 @@ class FirstSeenCounts(beam.CombineFn):
     return out
 
   def extract_output(self, acc):
+    if not self.counter:
+      return acc
     counter = collections.Counter()
     for t, (count, _) in sorted(acc.items(), key=lambda kv: kv[1][1]):
       counter[t] = count
