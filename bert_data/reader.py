@@ -27,13 +27,14 @@ from bert_data.masks import draws
 from bert_data import schema as S
 from textrecords.reading import locations as dataset_files
 from textrecords.wire import example_decoder
-from textrecords.reading import reader
+from textrecords.reading import numpy_reader
+from textrecords.reading import package_readers
 from textrecords.datasets.layout import DEFAULT_SPLIT
 from textrecords.reading import read_order
 from textrecords.errors import UserError
 
 
-class BertDecoder(reader.BatchDecoder):
+class BertDecoder(numpy_reader.BatchDecoder):
   """Serialized bert_data records -> `(x, y, sample_weight)` numpy batch.
 
   Args:
@@ -86,7 +87,7 @@ def open_dataset(location: str, *, split: str = DEFAULT_SPLIT, max_seq_length: O
                  masked_lm_prob: Optional[float] = None, seed: Optional[int] = None,
                  feature_names: Optional[str] = None, v2_names: bool = False,
                  verify: str = "checksum", skip_corrupt: bool = False, index: str = "build",
-                 log=print) -> reader.Opened:
+                 log=print) -> package_readers.Opened:
   """The checked dataset at `location`, ready for any of the readers.
 
   Records written with `--masking=dynamic` are masked by the decoder with
@@ -105,8 +106,8 @@ def open_dataset(location: str, *, split: str = DEFAULT_SPLIT, max_seq_length: O
   decoder = BertDecoder(dataset.record_schema(meta), canonical, names, masker, seed)
   entries = dataset_files.record_files(found, split, verify=verify, skip_corrupt=skip_corrupt,
                                        log=log)
-  return reader.Opened(entries, meta["compression"], decoder, verify=verify,
-                       skip_corrupt=skip_corrupt, index=index, log=log)
+  return package_readers.Opened(entries, meta["compression"], decoder, verify=verify,
+                                skip_corrupt=skip_corrupt, index=index, log=log)
 
 
 def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = DEFAULT_SPLIT,
@@ -123,14 +124,14 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = DE
   `shard_index`/`num_shards`: as an input_context of `num_shards` pipelines
   with a replica each. `options`: see `open_dataset`.
   """
-  opts = reader.read_options_from(locals())
+  opts = numpy_reader.read_options_from(locals())
   if not isinstance(location, str) or weights is not None:
     from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
     return mixtures.numpy_mixture(
         [open_dataset(loc, split=split, seed=seed, **options) for loc in location],
         weights, opts)
-  return reader.planned_batches(open_dataset(location, split=split, seed=seed, **options),
-                                opts)
+  opened = open_dataset(location, split=split, seed=seed, **options)
+  return numpy_reader.planned_batches(opened, opts)
 
 
-grain_source, grain_dataset, torch_dataset = reader.package_readers(open_dataset)
+grain_source, grain_dataset, torch_dataset = package_readers.package_readers(open_dataset)

@@ -28,7 +28,8 @@ from mt_data import dataset
 from mt_data import preprocess
 from mt_data import schema
 from textrecords.wire import example_decoder
-from textrecords.reading import reader
+from textrecords.reading import numpy_reader
+from textrecords.reading import package_readers
 from textrecords.errors import UserError
 
 
@@ -56,7 +57,7 @@ def outputs(src: np.ndarray, label: np.ndarray):
   return x, label, (label != preprocess.PAD_ID).astype(np.float32)
 
 
-class MtDecoder(reader.BatchDecoder):
+class MtDecoder(numpy_reader.BatchDecoder):
   """Serialized mt_data records -> `(x, y, sample_weight)` padded to `num_steps`
   (None: to the batch's longest source or target)."""
 
@@ -82,7 +83,8 @@ class MtDecoder(reader.BatchDecoder):
 
 def open_dataset(location: str, *, split: str = "train", num_steps: Optional[int] = 9,
                  bucket_boundaries: Optional[Sequence[int]] = None, verify: str = "checksum",
-                 skip_corrupt: bool = False, index: str = "build", log=print) -> reader.Opened:
+                 skip_corrupt: bool = False, index: str = "build",
+                 log=print) -> package_readers.Opened:
   """The checked split of the mt_data output folder `location` (its decoder
   pads to `num_steps`, or to each batch's longest sequence when bucketing)."""
   try:
@@ -91,8 +93,8 @@ def open_dataset(location: str, *, split: str = "train", num_steps: Optional[int
     raise UserError(str(e)) from e
   meta, entries = dataset.record_files(location, split, verify=verify,
                                        skip_corrupt=skip_corrupt, log=log)
-  return reader.Opened(entries, meta.get("compression", ""), MtDecoder(num_steps),
-                       verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
+  return package_readers.Opened(entries, meta.get("compression", ""), MtDecoder(num_steps),
+                                verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
 
 
 def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = "train",
@@ -111,7 +113,7 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = "t
   input_context of `num_shards` pipelines with a replica each. `options`:
   `num_steps` and the reading options.
   """
-  opts = reader.read_options_from(locals())
+  opts = numpy_reader.read_options_from(locals())
   if bucket_boundaries is not None:
     options.setdefault("num_steps", None)
   if not isinstance(location, str) or weights is not None:
@@ -122,13 +124,14 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = "t
                                    for loc in location], weights, opts)
   opened = open_dataset(location, split=split, bucket_boundaries=bucket_boundaries, **options)
   if bucket_boundaries is None:
-    return reader.planned_batches(opened, opts)
+    return numpy_reader.planned_batches(opened, opts)
   bounds = list(bucket_boundaries)
   widths = None
   if opts.drop_remainder:  # make_dataset pads each bucket to its boundary then
     meta = opened.entries[0].found.meta
     widths = dataset._bucket_widths(meta["splits"][split], bounds)  # pylint: disable=protected-access
-  return _bucketed(reader.planned_records(opened, opts.keeping_remainder()), opened.decoder,
+  records = numpy_reader.planned_records(opened, opts.keeping_remainder())
+  return _bucketed(records, opened.decoder,
                    opts.per_replica, bounds, opts.drop_remainder, widths)
 
 
@@ -172,7 +175,7 @@ def _padded(pairs, width=None):
   return outputs(src, label)
 
 
-_grain_source, _grain_dataset, _torch_dataset = reader.package_readers(open_dataset)
+_grain_source, _grain_dataset, _torch_dataset = package_readers.package_readers(open_dataset)
 
 
 def _no_bucketing(fn):

@@ -10,7 +10,7 @@ from textrecords.wire import example_encoder
 from textrecords.wire import example_decoder as ED
 from textrecords.wire import example_kernels
 from textrecords.wire import features as F
-from textrecords.reading import reader
+from textrecords.reading import record_source
 from textrecords.files import tfrecord
 from textrecords.wire import varint
 
@@ -152,7 +152,7 @@ def test_read_batch_equals_record_by_record_reads(tmp_path):
     p = tmp_path / f"r{k}.tfrecord"
     p.write_bytes(b"".join(tfrecord.frame(r) for r in recs[k * 20:(k + 1) * 20]))
     paths.append(str(p))
-  src = reader.source_from_paths(paths, log=lambda m: None)
+  src = record_source.source_from_paths(paths, log=lambda m: None)
   rng = np.random.default_rng(0)
   for idx in (np.arange(40), np.arange(15, 27), rng.permutation(40)[:17], [39, 0, 20, 19],
               [-1, 5]):

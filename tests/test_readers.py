@@ -19,7 +19,8 @@ from mt_data import config as mt_config
 from mt_data import create as mt_create
 from textrecords.datasets import index, layout
 from textrecords.files import atomic_file, tfrecord
-from textrecords.reading import reader
+from textrecords.reading import numpy_reader
+from textrecords.reading import record_source
 from textrecords.errors import UserError
 from w2v_data import pipeline as w2v_pipeline
 from w2v_data import reader as w2v_reader
@@ -163,7 +164,7 @@ def test_index_cli_on_foreign_file_and_random_access(tmp_path):
   assert r.returncode == 0, r.stderr
   records = list(tfrecord.read_records(path))
   assert f"{len(records)} records" in r.stdout
-  source = reader.source_from_paths([path], index="require")
+  source = record_source.source_from_paths([path], index="require")
   assert len(source) == len(records)
   for i in (0, len(records) - 1, 3):
     assert source[i] == records[i]
@@ -250,7 +251,7 @@ def test_other_packages_records_refused(bert_out, w2v_outs, mt_out):
     w2v_data.numpy_batches(mt_out, 4, training=False)
   # Plain files without metadata: the decoder itself refuses them.
   w2v_file = os.path.join(w2v_outs["center"], "train.tfrecord-00000-of-00002")
-  source = reader.source_from_paths([w2v_file])
+  source = record_source.source_from_paths([w2v_file])
   dec = bert_reader.BertDecoder(bert_schema.bert_schema(64, 10), {})
   with pytest.raises(UserError, match="not bert_data records.*input_ids"):
     dec(source.read(range(2)))
@@ -353,7 +354,7 @@ def test_bert_dynamic_masking_in_training(dynamic_outs):
   a, b = run(seed=1), run(seed=1)
   np.testing.assert_array_equal(ids(a), ids(b))
   # Training masks: seeded per epoch, not the evaluation masks.
-  order = reader.epoch_order(len(eval_ids), training=True, seed=1)[:len(ids(a))]
+  order = numpy_reader.epoch_order(len(eval_ids), training=True, seed=1)[:len(ids(a))]
   assert not np.array_equal(ids(a), eval_ids[order])
   with pytest.raises(UserError, match="max_predictions_per_seq=49: must be in"):
     bert_data.numpy_batches(loc, 8, max_predictions_per_seq=49, training=False)

@@ -582,6 +582,75 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
   """
   if compiled.loaded() is not None:
     space_table()  # built once, before the workers fork
+  units = _read_units(files, num_workers, mode, chunk_bytes, ids_dir)
+  acc = _Accumulator(_DocNames() if mode.kind == "documents" else None)
+  results = parallel.ordered_map(_read_unit, units, num_workers, reuse_memory=True)
+  for i, (unit, result) in enumerate(zip(units, results)):
+    if i == 0 and started is not None:
+      started()
+    acc.add_chunk(unit.path, result)
+    if unit.last:
+      acc.end_file(unit.path, on_decode_error, mode, counts)
+  merged = acc.merged
+  slot, total = merged.slot, merged.total[:len(merged.slot)]
+  tokens, counts, global_of_slot = _slot_vocab(slot, total, min_freq, files)
+  raw_tokens = int(total.sum())
+  pieces = [(global_of_slot[slots], local_ids) for slots, local_ids in acc.pieces]
+  return CountedCorpus(tokens=tokens, counts=counts, raw_tokens=raw_tokens,
+                       line_of=acc.line_of, pieces=pieces, piece_lines=acc.piece_lines,
+                       doc_names=None if acc.docs is None else acc.docs.names)
+
+
+class _Accumulator:
+  """The read chunks merged in input order, as each arrives (while the
+  workers read on): token -> slot in first-occurrence order and the slots'
+  counts (one array add per chunk), the pieces, line map and document ids.
+  A file with invalid UTF-8 or NUL bytes is counted again, line by line."""
+
+  def __init__(self, docs: Optional["_DocNames"]):
+    self.merged = _SlotCounts()
+    self.pieces = []  # (chunk's slots, local ids) in input order
+    self.piece_lines: List[int] = []
+    self.line_of = LineMap()
+    self.docs = docs
+    self.in_file: List[ChunkCounts] = []  # the current file's chunks so far
+    self.file_slots: List[np.ndarray] = []  # their slots, while the file reads clean
+    self.file_start = self.merged.mark()
+
+  def add_chunk(self, path: str, result: ChunkCounts):
+    """Merges one chunk of the current file (a clean file's first error raises)."""
+    clean = not any(r.unclean for r in self.in_file)
+    if result.error is not None and clean:
+      before = sum(r.num_lines for r in self.in_file)
+      raise UserError(f"{path}:{before + result.error[0] + 1}: {result.error[1]}")
+    self.in_file.append(result)
+    if clean and not result.unclean:
+      self.file_slots.append(self.merged.add(result.tokens, result.counts))
+
+  def end_file(self, path: str, on_decode_error: str, mode: ReadMode, counts):
+    """Closes the current file: its pieces, lines and document ids kept."""
+    first = self.line_of.count
+    if any(r.unclean for r in self.in_file):  # invalid UTF-8 or NUL bytes somewhere
+      self.merged.undo(self.file_start, self.in_file[:len(self.file_slots)], self.file_slots)
+      slow, linenos = slow_file(path, on_decode_error, mode, counts)
+      self.in_file = [slow]
+      self.file_slots = [self.merged.add(slow.tokens, slow.counts)]
+      self.line_of.add(path, first, len(linenos), linenos)
+    else:
+      self.line_of.add(path, first, sum(r.num_lines for r in self.in_file), None)
+    for r, slots in zip(self.in_file, self.file_slots):
+      self.pieces.append((slots, r.local_ids))
+      self.piece_lines.append(r.num_lines)
+      if self.docs is not None:
+        self.docs.add(r.doc_names, r.num_lines, self.line_of)
+    self.in_file, self.file_slots = [], []
+    self.file_start = self.merged.mark()
+
+
+def _read_units(files: Sequence[str], num_workers: int, mode: ReadMode,
+                chunk_bytes: Optional[int], ids_dir: Optional[str]) -> list:
+  """The read work: each file cut into chunks of whole lines (`_ReadUnit`s,
+  in input order), each with its ids file in `ids_dir` when workers read."""
   if not chunk_bytes:
     chunk_bytes = read_chunk_bytes(files, num_workers)
   units = []
@@ -592,57 +661,24 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
   if ids_dir is not None and num_workers > 1:
     units = [dataclasses.replace(u, ids_path=os.path.join(ids_dir, f"ids-{i:07d}"))
              for i, u in enumerate(units)]
-  # Counts merged in input order, as each chunk arrives (while the workers
-  # read on): token -> slot in first-occurrence order, and the slots' counts
-  # (one array add per chunk).
-  merged = _SlotCounts()
-  pieces = []  # (chunk's slots, local ids) in input order
-  piece_lines: List[int] = []
-  line_of = LineMap()
-  doc_names: Optional[List[str]] = [] if mode.kind == "documents" else None
-  doc_index: Dict[str, int] = {}
-  in_file: List[ChunkCounts] = []  # the current file's chunks so far
-  file_slots: List[np.ndarray] = []  # their slots, while the file reads clean
-  file_start = merged.mark()
-  results = parallel.ordered_map(_read_unit, units, num_workers, reuse_memory=True)
-  for i, (unit, result) in enumerate(zip(units, results)):
-    if i == 0 and started is not None:
-      started()
-    clean = not any(r.unclean for r in in_file)
-    if result.error is not None and clean:
-      before = sum(r.num_lines for r in in_file)
-      raise UserError(f"{unit.path}:{before + result.error[0] + 1}: {result.error[1]}")
-    in_file.append(result)
-    if clean and not result.unclean:
-      file_slots.append(merged.add(result.tokens, result.counts))
-    if not unit.last:
-      continue
-    first = line_of.count
-    if any(r.unclean for r in in_file):  # invalid UTF-8 or NUL bytes somewhere
-      merged.undo(file_start, in_file[:len(file_slots)], file_slots)
-      slow, linenos = slow_file(unit.path, on_decode_error, mode, counts)
-      in_file = [slow]
-      file_slots = [merged.add(slow.tokens, slow.counts)]
-      line_of.add(unit.path, first, len(linenos), linenos)
-    else:
-      line_of.add(unit.path, first, sum(r.num_lines for r in in_file), None)
-    for r, slots in zip(in_file, file_slots):
-      pieces.append((slots, r.local_ids))
-      piece_lines.append(r.num_lines)
-      if doc_names is not None:
-        names = r.doc_names or [str(len(doc_names) + i) for i in range(r.num_lines)]
-        for name in names:
-          if name in doc_index:
-            path, line = line_of[len(doc_names)]
-            raise UserError(f"{path}:{line}: duplicate document id {name!r} (first at "
-                            "{}:{})".format(*line_of[doc_index[name]]))
-          doc_index[name] = len(doc_names)
-          doc_names.append(name)
-    in_file, file_slots = [], []
-    file_start = merged.mark()
-  slot, total = merged.slot, merged.total[:len(merged.slot)]
-  tokens, counts, global_of_slot = _slot_vocab(slot, total, min_freq, files)
-  raw_tokens = int(total.sum())
-  pieces = [(global_of_slot[slots], local_ids) for slots, local_ids in pieces]
-  return CountedCorpus(tokens=tokens, counts=counts, raw_tokens=raw_tokens, line_of=line_of,
-                       pieces=pieces, piece_lines=piece_lines, doc_names=doc_names)
+  return units
+
+
+class _DocNames:
+  """Paragraph vectors' document ids in corpus order, each checked unique."""
+
+  def __init__(self):
+    self.names: List[str] = []
+    self.index: Dict[str, int] = {}
+
+  def add(self, names: Optional[List[str]], num_lines: int, line_of: "LineMap"):
+    """The ids of a chunk's `num_lines` documents (None: their numbers in
+    the corpus). Raises UserError naming both lines of a repeated id."""
+    names = names or [str(len(self.names) + i) for i in range(num_lines)]
+    for name in names:
+      if name in self.index:
+        path, line = line_of[len(self.names)]
+        raise UserError(f"{path}:{line}: duplicate document id {name!r} (first at "
+                        "{}:{})".format(*line_of[self.index[name]]))
+      self.index[name] = len(self.names)
+      self.names.append(name)

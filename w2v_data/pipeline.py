@@ -170,8 +170,6 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
 def _count_and_write(config, files, run, fingerprint, mode, compiled_now, scratch):
   """The local engine's run after the checks: count, then sample, encode and write."""
   progress = cli.Progress(config.quiet)
-  out = run.datasets[0].layout
-  writer = run.writers[0]
   decode_errors = text_input.DecodeErrorCounts()
   corpus = corpus_lib.count_corpus(files, config.min_freq, config.on_decode_error,
                                    num_workers=config.num_workers, mode=mode,
@@ -182,61 +180,9 @@ def _count_and_write(config, files, run, fingerprint, mode, compiled_now, scratc
   num_sentences = corpus.num_sentences
   progress.update(lambda: f"w2v_data: read {num_sentences:,} {units.text_unit(config.model)}, "
                   f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
-  sampler = sampling.SkipGramSampler.build(
-      corpus.counts, subsample_t=config.subsample_t, max_window_size=config.max_window_size,
-      num_noise_words=config.num_noise_words, seed=config.random_seed,
-      subsample_formula=config.subsample_formula, model=config.model)
-
-  vocab_path = out.path(schema.VOCAB_NAME)
-  vocab_bytes = vocab_lib.tokens_file_bytes(corpus.tokens)
-  if not writer.is_finished(vocab_path):
-    writer.write_bytes(vocab_path, vocab_bytes)
-  docs_path, docs_bytes = None, b""
-  if corpus.doc_names is not None:
-    docs_path = out.path(schema.DOCS_NAME)
-    docs_bytes = vocab_lib.tokens_file_bytes(corpus.doc_names)
-    if not writer.is_finished(docs_path):
-      writer.write_bytes(docs_path, docs_bytes)
+  vocab_bytes, docs_bytes = _write_vocab_files(run, corpus)
+  totals, file_centers = _write_records(config, run, corpus, scratch, progress)
   record_paths = list(run.datasets[0].record_paths)
-  finished = [writer.is_finished(p) for p in record_paths]
-  if config.resume and any(finished):
-    _log(config, f"w2v_data: resume: keeping {sum(finished)} of {len(finished)} finished "
-         "record files")
-  totals = {"centers": 0, "pairs": 0, "subsampled_tokens": 0, "max_contexts": 0, "records": 0}
-  file_centers = [0] * config.num_shards
-  files_out = local_engine.PartWriter(
-      lambda f: writer.open(record_paths[f], config.compression))
-  done = 0
-  # Workers map their sentences to global ids, sample, encode and write part
-  # files (in the scratch folder); this process appends the parts (copied in
-  # the kernel) and hashes.
-  parts_dir = scratch
-  if not compiled.AVAILABLE:
-    _log(config, "w2v_data: numba is not installed (extra `fast`): sampling with numpy")
-  compiled.prepare(progress.sayer("w2v_data: "))  # loaded once here; workers inherit it
-  try:
-    for item, data, starts, counts in parallel.ordered_map(
-        _work, _items(corpus.piece_lines, config.num_shards, finished), config.num_workers,
-        initializer=_init_worker,
-        initargs=(corpus, sampler, config.layout, parts_dir), reuse_memory=True):
-      units.add_counts(totals, counts)
-      file_centers[item.shard] += counts["centers"]
-      done += item.hi - item.lo
-      if item.write:
-        n = counts["centers" if config.layout == "center" else "records"]
-        if data:
-          files_out.append(local_engine.Part(item.shard, data, n, starts))
-        if item.last:
-          files_out.finish(item.shard)
-      progress.update(lambda: f"w2v_data: {done:,}/{num_sentences:,} "
-                      f"{units.text_unit(config.model)}, "
-                      f"{totals['centers']:,} centers")
-  except sampling.NoNoiseWordError as e:
-    raise units.no_noise_error(*corpus.line_of[e.sentence_index], len(corpus.tokens)) from None
-  finally:
-    files_out.abort()
-    _STATE.clear()
-
   counts = {**units.summary_counts(config, num_sentences, corpus.raw_tokens,
                                    corpus.num_tokens, totals),
             **decode_errors.as_dict()}
@@ -246,8 +192,77 @@ def _count_and_write(config, files, run, fingerprint, mode, compiled_now, scratc
                             corpus.counts, vocab_bytes, counts, infos, corpus.doc_names,
                             docs_bytes)
 
-
   meta, = run.finalize([build_meta])
   progress.update(lambda: f"w2v_data: done: {counts['centers']:,} centers, "
                   f"{counts['pairs']:,} pairs", force=True)
   return meta
+
+
+def _write_vocab_files(run: run_lib.GeneratorRun, corpus) -> tuple:
+  """Writes vocab.txt (and docs.txt for paragraph vectors) unless a resumed
+  run finished them; returns their bytes (docs: b"" when there is none)."""
+  out, writer = run.datasets[0].layout, run.writers[0]
+  vocab_path = out.path(schema.VOCAB_NAME)
+  vocab_bytes = vocab_lib.tokens_file_bytes(corpus.tokens)
+  if not writer.is_finished(vocab_path):
+    writer.write_bytes(vocab_path, vocab_bytes)
+  docs_bytes = b""
+  if corpus.doc_names is not None:
+    docs_path = out.path(schema.DOCS_NAME)
+    docs_bytes = vocab_lib.tokens_file_bytes(corpus.doc_names)
+    if not writer.is_finished(docs_path):
+      writer.write_bytes(docs_path, docs_bytes)
+  return vocab_bytes, docs_bytes
+
+
+def _write_records(config: W2vConfig, run: run_lib.GeneratorRun, corpus, scratch,
+                   progress: cli.Progress) -> tuple:
+  """Samples, encodes and writes every record shard (resumed shards only
+  counted). Workers map their sentences to global ids, sample, encode and
+  write part files (in the scratch folder); this process appends the parts
+  (copied in the kernel) and hashes.
+
+  Returns:
+    (the summed counts, each shard's number of centers).
+  """
+  writer = run.writers[0]
+  record_paths = list(run.datasets[0].record_paths)
+  finished = [writer.is_finished(p) for p in record_paths]
+  if config.resume and any(finished):
+    _log(config, f"w2v_data: resume: keeping {sum(finished)} of {len(finished)} finished "
+         "record files")
+  sampler = sampling.SkipGramSampler.build(
+      corpus.counts, subsample_t=config.subsample_t, max_window_size=config.max_window_size,
+      num_noise_words=config.num_noise_words, seed=config.random_seed,
+      subsample_formula=config.subsample_formula, model=config.model)
+  totals = {"centers": 0, "pairs": 0, "subsampled_tokens": 0, "max_contexts": 0, "records": 0}
+  file_centers = [0] * config.num_shards
+  files_out = local_engine.PartWriter(
+      lambda f: writer.open(record_paths[f], config.compression))
+  done = 0
+  if not compiled.AVAILABLE:
+    _log(config, "w2v_data: numba is not installed (extra `fast`): sampling with numpy")
+  compiled.prepare(progress.sayer("w2v_data: "))  # loaded once here; workers inherit it
+  try:
+    for item, data, starts, counts in parallel.ordered_map(
+        _work, _items(corpus.piece_lines, config.num_shards, finished), config.num_workers,
+        initializer=_init_worker,
+        initargs=(corpus, sampler, config.layout, scratch), reuse_memory=True):
+      units.add_counts(totals, counts)
+      file_centers[item.shard] += counts["centers"]
+      done += item.hi - item.lo
+      if item.write:
+        n = counts["centers" if config.layout == "center" else "records"]
+        if data:
+          files_out.append(local_engine.Part(item.shard, data, n, starts))
+        if item.last:
+          files_out.finish(item.shard)
+      progress.update(lambda: f"w2v_data: {done:,}/{corpus.num_sentences:,} "
+                      f"{units.text_unit(config.model)}, "
+                      f"{totals['centers']:,} centers")
+  except sampling.NoNoiseWordError as e:
+    raise units.no_noise_error(*corpus.line_of[e.sentence_index], len(corpus.tokens)) from None
+  finally:
+    files_out.abort()
+    _STATE.clear()
+  return totals, file_centers

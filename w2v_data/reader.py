@@ -25,7 +25,8 @@ import numpy as np
 
 from textrecords.reading import locations as dataset_files
 from textrecords.wire import example_decoder
-from textrecords.reading import reader
+from textrecords.reading import numpy_reader
+from textrecords.reading import package_readers
 from textrecords import seeding
 from textrecords.errors import UserError
 from w2v_data import dataset
@@ -34,7 +35,7 @@ from w2v_data import schema
 CHUNK_RECORDS = 1024  # records decoded at a time by numpy_batches
 
 
-class W2vDecoder(reader.BatchDecoder):
+class W2vDecoder(numpy_reader.BatchDecoder):
   """Serialized w2v_data records -> one row per center, then batches.
 
   Args:
@@ -88,7 +89,7 @@ class W2vDecoder(reader.BatchDecoder):
     return self.finish(*self.rows(records))
 
 
-class CenterDecoder(reader.BatchDecoder):
+class CenterDecoder(numpy_reader.BatchDecoder):
   """Serialized CBOW / PV-DM / PV-DBOW records -> one row per center, then
   batches: x = {"center_and_noise": int32 (B, 1 + K), and as the model has
   them "contexts" int32 (B, 2W) zero-padded, "contexts_mask" float32 (B, 2W),
@@ -151,7 +152,7 @@ class CenterDecoder(reader.BatchDecoder):
 
 def open_dataset(location: str, *, pad_to: Optional[int] = None, negatives: str = "stored",
                  verify: str = "checksum", skip_corrupt: bool = False, index: str = "build",
-                 log=print) -> reader.Opened:
+                 log=print) -> package_readers.Opened:
   """The checked w2v_data output folder `location`, ready for any reader."""
   if negatives != "stored":
     raise UserError(f"negatives={negatives!r}: the TF-free readers give the stored noise "
@@ -170,15 +171,15 @@ def open_dataset(location: str, *, pad_to: Optional[int] = None, negatives: str 
       raise UserError(f"{meta_path}: --model={model} records take pad_to=None (their rows "
                       "have a fixed width)")
     decoder = CenterDecoder(model, k, 2 * int(meta["flags"]["max_window_size"]))
-    return reader.Opened(entries, meta.get("compression", ""), decoder, verify=verify,
-                         skip_corrupt=skip_corrupt, index=index, log=log)
+    return package_readers.Opened(entries, meta.get("compression", ""), decoder,
+                                  verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
   longest = max(int(meta["counts"]["max_row_length"]), 1)
   if pad_to is not None and pad_to < longest:
     raise UserError(f"pad_to={pad_to!r} is shorter than the longest row ({longest}, from "
                     f"{meta_path}); use pad_to >= {longest} or None")
   decoder = W2vDecoder(meta["layout"], k, longest, pad_to)
-  return reader.Opened(entries, meta.get("compression", ""),
-                       decoder, verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
+  return package_readers.Opened(entries, meta.get("compression", ""), decoder, verify=verify,
+                                skip_corrupt=skip_corrupt, index=index, log=log)
 
 
 def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = schema.SPLIT,
@@ -198,7 +199,7 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = sc
   y and sample_weight get a last axis of 1, as make_dataset's (for
   `keras.losses.BinaryCrossentropy`).
   """
-  opts = reader.read_options_from(locals())
+  opts = numpy_reader.read_options_from(locals())
   dataset.check_split(split)
   if repeat:
     raise UserError("repeat=True: w2v_data.numpy_batches gives one epoch; iterate it again")
@@ -245,4 +246,4 @@ def _center_batches(chunks, dec, batch_size: int, drop_remainder: bool,
     yield dec.finish(*(np.concatenate(p) for p in zip(*pending)))
 
 
-grain_source, grain_dataset, torch_dataset = reader.package_readers(open_dataset)
+grain_source, grain_dataset, torch_dataset = package_readers.package_readers(open_dataset)

@@ -228,59 +228,73 @@ class SkipGramSampler:
     toks, towner = ids[keep], owner[keep]
     tlen = np.bincount(towner, minlength=num_s)
     subsampled = int(len(toks))
-    k = self.num_noise_words
     if self.model == "pv_dbow":  # every kept token is a target; nothing to exclude but it
-      tstart = np.cumsum(tlen) - tlen
-      tpos = np.arange(len(toks), dtype=np.int64) - tstart[towner]
-      negatives = np.zeros(0, dtype=np.int32)
-      if with_negatives and k > 0 and len(toks):
-        ones = np.ones(len(toks), dtype=np.int64)
-        negatives = self._draw_excluding(keys, towner, tpos * k, np.full(len(toks), k),
-                                         toks, ones, sentence_index)
-      return SkipGramBatch(centers=toks.astype(np.int32),
-                           sentence=np.asarray(sentence_index, dtype=np.int64)[towner],
-                           num_contexts=np.zeros(len(toks), dtype=np.int64),
-                           contexts=np.zeros(0, dtype=np.int32), negatives=negatives,
-                           subsampled_tokens=subsampled)
+      return self._pv_dbow_batch(keys, toks, towner, tlen, sentence_index, with_negatives)
     long_enough = tlen[towner] >= 2
     toks, towner = toks[long_enough], towner[long_enough]
     tlen = np.where(tlen >= 2, tlen, 0)
     tstart = np.cumsum(tlen) - tlen
     tpos = np.arange(len(toks), dtype=np.int64) - tstart[towner]
-    # 2. Windows and contexts (positions lo..hi-1 except the center's own).
+    contexts, num_ctx = self._contexts(keys, toks, towner, tpos, tlen, tstart)
+    negatives = np.zeros(0, dtype=np.int32)
+    if with_negatives and self.num_noise_words > 0 and len(toks):
+      negatives = self._context_negatives(keys, toks, towner, tpos, contexts, num_ctx,
+                                          sentence_index)
+    return SkipGramBatch(centers=toks.astype(np.int32),
+                         sentence=np.asarray(sentence_index, dtype=np.int64)[towner],
+                         num_contexts=num_ctx, contexts=contexts.astype(np.int32),
+                         negatives=negatives, subsampled_tokens=subsampled)
+
+  def _pv_dbow_batch(self, keys, toks, towner, tlen, sentence_index,
+                     with_negatives) -> SkipGramBatch:
+    """PV-DBOW's batch: every kept token a target of its document, K noise
+    words each (never the target)."""
+    k = self.num_noise_words
+    tstart = np.cumsum(tlen) - tlen
+    tpos = np.arange(len(toks), dtype=np.int64) - tstart[towner]
+    negatives = np.zeros(0, dtype=np.int32)
+    if with_negatives and k > 0 and len(toks):
+      ones = np.ones(len(toks), dtype=np.int64)
+      negatives = self._draw_excluding(keys, towner, tpos * k, np.full(len(toks), k),
+                                       toks, ones, sentence_index)
+    return SkipGramBatch(centers=toks.astype(np.int32),
+                         sentence=np.asarray(sentence_index, dtype=np.int64)[towner],
+                         num_contexts=np.zeros(len(toks), dtype=np.int64),
+                         contexts=np.zeros(0, dtype=np.int32), negatives=negatives,
+                         subsampled_tokens=int(len(toks)))
+
+  def _contexts(self, keys, toks, towner, tpos, tlen, tstart):
+    """Each center's window drawn, its contexts (positions lo..hi-1 except
+    the center's own): (contexts center after center, count per center)."""
     width = self.max_window_size
     win = 1 + (to_unit(random_bits(keys, _STREAM_WINDOW, towner, tpos)) * width).astype(np.int64)
     lo = np.maximum(tpos - win, 0)
     hi = np.minimum(tpos + win + 1, tlen[towner])
     span = hi - lo
-    num_c = len(toks)
-    rep = np.repeat(np.arange(num_c), span)
+    rep = np.repeat(np.arange(len(toks)), span)
     off = np.arange(int(span.sum()), dtype=np.int64) - np.repeat(np.cumsum(span) - span, span)
     local = lo[rep] + off
     not_self = local != tpos[rep]
     ctx_owner = rep[not_self]
-    contexts = toks[tstart[towner[ctx_owner]] + local[not_self]]
-    num_ctx = span - 1
-    negatives = np.zeros(0, dtype=np.int32)
-    if with_negatives and k > 0 and num_c:
-      if self.model == "skipgram":
-        # Slot j of center c draws from the stream position tpos[c] * (2 * W * K) + j.
-        negatives = self._draw_excluding(keys, towner, tpos * (2 * width * k), k * num_ctx,
-                                         contexts, num_ctx, sentence_index)
-      else:  # CBOW, PV-DM: K per center, never the center or one of its contexts
-        excl_len = num_ctx + 1
-        excl = np.empty(int(excl_len.sum()), dtype=contexts.dtype)
-        first = np.cumsum(excl_len) - excl_len
-        excl[first] = toks
-        rest = np.ones(len(excl), dtype=bool)
-        rest[first] = False
-        excl[rest] = contexts
-        negatives = self._draw_excluding(keys, towner, tpos * k, np.full(num_c, k),
-                                         excl, excl_len, sentence_index)
-    return SkipGramBatch(centers=toks.astype(np.int32),
-                         sentence=np.asarray(sentence_index, dtype=np.int64)[towner],
-                         num_contexts=num_ctx, contexts=contexts.astype(np.int32),
-                         negatives=negatives, subsampled_tokens=subsampled)
+    return toks[tstart[towner[ctx_owner]] + local[not_self]], span - 1
+
+  def _context_negatives(self, keys, toks, towner, tpos, contexts, num_ctx, sentence_index):
+    """The noise words: skip-gram K per (center, context) pair, never the
+    context; CBOW and PV-DM K per center, never the center or a context."""
+    k, width = self.num_noise_words, self.max_window_size
+    if self.model == "skipgram":
+      # Slot j of center c draws from the stream position tpos[c] * (2 * W * K) + j.
+      return self._draw_excluding(keys, towner, tpos * (2 * width * k), k * num_ctx,
+                                  contexts, num_ctx, sentence_index)
+    excl_len = num_ctx + 1
+    excl = np.empty(int(excl_len.sum()), dtype=contexts.dtype)
+    first = np.cumsum(excl_len) - excl_len
+    excl[first] = toks
+    rest = np.ones(len(excl), dtype=bool)
+    rest[first] = False
+    excl[rest] = contexts
+    return self._draw_excluding(keys, towner, tpos * k, np.full(len(toks), k),
+                                excl, excl_len, sentence_index)
 
   def _sample_compiled(self, kern, ids, lengths, sentence_index,
                        with_negatives) -> SkipGramBatch:

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import shutil
-from typing import List
+from typing import List, Optional, Tuple
 
 from textrecords.datasets import dataset_writer
 from textrecords.datasets import layout
@@ -135,6 +135,78 @@ def publish(local_meta: str, meta_url: str, *, overwrite: bool = True) -> List[s
     meta_bytes = f.read()
   meta = json.loads(meta_bytes.decode("utf-8"))
   listed = {f["name"]: f.get("bytes") for f in meta.get("files", []) if isinstance(f, dict)}
+  names = _staged_names(local_dir)
+  record_url = storage.join(url_dir, pending_name(meta_name))
+  try:
+    present, old_meta, earlier = _earlier_state(fs, meta_url, record_url)
+    _remove_temps(fs, url_dir, present, set(names) | earlier | {meta_name})  # 1
+    if old_meta == meta_bytes and not overwrite:
+      if pending_name(meta_name) in present:
+        fs.rm(record_url)  # 8
+      return []
+    missing = sorted(set(listed) - set(names))
+    if missing:
+      raise UserError(f"{local_meta}: staged dataset lacks {missing[0]}; "
+                      "rerun with --overwrite")
+    record = {"files": sorted(earlier | set(names))}  # 2
+    fs.pipe_file(record_url, json.dumps(record, sort_keys=True).encode("utf-8"))
+    tag = str(os.getpid())
+    uploads = _upload_files(fs, local_dir, url_dir, names, listed, tag)  # 3
+    if old_meta is not None:  # 4
+      fs.rm(meta_url)
+    written = _move_into_place(fs, uploads)  # 5
+    for n in sorted(earlier - set(names) - {meta_name}):  # 6
+      if fs.exists(storage.join(url_dir, n)):
+        fs.rm(storage.join(url_dir, n))
+    written.append(_upload_metadata(fs, local_meta, meta_url, len(meta_bytes), tag))  # 7
+    fs.rm(record_url)  # 8
+  except UserError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    raise UserError(f"cannot upload to {url_dir}: {e}") from e
+  return written
+
+
+def _earlier_state(fs, meta_url: str, record_url: str) -> Tuple[set, Optional[bytes], set]:
+  """What is at the URL before this publish: (the names in its folder, the
+  earlier metadata's bytes or None, the names the earlier metadata and an
+  earlier killed publish's record list)."""
+  present = set(storage.list_dir(storage.parent(meta_url)))
+  old_meta = fs.cat_file(meta_url) if storage.basename(meta_url) in present else None
+  pending = (listed_names(fs.cat_file(record_url)) if storage.basename(record_url) in present
+             else set())
+  return present, old_meta, pending | (listed_names(old_meta) if old_meta is not None else set())
+
+
+def _remove_temps(fs, url_dir: str, present: set, ours: set):
+  """Removes the temporary names a killed upload of `ours` left in `url_dir`."""
+  for n in sorted(present):
+    if _is_temp_of(n, ours):
+      fs.rm(storage.join(url_dir, n))
+
+
+def _move_into_place(fs, uploads: list) -> List[str]:
+  """Moves each upload from its temporary name to its destination (size
+  checked again); returns the destinations."""
+  for tmp, dst, want in uploads:
+    storage.server_move(fs, tmp, dst)
+    storage.check_size(fs, dst, want)
+  return [dst for _, dst, _ in uploads]
+
+
+def _upload_metadata(fs, local_meta: str, meta_url: str, size: int, tag: str) -> str:
+  """Uploads the metadata under a temporary name, moves it into place and
+  checks its size; returns its URL."""
+  tmp = storage.join(storage.parent(meta_url), f".{storage.basename(meta_url)}.tmp-{tag}")
+  fs.put_file(local_meta, tmp)
+  storage.server_move(fs, tmp, meta_url)
+  storage.check_size(fs, meta_url, size)
+  return meta_url
+
+
+def _staged_names(local_dir: str) -> List[str]:
+  """The staged dataset's data files ('/'-separated, relative to
+  `local_dir`): every file but hidden ones and the metadata, sorted by folder."""
   names = []
   for root, dirs, files in os.walk(local_dir):
     dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -142,60 +214,29 @@ def publish(local_meta: str, meta_url: str, *, overwrite: bool = True) -> List[s
       rel = os.path.relpath(os.path.join(root, n), local_dir).replace(os.sep, "/")
       if not n.startswith(".") and not layout.is_metadata_name(n):
         names.append(rel)
-  record_url = storage.join(url_dir, pending_name(meta_name))
-  written = []
-  try:
-    present = set(storage.list_dir(url_dir))
-    old_meta = fs.cat_file(meta_url) if meta_name in present else None
-    pending = (listed_names(fs.cat_file(record_url)) if pending_name(meta_name) in present
-               else set())
-    earlier = pending | (listed_names(old_meta) if old_meta is not None else set())
-    ours = set(names) | earlier | {meta_name}
-    for n in sorted(present):  # 1
-      if _is_temp_of(n, ours):
-        fs.rm(storage.join(url_dir, n))
-    if old_meta == meta_bytes and not overwrite:
-      if pending_name(meta_name) in present:
-        fs.rm(record_url)  # 8
-      return written
-    missing = sorted(set(listed) - set(names))
-    if missing:
-      raise UserError(f"{local_meta}: staged dataset lacks {missing[0]}; "
-                      "rerun with --overwrite")
-    record = {"files": sorted(earlier | set(names))}  # 2
-    fs.pipe_file(record_url, json.dumps(record, sort_keys=True).encode("utf-8"))
-    tag = f"{os.getpid()}"
-    uploads = []
-    for rel in names:  # 3
-      src = os.path.join(local_dir, *rel.split("/"))
-      want = os.path.getsize(src)
-      if rel in listed and listed[rel] is not None and listed[rel] != want:
-        raise UserError(f"{src}: {want} bytes, its metadata says {listed[rel]}")
-      dst = storage.join(url_dir, rel)
-      tmp = storage.join(storage.parent(dst), f".{storage.basename(dst)}.tmp-{tag}")
-      fs.put_file(src, tmp)
-      storage.check_size(fs, tmp, want)
-      uploads.append((tmp, dst, want))
-    if old_meta is not None:  # 4
-      fs.rm(meta_url)
-    for tmp, dst, want in uploads:  # 5
-      storage.server_move(fs, tmp, dst)
-      storage.check_size(fs, dst, want)
-      written.append(dst)
-    for n in sorted(earlier - set(names) - {meta_name}):  # 6
-      if fs.exists(storage.join(url_dir, n)):
-        fs.rm(storage.join(url_dir, n))
-    tmp = storage.join(url_dir, f".{meta_name}.tmp-{tag}")  # 7
-    fs.put_file(local_meta, tmp)
-    storage.server_move(fs, tmp, meta_url)
-    storage.check_size(fs, meta_url, len(meta_bytes))
-    written.append(meta_url)
-    fs.rm(record_url)  # 8
-  except UserError:
-    raise
-  except Exception as e:  # pylint: disable=broad-except
-    raise UserError(f"cannot upload to {url_dir}: {e}") from e
-  return written
+  return names
+
+
+def _upload_files(fs, local_dir: str, url_dir: str, names: List[str], listed: dict,
+                  tag: str) -> list:
+  """Uploads each staged file under a hidden temporary name beside its
+  destination, its size checked (against the metadata too, where listed).
+
+  Returns:
+    [(temporary URL, destination URL, size)] in `names` order.
+  """
+  uploads = []
+  for rel in names:
+    src = os.path.join(local_dir, *rel.split("/"))
+    want = os.path.getsize(src)
+    if rel in listed and listed[rel] is not None and listed[rel] != want:
+      raise UserError(f"{src}: {want} bytes, its metadata says {listed[rel]}")
+    dst = storage.join(url_dir, rel)
+    tmp = storage.join(storage.parent(dst), f".{storage.basename(dst)}.tmp-{tag}")
+    fs.put_file(src, tmp)
+    storage.check_size(fs, tmp, want)
+    uploads.append((tmp, dst, want))
+  return uploads
 
 
 def remove_staging(local_location: str):

@@ -143,84 +143,141 @@ def ordered_map(fn: Callable, items: Iterable, num_workers: int,
     return
   num_workers = max(1, num_workers)
   window = window or max(4 * num_workers, prefetch)
-  ctx = _context()
   # Objects that exist before the fork are moved out of the collector's
   # reach, so workers' garbage collections do not write to (and so copy) the
   # pages they share with this process.
   gc.freeze()
-  procs, conns, senders = [], [], []
+  pool = _Pool(num_workers, prefetch)
   clean_exit = False
   try:
-    for _ in range(num_workers):
+    pool.start(fn, initializer, initargs, reuse_memory)
+    yield from _in_order(pool, _Inputs(items, route), window)
+    clean_exit = True
+  finally:
+    pool.close(clean_exit)
+    gc.unfreeze()
+
+
+def _in_order(pool: "_Pool", inputs: "_Inputs", window: int) -> Iterator:
+  """The pool's results in input order, at most `window` items in flight;
+  a failed item's exception raised in its turn."""
+  done: dict = {}
+  next_out = 0
+  while True:
+    inputs.send_to(pool, limit=next_out + window)
+    if inputs.exhausted and not inputs.pending and next_out == inputs.sent:
+      return
+    for index, ok, result in pool.results():
+      done[index] = (ok, result)
+    while next_out in done:
+      ok, result = done.pop(next_out)
+      if not ok:
+        raise result
+      next_out += 1
+      yield result
+
+
+class _Inputs:
+  """The items not yet sent, numbered in input order as they go out; an item
+  whose routed worker is full waits in `pending`."""
+
+  def __init__(self, items: Iterable, route: Optional[Callable[[object], int]]):
+    self.it, self.route = iter(items), route
+    self.pending: list = []
+    self.exhausted = False
+    self.sent = 0
+
+  def _next(self):
+    """The next item to send, or _NONE (the iterator is exhausted)."""
+    if self.pending:
+      return self.pending.pop()
+    try:
+      return next(self.it)
+    except StopIteration:
+      self.exhausted = True
+      return _NONE
+
+  def send_to(self, pool: "_Pool", limit: int):
+    """Sends items to workers with room (`prefetch` each) until item number
+    `limit`, the input's end, or a routed item's full worker."""
+    for w in range(pool.size):
+      while ((self.pending or not self.exhausted) and pool.outstanding[w] < pool.prefetch
+             and self.sent < limit):
+        item = self._next()
+        if item is _NONE:
+          break
+        target = w if self.route is None else self.route(item) % pool.size
+        if pool.outstanding[target] >= pool.prefetch:
+          self.pending.append(item)
+          break
+        pool.send(target, (self.sent, item))
+        self.sent += 1
+
+
+_NONE = object()  # no item left
+
+
+class _Pool:
+  """`size` forked workers, each with its own pipe and sender thread, and
+  how many tasks each has outstanding."""
+
+  def __init__(self, size: int, prefetch: int):
+    self.size, self.prefetch = size, prefetch
+    self.procs, self.conns, self.senders = [], [], []
+    self.outstanding = [0] * size
+    self.worker_of: dict = {}
+
+  def start(self, fn, initializer, initargs, reuse_memory):
+    """Forks the workers (each runs `_worker_main`) and their sender threads."""
+    ctx = _context()
+    for w in range(self.size):
       parent, child = ctx.Pipe(duplex=True)
       p = ctx.Process(target=_worker_main,
                       args=(child, fn, initializer, initargs, reuse_memory), daemon=True)
       p.start()
       child.close()
-      procs.append(p)
-      conns.append(parent)
+      self.procs.append(p)
+      self.conns.append(parent)
+      self.worker_of[parent] = w
       q = queue.SimpleQueue()
       t = threading.Thread(target=_sender, args=(parent, q), daemon=True)
       t.start()
-      senders.append((q, t))
-    outstanding = [0] * num_workers
-    worker_of = {c: w for w, c in enumerate(conns)}
-    it = iter(items)
-    done: dict = {}
-    next_in = next_out = 0
-    exhausted = False
-    pending = []  # an item whose routed worker is full
-    while True:
-      for w in range(num_workers):
-        while ((pending or not exhausted) and outstanding[w] < prefetch
-               and next_in - next_out < window):
-          if pending:
-            item = pending.pop()
-          else:
-            try:
-              item = next(it)
-            except StopIteration:
-              exhausted = True
-              break
-          target = w if route is None else route(item) % num_workers
-          if outstanding[target] >= prefetch:
-            pending.append(item)
-            break
-          senders[target][0].put((next_in, item))
-          outstanding[target] += 1
-          next_in += 1
-      if exhausted and not pending and next_out == next_in:
-        break
-      busy = [conns[w] for w in range(num_workers) if outstanding[w]]
-      for conn in multiprocessing.connection.wait(busy):
-        w = worker_of[conn]
-        try:
-          index, ok, result = conn.recv()
-        except (EOFError, OSError):
-          procs[w].join(1)
-          raise WorkerError(f"a worker process died (exit code {procs[w].exitcode})") from None
-        outstanding[w] -= 1
-        done[index] = (ok, result)
-      while next_out in done:
-        ok, result = done.pop(next_out)
-        if not ok:
-          raise result
-        next_out += 1
-        yield result
-    clean_exit = True
-  finally:
-    for q, _ in senders:
+      self.senders.append((q, t))
+
+  def send(self, w: int, msg):
+    """Hands (index, item) to worker `w`'s sender."""
+    self.senders[w][0].put(msg)
+    self.outstanding[w] += 1
+
+  def results(self) -> list:
+    """(index, ok, result or error) from every worker that has one, waiting
+    for at least one. Raises WorkerError when a worker died."""
+    busy = [self.conns[w] for w in range(self.size) if self.outstanding[w]]
+    out = []
+    for conn in multiprocessing.connection.wait(busy):
+      w = self.worker_of[conn]
+      try:
+        out.append(conn.recv())
+      except (EOFError, OSError):
+        self.procs[w].join(1)
+        raise WorkerError(f"a worker process died (exit code {self.procs[w].exitcode})") from None
+      self.outstanding[w] -= 1
+    return out
+
+  def close(self, clean_exit: bool):
+    """Stops the workers: after a clean run they exit on their own (reaped in
+    the background); otherwise they are terminated."""
+    for q, _ in self.senders:
       q.put(None)
     if clean_exit:  # each worker got every result out and exits on its own
-      _reap_in_background(procs, [t for _, t in senders], conns)
+      _reap_in_background(self.procs, [t for _, t in self.senders], self.conns)
     else:
-      for p in procs:
+      for p in self.procs:
         if p.is_alive():
           p.terminate()
         p.join()
-      for conn in conns:
+      for conn in self.conns:
         conn.close()
-    gc.unfreeze()
 
 
 def _reap_in_background(procs, senders, conns):

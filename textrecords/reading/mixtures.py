@@ -90,7 +90,7 @@ def tf_mixture(locations, weights, opts, load: Callable, parse_for: Callable):
 
 
 def numpy_mixture(opened: Sequence, weights, opts):
-  """The TF-free mixture over `reader.Opened` datasets (the batches of
+  """The TF-free mixture over `package_readers.Opened` datasets (the batches of
   `tf_mixture` with the same options)."""
   from textrecords.wire import example_decoder  # pylint: disable=import-outside-toplevel
   locations = [o.entries[0].found.given for o in opened]
