@@ -43,7 +43,7 @@ setup(
         "gcs": ["fsspec>=2023.1", "gcsfs>=2023.1"],
         "s3": ["fsspec>=2023.1", "s3fs>=2023.1"],
         "hdfs": ["fsspec>=2023.1", "pyarrow>=14"],
-        # TF-free readers (textrecords.reading: grain_reader, torch_reader): grain and PyTorch sources.
+        # The TF-free readers (textrecords.reading.grain_reader, torch_reader).
         "grain": ["grain>=0.2,<0.3"],
         "torch": ["torch>=2.1"],
         "beam": ["apache-beam[tfrecord]>=2.77,<2.78"],

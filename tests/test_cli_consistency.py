@@ -175,21 +175,21 @@ def test_a_slow_step_is_announced_once_a_quick_one_or_quiet_not(capsys):
 
 
 def test_w2v_kernels_built_ahead_of_time_announce_the_build_only(tmp_path, monkeypatch):
-  from w2v_data import compiled  # pylint: disable=import-outside-toplevel
-  monkeypatch.setattr(compiled, "_cache_dirs", lambda: [str(tmp_path)])
+  from w2v_data import kernel_loader  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(kernel_loader, "_cache_dirs", lambda: [str(tmp_path)])
   runs = []
 
   def failed_build(argv, **kwargs):
     runs.append(argv)
     return subprocess.CompletedProcess(argv, 1, "", "no C compiler")
 
-  monkeypatch.setattr(compiled.subprocess, "run", failed_build)
+  monkeypatch.setattr(kernel_loader.subprocess, "run", failed_build)
   said = []
-  assert compiled._ahead_of_time_module(said.append) is None  # pylint: disable=protected-access
+  assert kernel_loader._ahead_of_time_module(said.append) is None  # pylint: disable=protected-access
   assert said == [cli.BUILD_NOTICE] and len(runs) == 1
   # The build failed once (its .failed record kept): later runs neither build nor say so.
   assert [n for n in os.listdir(tmp_path) if n.endswith(".failed")]
-  assert compiled._ahead_of_time_module(said.append) is None  # pylint: disable=protected-access
+  assert kernel_loader._ahead_of_time_module(said.append) is None  # pylint: disable=protected-access
   assert said == [cli.BUILD_NOTICE] and len(runs) == 1
 
 

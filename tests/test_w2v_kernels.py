@@ -8,7 +8,7 @@ import pytest
 
 from textrecords.datasets import index as index_lib
 from textrecords.files import tfrecord
-from w2v_data import compiled
+from w2v_data import kernel_loader
 from w2v_data import corpus as corpus_lib
 from w2v_data import pipeline
 from w2v_data import records
@@ -28,20 +28,20 @@ _BATCH_FIELDS = ("centers", "sentence", "num_contexts", "contexts", "negatives")
 def kernel_source(request, monkeypatch):
   """Runs a test with the kernels as loaded by default (compiled ahead of
   time where a C compiler is at hand) and with numba's JIT."""
-  monkeypatch.setattr(compiled, "ENABLED", True)  # even under TEXTRECORDS_NUMBA=0
+  monkeypatch.setattr(kernel_loader, "ENABLED", True)  # even under TEXTRECORDS_NUMBA=0
   if request.param == "jit":
-    monkeypatch.setattr(compiled, "_LOADED", [compiled.jit_kernels()])
+    monkeypatch.setattr(kernel_loader, "_LOADED", [kernel_loader.jit_kernels()])
   return request.param
 
 
 def _both(monkeypatch, fn):
   """fn() with the kernels, then with numpy."""
-  monkeypatch.setattr(compiled, "ENABLED", True)  # even under TEXTRECORDS_NUMBA=0
+  monkeypatch.setattr(kernel_loader, "ENABLED", True)  # even under TEXTRECORDS_NUMBA=0
   fast = fn()
-  monkeypatch.setattr(compiled, "ENABLED", False)
-  assert compiled.kernels() is None
+  monkeypatch.setattr(kernel_loader, "ENABLED", False)
+  assert kernel_loader.kernels() is None
   slow = fn()
-  monkeypatch.setattr(compiled, "ENABLED", True)
+  monkeypatch.setattr(kernel_loader, "ENABLED", True)
   return fast, slow
 
 
@@ -132,7 +132,7 @@ def test_kernel_encoder_matches_numpy_on_big_values_and_empty_lists(monkeypatch,
   fast, slow = _both(monkeypatch, lambda: records.encode_int64_records(feats, with_starts=True))
   assert fast[0] == slow[0] and np.array_equal(fast[1], slow[1])
   for enabled in (True, False):
-    monkeypatch.setattr(compiled, "ENABLED", enabled)
+    monkeypatch.setattr(kernel_loader, "ENABLED", enabled)
     with pytest.raises(ValueError, match="negative"):
       records.encode_int64_records([("a", np.array([1, -1]), np.array([2]))])
 
@@ -182,9 +182,9 @@ def test_kernel_counting_equals_python_split(monkeypatch, kernel_source):
     for args in ((data, True), (data, False), (tsv.encode("utf-8"), True, docs)):
 
       def count(args=args):
-        if compiled.ENABLED:
-          compiled.kernels()
-          assert compiled.loaded() is not None
+        if kernel_loader.ENABLED:
+          kernel_loader.kernels()
+          assert kernel_loader.loaded() is not None
         return corpus_lib.count_chunk(*args)
 
       fast, slow = _both(monkeypatch, count)
@@ -208,7 +208,7 @@ def test_create_same_bytes_with_and_without_kernels_any_workers(tmp_path, monkey
     src.write_text("".join([l for l in f if l.strip()][:60]), encoding="utf-8")
   results = {}
   for enabled in (True, False):
-    monkeypatch.setattr(compiled, "ENABLED", enabled)
+    monkeypatch.setattr(kernel_loader, "ENABLED", enabled)
     for workers in (1, 3):
       out = str(tmp_path / f"out_{enabled}_{workers}")
       pipeline.create(W2vConfig(input_file=str(src), output_dir=out, model=model,
@@ -234,9 +234,9 @@ def test_create_same_bytes_with_and_without_kernels_any_workers(tmp_path, monkey
 def test_prepare_and_docstrings(monkeypatch):
   import doctest  # pylint: disable=import-outside-toplevel
   from w2v_data import kernels  # pylint: disable=import-outside-toplevel
-  monkeypatch.setattr(compiled, "ENABLED", True)
-  compiled.prepare()
-  for mod in (compiled, kernels):
+  monkeypatch.setattr(kernel_loader, "ENABLED", True)
+  kernel_loader.prepare()
+  for mod in (kernel_loader, kernels):
     result = doctest.testmod(mod)
     assert result.failed == 0 and result.attempted > 0, mod.__name__
 
@@ -246,23 +246,23 @@ def test_ahead_of_time_kernels_load_without_numba():
   # test or run if a C compiler is at hand) import without importing numba.
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
-  code = ("import sys; from w2v_data import compiled; k = compiled.kernels(); "
+  code = ("import sys; from w2v_data import kernel_loader; k = kernel_loader.kernels(); "
           "print(k.source, 'numba' in sys.modules)")
   env = {k: v for k, v in os.environ.items() if k != "TEXTRECORDS_NUMBA"}
   out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                        text=True, check=True).stdout.split()
   assert out in (["aot", "False"], ["jit", "True"])
   if out[0] == "jit":  # no C compiler here: the build failed once and was recorded
-    key = compiled._source_key()  # pylint: disable=protected-access
+    key = kernel_loader._source_key()  # pylint: disable=protected-access
     assert any(os.path.exists(os.path.join(d, f"_w2v_kernels_{key}.failed"))
-               for d in compiled._cache_dirs())  # pylint: disable=protected-access
+               for d in kernel_loader._cache_dirs())  # pylint: disable=protected-access
 
 
 def test_create_without_noise_words(tmp_path, monkeypatch):
   # --num_noise_words=0: every record's negatives list is empty (the numpy
   # encoder used to fail on a feature without any value).
   def run():
-    out = str(tmp_path / f"out_{compiled.ENABLED}")
+    out = str(tmp_path / f"out_{kernel_loader.ENABLED}")
     meta = pipeline.create(W2vConfig(input_file=TINY, output_dir=out, min_freq=2,
                                      num_noise_words=0, num_workers=1, quiet=True))
     return meta["counts"], _files(out)

@@ -36,7 +36,7 @@ from textrecords.files import storage
 from textrecords.files import text_input
 from textrecords.datasets import vocab as vocab_lib
 from textrecords.errors import UserError
-from w2v_data import compiled
+from w2v_data import kernel_loader
 from w2v_data import schema
 
 CHUNK_BYTES = 1 << 20  # bytes per read unit at most (the output does not depend on it)
@@ -167,7 +167,7 @@ def _lines_to_counts(text: str, num_lines: int, doc_names=None) -> ChunkCounts:
 def _bytes_to_counts(data: bytes, num_lines: int, doc_names=None) -> ChunkCounts:
   """`_lines_to_counts` of `data` (valid UTF-8 without NUL): the same result,
   from the compiled kernel when this process has it loaded."""
-  kern = compiled.loaded()
+  kern = kernel_loader.loaded()
   if kern is None:
     return _lines_to_counts(data.decode("utf-8"), num_lines, doc_names)
   local, first, length, counts = kern.count_kernel(np.frombuffer(data, np.uint8).copy(),
@@ -337,7 +337,7 @@ def read_chunk(path: str, start: int, end: int, last: bool,
   Counts with the compiled splitter if it is loaded or quick to load (built
   ahead of time: a Beam worker loads it here once).
   """
-  compiled.load_if_built()
+  kernel_loader.load_if_built()
   try:
     with storage.open_read(path) as f:
       f.seek(start)
@@ -580,7 +580,7 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
   Raises:
     UserError: as `load_corpus`.
   """
-  if compiled.loaded() is not None:
+  if kernel_loader.loaded() is not None:
     space_table()  # built once, before the workers fork
   units = _read_units(files, num_workers, mode, chunk_bytes, ids_dir)
   acc = _Accumulator(_DocNames() if mode.kind == "documents" else None)

@@ -1,6 +1,6 @@
 """numba kernels for w2v_data's hot loops: counting, sampling and record encoding.
 
-Used through `w2v_data.compiled` (which decides whether they are used:
+Used through `w2v_data.kernel_loader` (which decides whether they are used:
 numba installed, the `fast` extra, and not turned off; and how: compiled
 ahead of time by `python -m w2v_data.kernels OUT_DIR NAME`, or in numba's
 JIT); importing this module imports numba. The Python and numpy code in
@@ -540,7 +540,7 @@ def build_module(output_dir: str, name: str):
   """Compiles the kernels ahead of time (numba.pycc) into extension module `name`.
 
   The module has sample_kernel and encode_kernel with the signatures above
-  and imports without numba (see `w2v_data.compiled`).
+  and imports without numba (see `w2v_data.kernel_loader`).
   """
   import warnings  # pylint: disable=import-outside-toplevel
   with warnings.catch_warnings():

@@ -19,7 +19,7 @@ from textrecords.datasets import vocab as vocab_lib
 from textrecords.errors import UserError
 from textrecords.datasets.layout import DatasetLayout
 from w2v_data import corpus as corpus_lib
-from w2v_data import compiled
+from w2v_data import kernel_loader
 from w2v_data import sampling
 from w2v_data import schema
 from w2v_data import units
@@ -139,7 +139,7 @@ def create(config: W2vConfig,
     return _create(config, engine)
   finally:
     _STATE.clear()
-    compiled.wait_loading()  # no thread left loading numba when this returns
+    kernel_loader.wait_loading()  # no thread left loading numba when this returns
 
 
 def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
@@ -159,7 +159,7 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
     # Kernels built ahead of time load in a few ms, before the read workers
     # fork (they count with them); numba's JIT (or a first build) loads in a
     # thread while the read workers count in Python.
-    compiled_now = compiled.load_if_built()
+    compiled_now = kernel_loader.load_if_built()
     # With workers, a scratch folder holds each read chunk's ids (written by
     # the worker that counted it, read by those that sample it) and the
     # workers' part files.
@@ -171,11 +171,11 @@ def _count_and_write(config, files, run, fingerprint, mode, compiled_now, scratc
   """The local engine's run after the checks: count, then sample, encode and write."""
   progress = cli.Progress(config.quiet)
   decode_errors = text_input.DecodeErrorCounts()
+  start_loading = functools.partial(kernel_loader.start_loading, progress.sayer("w2v_data: "))
   corpus = corpus_lib.count_corpus(files, config.min_freq, config.on_decode_error,
                                    num_workers=config.num_workers, mode=mode,
                                    counts=decode_errors,
-                                   started=None if compiled_now else functools.partial(
-                                       compiled.start_loading, progress.sayer("w2v_data: ")),
+                                   started=None if compiled_now else start_loading,
                                    ids_dir=scratch)
   num_sentences = corpus.num_sentences
   progress.update(lambda: f"w2v_data: read {num_sentences:,} {units.text_unit(config.model)}, "
@@ -240,9 +240,9 @@ def _write_records(config: W2vConfig, run: run_lib.GeneratorRun, corpus, scratch
   files_out = local_engine.PartWriter(
       lambda f: writer.open(record_paths[f], config.compression))
   done = 0
-  if not compiled.AVAILABLE:
+  if not kernel_loader.AVAILABLE:
     _log(config, "w2v_data: numba is not installed (extra `fast`): sampling with numpy")
-  compiled.prepare(progress.sayer("w2v_data: "))  # loaded once here; workers inherit it
+  kernel_loader.prepare(progress.sayer("w2v_data: "))  # loaded once here; workers inherit it
   try:
     for item, data, starts, counts in parallel.ordered_map(
         _work, _items(corpus.piece_lines, config.num_shards, finished), config.num_workers,

@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 
 from textrecords import seeding
-from w2v_data import compiled
+from w2v_data import kernel_loader
 from w2v_data import schema
 
 _U64 = np.uint64
@@ -110,7 +110,7 @@ class AliasTable:
     size = 1 << self.log2_size
     scaled = np.zeros(size)
     scaled[:self.n] = w * (size / w.sum())
-    kern = compiled.kernels()
+    kern = kernel_loader.kernels()
     if kern is not None:  # the same steps, compiled
       prob, alias = kern.alias_kernel(scaled)
     else:
@@ -214,7 +214,7 @@ class SkipGramSampler:
     Raises:
       NoNoiseWordError: a center's contexts cover the whole noise vocabulary.
     """
-    kern = compiled.kernels()
+    kern = kernel_loader.kernels()
     if kern is not None and self.noise is not None:
       return self._sample_compiled(kern, ids, lengths, sentence_index, with_negatives)
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -304,7 +304,7 @@ class SkipGramSampler:
         np.ascontiguousarray(ids, dtype=np.int32), np.ascontiguousarray(lengths, dtype=np.int64),
         sentence_keys(self.seed, sentence_index), self.keep_prob, self.noise.threshold,
         self.noise.alias, self.noise.log2_size, self.max_window_size, self.num_noise_words,
-        compiled.MODEL_CODES[self.model], bool(with_negatives), self.vocab_size - 1)
+        kernel_loader.MODEL_CODES[self.model], bool(with_negatives), self.vocab_size - 1)
     if failed >= 0:
       raise NoNoiseWordError(int(sentence_index[failed]))
     return SkipGramBatch(centers=centers, sentence=sentence_index[owner],

@@ -1,4 +1,4 @@
-"""Whether w2v_data runs its compiled kernels, and loading them.
+"""Whether w2v_data runs its compiled kernels, and loading (or building) them.
 
 The kernels (`w2v_data.kernels`, numba code) are optional: with the `fast`
 extra (`pip install textrecords[fast]`, i.e. numba) sampling and record
