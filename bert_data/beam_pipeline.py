@@ -135,8 +135,9 @@ class _GroupMeta:
     return units.MetaBuilder(*self.args, summary)(infos)
 
 
-def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
-  """Runs the pipeline for (metadata path, files) groups; returns the summary."""
+def create(config, tok, vocab_sha, groups, writers, engine) -> list:
+  """Runs the pipeline for (metadata path, files) groups; returns each
+  group's metadata written."""
   all_paths = [p for _, ps in groups for p in ps]
   finished = [p for w, (_, ps) in zip(writers, groups) for p in ps if w.is_finished(p)]
   datasets = [w for w, (_, ps) in zip(writers, groups) for _ in ps]
@@ -190,4 +191,4 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> dict:
     for w, (_, ps) in zip(writers, groups):
       w.discard(ps)
     raise
-  return units.summary_of(writers[0].read_meta("bert_data"))
+  return [w.read_meta("bert_data") for w in writers]

@@ -14,9 +14,8 @@ from absl import flags
 
 from bert_data.config import BertConfig
 from bert_data import pipeline
+from bert_data import units
 from textrecords.runs import cli
-from textrecords.datasets import metadata
-from textrecords.datasets.layout import DatasetLayout
 from textrecords.runs import run as run_lib
 from textrecords.files import text_input
 from textrecords.runs.run_options import run_options_from_flags
@@ -86,13 +85,12 @@ def config_from_flags() -> BertConfig:
       **run_options_from_flags(FLAGS)).validate()
 
 
-def _summary(config: BertConfig, summary: dict):
+def _summary(config: BertConfig, result: run_lib.RunResult):
+  summary = units.summary_of(result.meta)
   line = (f"bert_data: {summary['documents']:,} documents, {summary['tokens']:,} tokens, "
           f"{summary['instances']:,} instances{cli.decode_note(summary)} -> "
           f"{','.join(config.output_files)}")
-  files = [f for p in config.output_files
-           for f in metadata.read(DatasetLayout.for_file(p).meta_path)["files"]]
-  return line, cli.summary("bert_data", list(config.output_files), summary, files)
+  return line, cli.summary("bert_data", list(config.output_files), summary, result.files)
 
 
 main = run_lib.generator(config_from_flags, pipeline.create, _summary, output="output_files",

@@ -16,7 +16,7 @@ No TensorFlow here.
 import functools
 import os
 import random
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -203,8 +203,10 @@ def datasets(config: BertConfig):
           for lay in map(DatasetLayout.for_file, config.output_files)]
 
 
-def create(config: BertConfig, engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> dict:
-  """Runs the whole job; returns a summary dict (also stored in the metadata).
+def create(config: BertConfig,
+           engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> run_lib.RunResult:
+  """Runs the whole job; returns the run's result (`metas`: one metadata per
+  --output_file; `units.summary_of(result.meta)`: the summary).
 
   Runs in a `run.GeneratorRun` (locks, destination checks, resume, scratch,
   finalize) and leaves no corpus or tokenizer behind in module state.
@@ -220,7 +222,7 @@ def create(config: BertConfig, engine: engine_lib.EngineOptions = engine_lib.LOC
     _STATE.clear()
 
 
-def _create(config: BertConfig, engine: engine_lib.EngineOptions) -> dict:
+def _create(config: BertConfig, engine: engine_lib.EngineOptions) -> run_lib.RunResult:
   progress = cli.Progress(config.quiet)
   tok = units.load_tokenizer(config)
   vocab_sha = storage.sha256(config.tokenizer_file)
@@ -232,22 +234,25 @@ def _create(config: BertConfig, engine: engine_lib.EngineOptions) -> dict:
     if run.already_complete:
       progress.update(lambda: f"{outputs[0].layout.meta_path} is already complete for these "
                       "inputs and flags", force=True)
-      return units.summary_of(run.existing_meta())
+      return run.result()
     groups = [(d.layout.meta_path, list(d.record_paths)) for d in outputs]
     if engine.is_beam:
       from bert_data import beam_pipeline  # pylint: disable=import-outside-toplevel
-      return beam_pipeline.create(config, tok, vocab_sha, groups, run.writers, engine)
-    return _run_local(config, tok, vocab_sha, run, progress)
+      return run.result(beam_pipeline.create(config, tok, vocab_sha, groups, run.writers,
+                                             engine))
+    return run.result(_run_local(config, tok, vocab_sha, run, progress))
 
 
 def _run_local(config: BertConfig, tok, vocab_sha: str, run: run_lib.GeneratorRun,
-               progress: cli.Progress) -> dict:
-  """The local engine's run inside the GeneratorRun."""
+               progress: cli.Progress) -> List[dict]:
+  """The local engine's run inside the GeneratorRun; returns each dataset's
+  metadata written."""
   compression = tfrecord.check_compression(config.compression)
   decode_errors = text_input.DecodeErrorCounts()
   corpus = build_corpus(config, tok, progress, decode_errors)
   progress.update(lambda: f"read {corpus.num_docs:,} documents, "
                   f"{corpus.num_tokens:,} tokens", force=True)
+  run.mark("read")
   mask = units.masking_params(config, tok)
   encoder = units.make_encoder(config, tok)
   dynamic = units.make_dynamic_encoder(config)
@@ -261,10 +266,11 @@ def _run_local(config: BertConfig, tok, vocab_sha: str, run: run_lib.GeneratorRu
   else:
     ctx.dynamic, ctx.packed = dynamic, units.pack(config, corpus)
     count = _write_default_mode(ctx, run.scratch_dir(), targets, compression, progress)
+  run.mark("write")
   summary = units.run_summary(corpus, count, decode_errors)
   build = units.MetaBuilder(config, vocab_sha, tok.vocab_size,
                             features.schema_to_json((dynamic or encoder).schema),
                             units.masking_meta(config, mask), summary)
-  run.finalize([build] * len(run.datasets))
+  metas = run.finalize([build] * len(run.datasets))
   progress.update(lambda: f"wrote {count:,} instances to {len(targets)} file(s)", force=True)
-  return summary
+  return metas

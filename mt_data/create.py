@@ -15,7 +15,6 @@ import itertools
 import json
 import os
 import sys
-import time
 from typing import Callable, Dict, List, Optional
 
 from absl import flags
@@ -122,15 +121,15 @@ def fingerprint_of(cfg: config_lib.MTConfig, files: List[str]) -> dict:
 
 
 def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None,
-           engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> dict:
-  """Runs the whole pipeline for one config; returns a summary dict.
+           engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> run_lib.RunResult:
+  """Runs the whole pipeline for one config; returns the run's result (its
+  `meta`: the metadata written; `seconds`: read, vocab, write, total).
 
   Raises:
     UserError: bad settings, unreadable or unusable input, or an output that
       exists (without overwrite/resume) or cannot be written, or another run
       writing it. Nothing is left in the output folder on failure.
   """
-  t0 = time.monotonic()
   if log is None:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # pylint: disable=unnecessary-lambda-assignment
   cfg.validate()
@@ -150,22 +149,20 @@ def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None
         if not cfg.quiet:
           log(f"mt_data: {run.datasets[0].layout.meta_path} is already complete for these "
               "inputs and flags")
-        summary = units.summary_of(run.existing_meta(), cfg.output_dir)
-        summary["files_kept_from_earlier_run"] = len(summary["files"])
-        summary["seconds"] = {"total": round(time.monotonic() - t0, 3)}
-        return summary
+        return run.result()
       if engine.is_beam:
         from mt_data import beam_pipeline  # pylint: disable=import-outside-toplevel
-        return beam_pipeline.create(cfg, files, log, engine, run)
-      return _run_local(cfg, files, log, run, t0)
+        return run.result([beam_pipeline.create(cfg, files, log, engine, run)])
+      return run.result([_run_local(cfg, files, log, run)])
   finally:
     _W.clear()
     if gc_was_enabled:
       gc.enable()
 
 
-def _run_local(cfg, files, log, run: run_lib.GeneratorRun, t0: float) -> dict:
-  """The local engine's run inside the GeneratorRun: read, vocab, write."""
+def _run_local(cfg, files, log, run: run_lib.GeneratorRun) -> dict:
+  """The local engine's run inside the GeneratorRun: read, vocab, write;
+  returns the metadata written."""
   progress = cli.Progress(cfg.quiet)
 
   # 1. Read, clean, tokenize and count the pairs (in workers).
@@ -184,7 +181,7 @@ def _run_local(cfg, files, log, run: run_lib.GeneratorRun, t0: float) -> dict:
   for warning in units.split_warnings(n_train, n_val, cfg.num_train, cfg.num_val):
     log(warning)
   assert n_train + n_val == num_pairs  # every pair read is written
-  t_read = time.monotonic()
+  run.mark("read")
 
   # 2. Vocabularies and ids.
   vocab = _vocabularies(cfg, blocks, n_train)
@@ -197,12 +194,12 @@ def _run_local(cfg, files, log, run: run_lib.GeneratorRun, t0: float) -> dict:
   }
   unk = {"source": int(np.count_nonzero(src_ids.flat == preprocess.UNK_ID)),
          "target": int(np.count_nonzero(tgt_ids.flat == preprocess.UNK_ID))}
-  t_vocab = time.monotonic()
+  run.mark("vocab")
 
   # 3. Write everything through the run's DatasetWriter (atomic, resumable).
-  kept, split_names = _write_files(cfg, run, vocab["files"], src_ids, tgt_ids, n_train, n_val,
-                                   progress)
-  t_write = time.monotonic()
+  split_names = _write_files(cfg, run, vocab["files"], src_ids, tgt_ids, n_train, n_val,
+                             progress)
+  run.mark("write")
   inputs = units.inputs_info(files)
 
   def build_meta(infos):
@@ -211,12 +208,7 @@ def _run_local(cfg, files, log, run: run_lib.GeneratorRun, t0: float) -> dict:
                             len(vocab["tokens"][1]), vocab["files"], unk, infos)
 
   meta, = run.finalize([build_meta])
-  t_end = time.monotonic()
-  summary = units.summary_of(meta, cfg.output_dir)
-  summary["files_kept_from_earlier_run"] = kept
-  summary["seconds"] = {"read": round(t_read - t0, 3), "vocab": round(t_vocab - t_read, 3),
-                        "write": round(t_write - t_vocab, 3), "total": round(t_end - t0, 3)}
-  return summary
+  return meta
 
 
 def _vocabularies(cfg, blocks, n_train: int) -> dict:
@@ -251,14 +243,11 @@ def _vocabularies(cfg, blocks, n_train: int) -> dict:
 def _write_files(cfg, run: run_lib.GeneratorRun, vocab_files: Dict[str, bytes], src_ids,
                  tgt_ids, n_train: int, n_val: int, progress: cli.Progress):
   """Writes the vocab files and the record shards (workers encode blocks, this
-  process appends them); returns (files kept from the run resumed, split -> names)."""
+  process appends them); returns split -> file names."""
   dw, lay = run.writers[0], run.datasets[0].layout
-  kept = 0
   for name in sorted(vocab_files):
     path = lay.path(name)
-    if dw.is_finished(path):
-      kept += 1
-    else:
+    if not dw.is_finished(path):
       dw.write_bytes(path, vocab_files[name])
   split_names: Dict[str, List[str]] = {}
   tasks, plan = [], []  # plan: (path, first task, end task) per unfinished shard
@@ -268,7 +257,6 @@ def _write_files(cfg, run: run_lib.GeneratorRun, vocab_files: Dict[str, bytes], 
     split_names[split] = [os.path.basename(p) for p in paths]
     for path, (s, e) in zip(paths, records.shard_ranges(hi - lo, cfg.num_shards)):
       if dw.is_finished(path):
-        kept += 1
         continue
       first = len(tasks)
       tasks.extend(records.blocks(lo + s, lo + e, BLOCK))
@@ -285,7 +273,7 @@ def _write_files(cfg, run: run_lib.GeneratorRun, vocab_files: Dict[str, bytes], 
       progress.update(lambda: f"wrote {f + 1}/{len(plan)} record files")
   finally:
     out.abort()
-  return kept, split_names
+  return split_names
 
 
 def _concat(arrays: List[np.ndarray]) -> np.ndarray:
@@ -304,8 +292,10 @@ def _length_stats(src_lens: np.ndarray, tgt_lens: np.ndarray) -> dict:
   return {"source": stats(src_lens), "target": stats(tgt_lens)}
 
 
-def _summary(cfg: config_lib.MTConfig, summary: dict):
-  summary = dict(summary, outputs=[cfg.output_dir])  # as given (not a staging folder)
+def _summary(cfg: config_lib.MTConfig, result: run_lib.RunResult):
+  summary = units.summary_of(result.meta, cfg.output_dir)  # as given (not a staging folder)
+  summary["files_kept_from_earlier_run"] = result.files_kept
+  summary["seconds"] = result.seconds
   train, valid = summary["splits"]["train"], summary["splits"]["valid"]
   vocab = summary["vocab"]
   line = (f"mt_data: {summary['counts']['lines_read']:,} lines, {train['pairs']:,} train + "

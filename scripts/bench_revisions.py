@@ -133,24 +133,7 @@ def summarize(runs: list) -> dict:
 
 
 def main() -> int:
-  ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-  ap.add_argument("base", help="git revision to compare the working tree against")
-  ap.add_argument("--repeats", type=int, default=3, help="runs per tool and side")
-  ap.add_argument("--num_workers", type=int, default=2)
-  ap.add_argument("--bert_source", default=os.path.join(TESTDATA, "bert_sample_text.txt"))
-  ap.add_argument("--bert_mb", type=float, default=1.0)
-  ap.add_argument("--w2v_source", default=os.path.join(TESTDATA, "w2v_tiny.txt"))
-  ap.add_argument("--w2v_mb", type=float, default=5.0)
-  ap.add_argument("--mt_source", default=os.path.join(TESTDATA, "mt_pairs.txt"))
-  ap.add_argument("--mt_pairs", type=int, default=100000)
-  ap.add_argument("--tools", default=None,
-                  help="comma-separated (default: all three; bert_data with --memory)")
-  ap.add_argument("--bert_dupe", type=int, default=5, help="bert_data --dupe_factor")
-  ap.add_argument("--num_shards", type=int, default=2)
-  ap.add_argument("--memory", action="store_true",
-                  help="report peak PSS of the process tree and its ratio tree / base")
-  ap.add_argument("--work_dir", default=None, help="scratch folder (default: a new temp one)")
-  a = ap.parse_args()
+  a = _parse_args()
   rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--verify", a.base + "^{commit}"],
                        capture_output=True, text=True, check=False)
   if rev.returncode != 0:
@@ -174,21 +157,7 @@ def main() -> int:
               "num_shards": a.num_shards, "tools": {}}
     tools = a.tools or ("bert_data" if a.memory else "bert_data,w2v_data,mt_data")
     for tool in tools.split(","):
-      runs = {"base": [], "tree": []}
-      digests = {}
-      for _ in range(a.repeats):
-        for side, tree in (("base", base_tree), ("tree", REPO)):
-          args, out_dir = commands(inputs, os.path.join(work, f"out_{side}"),
-                                   a.num_workers, a.bert_dupe, a.num_shards)[tool]
-          runs[side].append(timed(tree, args, out_dir, pss=a.memory))
-          digests[side] = records_digest(out_dir)
-      base, head = summarize(runs["base"]), summarize(runs["tree"])
-      report["tools"][tool] = {"base": base, "tree": head,
-                               "ratio_best": round(head["best_s"] / base["best_s"], 3),
-                               **({"ratio_peak_pss": round(head["peak_pss_mb"]
-                                                           / base["peak_pss_mb"], 3)}
-                                  if a.memory else {}),
-                               "same_record_bytes": digests["base"] == digests["tree"]}
+      report["tools"][tool] = compare_tool(tool, a, inputs, work, base_tree)
       print(json.dumps({tool: report["tools"][tool]}), file=sys.stderr, flush=True)
     print(json.dumps(report, indent=1))
   finally:
@@ -197,6 +166,45 @@ def main() -> int:
       shutil.rmtree(work, ignore_errors=True)
   return 0
 
+
+def _parse_args():
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+  ap.add_argument("base", help="git revision to compare the working tree against")
+  ap.add_argument("--repeats", type=int, default=3, help="runs per tool and side")
+  ap.add_argument("--num_workers", type=int, default=2)
+  ap.add_argument("--bert_source", default=os.path.join(TESTDATA, "bert_sample_text.txt"))
+  ap.add_argument("--bert_mb", type=float, default=1.0)
+  ap.add_argument("--w2v_source", default=os.path.join(TESTDATA, "w2v_tiny.txt"))
+  ap.add_argument("--w2v_mb", type=float, default=5.0)
+  ap.add_argument("--mt_source", default=os.path.join(TESTDATA, "mt_pairs.txt"))
+  ap.add_argument("--mt_pairs", type=int, default=100000)
+  ap.add_argument("--tools", default=None,
+                  help="comma-separated (default: all three; bert_data with --memory)")
+  ap.add_argument("--bert_dupe", type=int, default=5, help="bert_data --dupe_factor")
+  ap.add_argument("--num_shards", type=int, default=2)
+  ap.add_argument("--memory", action="store_true",
+                  help="report peak PSS of the process tree and its ratio tree / base")
+  ap.add_argument("--work_dir", default=None, help="scratch folder (default: a new temp one)")
+  return ap.parse_args()
+
+
+def compare_tool(tool: str, a, inputs: dict, work: str, base_tree: str) -> dict:
+  """One tool's runs on both sides, interleaved: their summaries, the ratio of
+  the best times (and of the peak PSS with --memory), and whether the record
+  bytes agree."""
+  runs = {"base": [], "tree": []}
+  digests = {}
+  for _ in range(a.repeats):
+    for side, tree in (("base", base_tree), ("tree", REPO)):
+      args, out_dir = commands(inputs, os.path.join(work, f"out_{side}"),
+                               a.num_workers, a.bert_dupe, a.num_shards)[tool]
+      runs[side].append(timed(tree, args, out_dir, pss=a.memory))
+      digests[side] = records_digest(out_dir)
+  base, head = summarize(runs["base"]), summarize(runs["tree"])
+  return {"base": base, "tree": head, "ratio_best": round(head["best_s"] / base["best_s"], 3),
+          **({"ratio_peak_pss": round(head["peak_pss_mb"] / base["peak_pss_mb"], 3)}
+             if a.memory else {}),
+          "same_record_bytes": digests["base"] == digests["tree"]}
 
 if __name__ == "__main__":
   sys.exit(main())

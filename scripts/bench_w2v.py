@@ -173,6 +173,37 @@ def _epochs(ds, n=2):
 
 
 def main():
+  args = _parse_args()
+  if args.measure:
+    _measure(args.ptb, json.loads(args.measure))
+    return
+  if not args.baseline_only:
+    _compile_bytecode()
+  if args.baseline_only:
+    tokens, centers, contexts, negatives, times = baseline_pipeline(args.ptb)
+    print(json.dumps({"vocab": len(tokens), "centers": len(centers),
+                      "pairs": sum(map(len, contexts)), "times": times}))
+    return
+  os.makedirs(args.work_dir, exist_ok=True)
+  res = {"date": time.strftime("%Y-%m-%d"), "machine": {
+      "cpus": os.cpu_count(), "python": platform.python_version(),
+      "load_avg_start": os.getloadavg()}}
+  if args.skip_main:
+    _scaling_and_memory(args, res)
+    return
+  _time_creates(args, res)
+  if not args.create_only:
+    _ptb_figures(args, res)
+    _time_epochs(args, res)
+  res["machine"]["load_avg_end"] = os.getloadavg()
+  with open(os.path.join(args.work_dir, "results.json"), "w") as f:
+    json.dump(res, f, indent=2)
+  _report(res)
+  if not args.create_only and (args.scaling_repeats or args.memory_scale):
+    _scaling_and_memory(args, res)
+
+
+def _parse_args():
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--ptb", required=True, help="d2l's ptb.train.txt")
   p.add_argument("--work_dir", default="/tmp/bench_w2v")
@@ -190,32 +221,13 @@ def main():
                  help="peak memory on PTB x this many copies (0: skip)")
   p.add_argument("--scaling_scale", type=int, default=1,
                  help="also time 1 vs 2 workers on PTB x this many copies (1: PTB only)")
-  args = p.parse_args()
-  if args.measure:
-    _measure(args.ptb, json.loads(args.measure))
-    return
-  if not args.baseline_only:
-    _compile_bytecode()
-  if args.skip_main:
-    res = {"date": time.strftime("%Y-%m-%d"), "machine": {
-        "cpus": os.cpu_count(), "python": platform.python_version(),
-        "load_avg_start": os.getloadavg()}}
-    os.makedirs(args.work_dir, exist_ok=True)
-    _scaling_and_memory(args, res)
-    return
-  if args.baseline_only:
-    tokens, centers, contexts, negatives, times = baseline_pipeline(args.ptb)
-    print(json.dumps({"vocab": len(tokens), "centers": len(centers),
-                      "pairs": sum(map(len, contexts)), "times": times}))
-    return
+  return p.parse_args()
 
-  os.makedirs(args.work_dir, exist_ok=True)
-  res = {"date": time.strftime("%Y-%m-%d"), "machine": {
-      "cpus": os.cpu_count(), "python": platform.python_version(),
-      "load_avg_start": os.getloadavg()}}
+
+def _time_creates(args, res):
+  """Times the creates (and the baseline) into `res`."""
   py = sys.executable
   workers = [] if args.num_workers is None else [f"--num_workers={args.num_workers}"]
-
   # 1. create, whole processes; runs interleaved, best of --repeats (shared machine).
   # A first, untimed run fills numba's cache (the kernels compile once).
   _timed([py, "-m", "w2v_data.create", f"--input_file={args.ptb}",
@@ -246,14 +258,10 @@ def main():
                                                  for f in os.listdir(d))}
   for key, walls in runs.items():
     res[key].update(wall_s=min(walls), runs_s=walls, cpu_s=min(cpus[key]), cpu_runs_s=cpus[key])
-  if args.create_only:
-    res["machine"]["load_avg_end"] = os.getloadavg()
-    with open(os.path.join(args.work_dir, "results.json"), "w") as f:
-      json.dump(res, f, indent=2)
-    _report(res)
-    return
 
-  # 2. PTB figures.
+
+def _ptb_figures(args, res):
+  """PTB's figures (subsampling, centers, pairs, noise) into `res`."""
   from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
   from w2v_data import sampling  # pylint: disable=import-outside-toplevel
   meta = json.load(open(os.path.join(args.work_dir, "sentence", "meta.json")))
@@ -283,7 +291,10 @@ def main():
       "baseline_centers": res["baseline_create"]["centers"],
       "baseline_pairs": res["baseline_create"]["pairs"]}
 
-  # 3. One epoch of batches of 512: best of --repeats epochs (after a first one).
+
+
+def _time_epochs(args, res):
+  """One epoch of batches of 512: best of --repeats epochs (after a first one)."""
   tokens, centers, contexts, negatives, _ = baseline_pipeline(args.ptb)
   base = [baseline_epoch(centers, contexts, negatives, seed=r)[0] for r in range(args.repeats)]
   res["baseline_epoch_s"], res["baseline_epoch_runs_s"] = min(base), base
@@ -308,12 +319,6 @@ def main():
       times, n = _epochs(ds, 1 + args.repeats)
       res[f"epoch_{layout}{name}"] = {"first_s": times[0], "second_s": min(times[1:]),
                                       "runs_s": times, "centers": n, "build_s": build_s}
-  res["machine"]["load_avg_end"] = os.getloadavg()
-  with open(os.path.join(args.work_dir, "results.json"), "w") as f:
-    json.dump(res, f, indent=2)
-  _report(res)
-  if args.scaling_repeats or args.memory_scale:
-    _scaling_and_memory(args, res)
 
 
 def _compile_bytecode():
@@ -350,7 +355,7 @@ def _measure(path, spec):
 
     corpus_lib.count_corpus = timed_count
     meta = pipeline.create(W2vConfig(input_file=path, output_dir=spec["out"], overwrite=True,
-                                     quiet=True, num_workers=spec["workers"]))
+                                     quiet=True, num_workers=spec["workers"])).meta
     out = {"centers": meta["counts"]["centers"], **phases}
   out["wall_s"] = time.perf_counter() - t0
   if "count_s" in out:  # phase 2: vocab, then sample, encode and write (parallel)

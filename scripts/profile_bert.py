@@ -70,7 +70,7 @@ def timed_phases(config: BertConfig) -> dict:
     setattr(module, name, wrap(name))
   try:
     t = time.perf_counter()
-    summary = P.create(config)
+    summary = P.create(config).counts
     times["total"] = (time.perf_counter() - t, None)
   finally:
     for name, fn in originals.items():
@@ -138,7 +138,7 @@ def usage():
   return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime
 self0, child0 = usage()
 t = time.perf_counter()
-summary = pipeline.create(cfg)
+summary = pipeline.create(cfg).counts
 wall = time.perf_counter() - t
 self1, child1 = usage()
 peaks = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

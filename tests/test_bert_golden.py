@@ -47,7 +47,7 @@ def test_equals_golden(tmp_path, name):
   summary = _run(tmp_path, ["out.tfrecord"], **CASES[name])
   golden = _golden(name)
   out = str(tmp_path / "out.tfrecord")
-  assert summary["instances"] == golden["record_count"]
+  assert summary.counts["instances"] == golden["record_count"]
   assert canonical_sha256(out) == golden["canonical_sha256"]
   # Features are written in the reference's order, so even raw bytes match.
   assert tfrecord.file_sha256(out) == golden["sha256"]

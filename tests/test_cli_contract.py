@@ -192,8 +192,8 @@ def test_decode_error_counts_merge_exactly_over_chunks_and_workers(tmp_path, mon
           input_file=str(path), output_dir=str(out), num_train=0, num_val=5,
           on_decode_error=mode, num_workers=workers), log=lambda _: None)
       counts = json.load(open(out / "meta.json", encoding="utf-8"))["counts"]
-      assert summary["decode_errors"] == {k: counts[k] for k in ("replaced_lines",
-                                                                 "skipped_lines")}
+      assert {k: summary.counts[k] for k in ("replaced_lines", "skipped_lines")} == {
+          k: counts[k] for k in ("replaced_lines", "skipped_lines")}
     word = "replaced" if mode == "replace" else "skipped"
     counts = {k: counts[k] for k in ("replaced_lines", "skipped_lines")}
     assert counts == {"replaced_lines": 0, "skipped_lines": 0, f"{word}_lines": num_bad}
@@ -448,6 +448,29 @@ def _create_in_process(package, out, **kw):
   return mt_create.create(mt_config.MTConfig(input_file=MT_PAIRS, output_dir=out, num_train=8,
                                              num_val=2, min_freq=1, num_shards=2, **kw),
                           log=lambda _: None)
+
+
+@pytest.mark.parametrize("package", sorted(TOOLS))
+def test_every_create_returns_one_result_shape(tmp_path, package):
+  """Issue 23: each package's create returns a `run.RunResult`: the metadata
+  as written (equal to the file), the files kept from an earlier run, the
+  phases' seconds; --resume on the complete output: the same metadata,
+  already complete, every listed file kept."""
+  from textrecords.datasets import metadata  # pylint: disable=import-outside-toplevel
+  from textrecords.datasets.layout import DatasetLayout  # pylint: disable=import-outside-toplevel
+  from textrecords.runs import run  # pylint: disable=import-outside-toplevel
+  out = str(tmp_path / "out")
+  first = _create_in_process(package, out)
+  assert type(first) is run.RunResult  # pylint: disable=unidiomatic-typecheck
+  lay = (DatasetLayout.for_file(f"{out}/t.tfrecord") if package == "bert_data"
+         else DatasetLayout.for_dir(out))
+  on_disk = (metadata.read(lay.meta_path),)
+  assert json.loads(json.dumps(first.metas)) == list(on_disk)  # (tuples in flags: lists)
+  assert first.counts == first.meta["counts"] and first.files == first.meta["files"]
+  assert not first.already_complete and first.files_kept == 0
+  assert first.seconds["total"] >= max(first.seconds.values()) >= 0
+  again = _create_in_process(package, out, resume=True)
+  assert again == run.RunResult(on_disk, already_complete=True, files_kept=len(first.files))
 
 
 @pytest.mark.parametrize("package", sorted(TOOLS))

@@ -75,7 +75,7 @@ def _w2v_config(tmp_path, text, **kw):
 def test_w2v_lowercase_gzip_compresses_and_records_the_normal_name(tmp_path, spelling):
   cfg = _w2v_config(tmp_path, b"a b c d\nb c d a\n" * 20, compression=spelling)
   assert cfg.compression == "GZIP"
-  meta = w2v_pipeline.create(cfg)
+  meta = w2v_pipeline.create(cfg).meta
   assert meta["compression"] == "GZIP"
   assert meta["flags"]["compression"] == "GZIP"
   rec_file = tmp_path / "out" / [f["name"] for f in meta["files"] if f["role"] == "records"][0]
@@ -100,7 +100,7 @@ def test_read_lines_drops_a_bom_at_the_start_only(tmp_path):
 
 def test_w2v_drops_the_bom(tmp_path):
   text = "café au lait\ncafé noir\n".encode()
-  meta = w2v_pipeline.create(_w2v_config(tmp_path, text_input.BOM + text))
+  meta = w2v_pipeline.create(_w2v_config(tmp_path, text_input.BOM + text)).meta
   vocab = (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split("\n")
   assert "café" in vocab and not any("\ufeff" in t for t in vocab)
   assert meta["counts"]["raw_tokens"] == 5
@@ -191,6 +191,7 @@ def test_bert_resume_does_not_depend_on_the_working_directory(tmp_path, monkeypa
   before = {n: (job / "out" / n).read_bytes() for n in os.listdir(job / "out")}
   monkeypatch.chdir(tmp_path)
   again = bert_pipeline.create(config(f"{job}/", resume=True))  # already complete: kept
-  assert {k: again[k] for k in ("documents", "tokens", "instances")} == \
-      {k: first[k] for k in ("documents", "tokens", "instances")}
+  assert again.already_complete and not first.already_complete
+  assert {k: again.counts[k] for k in ("documents", "tokens", "instances")} == \
+      {k: first.counts[k] for k in ("documents", "tokens", "instances")}
   assert {n: (job / "out" / n).read_bytes() for n in os.listdir(job / "out")} == before

@@ -23,7 +23,7 @@ MESSY = os.path.join(HERE, "testdata", "mt_messy.txt")
 def run(tmp_path, name="out", **kw):
   kw.setdefault("input_file", PAIRS)
   cfg = mt_config.MTConfig(output_dir=str(tmp_path / name), **kw)
-  return mt_create.create(cfg, log=lambda m: None), str(tmp_path / name)
+  return mt_create.create(cfg, log=lambda m: None).meta, str(tmp_path / name)
 
 
 def read_split(out, split):

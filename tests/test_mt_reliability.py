@@ -53,24 +53,15 @@ def write(path, data):
 
 
 # ----------------------------------------------------------------- bad input via the CLI
-def test_missing_file(tmp_path):
+@pytest.mark.parametrize("given, expected", [
+    (lambda d: f"{d}/nope.txt", ("--input_file", "nope.txt")),
+    (lambda d: f"{d}/*.tsv", ("no file matches",)),
+    (lambda d: write(d / "e.txt", b""), ("no valid pairs", "e.txt")),
+], ids=["missing_file", "glob_matching_nothing", "empty_file"])
+def test_unusable_input_file(tmp_path, given, expected):
   out = tmp_path / "out"
-  rc, _, err = cli(f"--input_file={tmp_path}/nope.txt", f"--output_dir={out}")
-  assert_one_line_error(rc, err, "--input_file", "nope.txt")
-  assert not out.exists()
-
-
-def test_glob_matching_nothing(tmp_path):
-  out = tmp_path / "out"
-  rc, _, err = cli(f"--input_file={tmp_path}/*.tsv", f"--output_dir={out}")
-  assert_one_line_error(rc, err, "no file matches")
-  assert not out.exists()
-
-
-def test_empty_file(tmp_path):
-  out = tmp_path / "out"
-  rc, _, err = cli(f"--input_file={write(tmp_path / 'e.txt', b'')}", f"--output_dir={out}")
-  assert_one_line_error(rc, err, "no valid pairs", "e.txt")
+  rc, _, err = cli(f"--input_file={given(tmp_path)}", f"--output_dir={out}")
+  assert_one_line_error(rc, err, *expected)
   assert not out.exists()
 
 
@@ -241,7 +232,7 @@ def test_resume_with_other_flags_refuses_to_replace_complete_output(tmp_path):
   assert (out / "meta.json").read_bytes() == before
   s = mt_create.create(mt_config.MTConfig(**dict(cfg, min_freq=1, overwrite=True)),
                        log=lambda m: None)
-  assert s["files_kept_from_earlier_run"] == 0
+  assert s.files_kept == 0 and not s.already_complete
   assert json.loads((out / "meta.json").read_text())["flags"]["min_freq"] == 1
 
 

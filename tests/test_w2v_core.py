@@ -215,7 +215,7 @@ def _tree(d):
 
 @pytest.mark.parametrize("layout", ["sentence", "center"])
 def test_create_round_trip(tmp_path, layout):
-  meta = pipeline.create(_config(tmp_path, layout=layout, num_shards=3))
+  meta = pipeline.create(_config(tmp_path, layout=layout, num_shards=3)).meta
   out = tmp_path / "out"
   assert sorted(os.listdir(out)) == ["meta.json"] + sorted(
       f"train.tfrecord-0000{i}-of-00003{ext}" for i in range(3) for ext in ("", ".index")
@@ -257,7 +257,7 @@ def test_workers_do_not_change_bytes(tmp_path, monkeypatch):
 
 
 def test_gzip_output_reads_back(tmp_path):
-  meta = pipeline.create(_config(tmp_path, compression="GZIP"))
+  meta = pipeline.create(_config(tmp_path, compression="GZIP")).meta
   recs = list(tfrecord.read_records(str(tmp_path / "out" / "train.tfrecord"), "GZIP"))
   assert len(recs) == meta["counts"]["records"] > 0
 

@@ -205,7 +205,7 @@ def test_cbow_and_pv_batches_match_the_records(tmp_path, model):
   d = str(tmp_path / model)
   meta = pipeline.create(W2vConfig(input_file=str(src), output_dir=d, min_freq=2,
                                    subsample_t=3e-2, max_window_size=3, num_noise_words=K,
-                                   random_seed=3, num_workers=1, num_shards=2, model=model))
+                                   random_seed=3, num_workers=1, num_shards=2, model=model)).meta
   expected = []
   stem = DatasetLayout.for_dir(d).record_stem(schema.SPLIT)
   for name in sorted(n for n in os.listdir(d) if n.startswith(stem)

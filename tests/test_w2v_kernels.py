@@ -264,7 +264,7 @@ def test_create_without_noise_words(tmp_path, monkeypatch):
   def run():
     out = str(tmp_path / f"out_{kernel_loader.ENABLED}")
     meta = pipeline.create(W2vConfig(input_file=TINY, output_dir=out, min_freq=2,
-                                     num_noise_words=0, num_workers=1, quiet=True))
+                                     num_noise_words=0, num_workers=1, quiet=True)).meta
     return meta["counts"], _files(out)
 
   fast, slow = _both(monkeypatch, run)

@@ -44,7 +44,7 @@ def _create(tmp_path, model, text=None, workers=1, **kw):
   args.update(kw)
   out = str(tmp_path / f"out_{model}_{workers}")
   meta = pipeline.create(W2vConfig(input_file=str(src), output_dir=out, model=model,
-                                   num_workers=workers, num_shards=2, quiet=True, **args))
+                                   num_workers=workers, num_shards=2, quiet=True, **args)).meta
   return out, meta
 
 

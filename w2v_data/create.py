@@ -58,7 +58,8 @@ def config_from_flags() -> W2vConfig:
       **run_options_from_flags(FLAGS)).validate()
 
 
-def _summary(config: W2vConfig, meta: dict):
+def _summary(config: W2vConfig, result: run_lib.RunResult):
+  meta = result.meta
   c = meta["counts"]
   line = (f"w2v_data: {units.counts_text(config.model, c, meta['vocab']['size'])}"
           f"{cli.decode_note(c)} -> {config.output_dir}")

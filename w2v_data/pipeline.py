@@ -123,8 +123,9 @@ def _log(config: W2vConfig, msg: str):
 
 
 def create(config: W2vConfig,
-           engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> dict:
-  """Runs the whole generation; returns the metadata written.
+           engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> run_lib.RunResult:
+  """Runs the whole generation; returns the run's result (its `meta`: the
+  metadata written).
 
   Raises:
     UserError: bad flags or input, or an existing output (see --overwrite), or
@@ -142,7 +143,7 @@ def create(config: W2vConfig,
     kernel_loader.wait_loading()  # no thread left loading numba when this returns
 
 
-def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
+def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> run_lib.RunResult:
   files = config.input_files()
   fingerprint = fingerprint_of(config, files)
   with run_lib.GeneratorRun(schema.PACKAGE, [dataset_files(config)], fingerprint, config,
@@ -150,10 +151,11 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
     if run.already_complete:
       _log(config, f"w2v_data: {run.datasets[0].layout.meta_path} is already complete for "
            "these inputs and flags")
-      return run.existing_meta()
+      return run.result()
     if engine.is_beam:
       from w2v_data import beam_pipeline  # pylint: disable=import-outside-toplevel
-      return beam_pipeline.create(config, files, run.writers[0], fingerprint, engine)
+      return run.result([beam_pipeline.create(config, files, run.writers[0], fingerprint,
+                                              engine)])
     mode = (corpus_lib.ReadMode("documents", config.doc_id_column)
             if config.model in schema.PV_MODELS else corpus_lib.SENTENCES)
     # Kernels built ahead of time load in a few ms, before the read workers
@@ -164,7 +166,8 @@ def _create(config: W2vConfig, engine: engine_lib.EngineOptions) -> dict:
     # the worker that counted it, read by those that sample it) and the
     # workers' part files.
     scratch = run.scratch_dir() if config.num_workers > 1 else None
-    return _count_and_write(config, files, run, fingerprint, mode, compiled_now, scratch)
+    return run.result([_count_and_write(config, files, run, fingerprint, mode, compiled_now,
+                                        scratch)])
 
 
 def _count_and_write(config, files, run, fingerprint, mode, compiled_now, scratch):
@@ -180,8 +183,10 @@ def _count_and_write(config, files, run, fingerprint, mode, compiled_now, scratc
   num_sentences = corpus.num_sentences
   progress.update(lambda: f"w2v_data: read {num_sentences:,} {units.text_unit(config.model)}, "
                   f"{corpus.raw_tokens:,} tokens, vocab {len(corpus.tokens):,}", force=True)
+  run.mark("read")
   vocab_bytes, docs_bytes = _write_vocab_files(run, corpus)
   totals, file_centers = _write_records(config, run, corpus, scratch, progress)
+  run.mark("write")
   record_paths = list(run.datasets[0].record_paths)
   counts = {**units.summary_counts(config, num_sentences, corpus.raw_tokens,
                                    corpus.num_tokens, totals),

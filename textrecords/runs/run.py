@@ -6,10 +6,11 @@ Every package's create (both engines) goes through `GeneratorRun`:
   with run.GeneratorRun("w2v_data", [run.DatasetFiles(layout, records, others)], fp,
                         config, flag="--output_dir") as r:
     if r.already_complete:        # --resume on a complete output: nothing is touched
-      return r.existing_meta()
+      return r.result()
     scratch = r.scratch_dir()     # removed when the block ends
     ... write every file through r.writers[i] (`DatasetWriter`) ...
-    metas = r.finalize([build_meta])
+    r.mark("write")               # (optional) a phase's seconds
+    return r.result(r.finalize([build_meta]))
 
 It owns, in this order: the output locks (`output_lock`), the destination
 checks before any work (an output path that is a folder, an existing file
@@ -19,13 +20,15 @@ finalize (files in place, metadata last), and after a failure the removal of
 the hidden files the run made (an interrupted or killed run keeps them for
 --resume). `fingerprint` is the one definition of what determines a run's
 bytes; `run_options.RUN_ENVIRONMENT` names the settings that never do.
+Every create returns a `RunResult`, whichever package and engine.
 """
 
 import dataclasses
 import functools
 import os
 import shutil
-from typing import Callable, List, Optional, Sequence, Tuple
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from textrecords import __version__
 from textrecords.runs import cli
@@ -56,6 +59,40 @@ def fingerprint(package: str, flags: dict, inputs: Sequence[str], **extra) -> di
   """
   return {"package": package, "version": __version__, "flags": identity_flags(flags),
           "inputs": input_stats(inputs), **extra}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+  """What every generator's create returns (each package, both engines).
+
+  Attributes:
+    metas: each output dataset's metadata as written, or as found when the
+      output was already complete (bert_data: one per --output_file).
+    already_complete: --resume found the output complete; nothing was written.
+    files_kept: the run's files kept from the earlier run it resumed (already
+      complete: every file the metadata lists, indexes too).
+    seconds: seconds of the run's phases (as the package marked them) and
+      "total"; left out of comparisons.
+  """
+  metas: Tuple[dict, ...]
+  already_complete: bool = False
+  files_kept: int = 0
+  seconds: Dict[str, float] = dataclasses.field(default_factory=dict, compare=False)
+
+  @property
+  def meta(self) -> dict:
+    """The (first) dataset's metadata."""
+    return self.metas[0]
+
+  @property
+  def counts(self) -> dict:
+    """The (first) dataset's counts (the metadata's `counts`)."""
+    return self.meta["counts"]
+
+  @property
+  def files(self) -> List[dict]:
+    """Every dataset's file entries (the metadata's `files`), in output order."""
+    return [f for m in self.metas for f in m["files"]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +158,9 @@ class GeneratorRun:
     self._lock = None
     self._scratch: Optional[str] = None
     self._finalized = False
+    self._started = self._last_mark = time.monotonic()
+    self._seconds: Dict[str, float] = {}
+    self.files_kept = 0
 
   def __enter__(self) -> "GeneratorRun":
     for d in self.datasets:
@@ -129,6 +169,8 @@ class GeneratorRun:
     self._lock.__enter__()  # pylint: disable=unnecessary-dunder-call
     try:
       self.writers = [self._writer(d) for d in self.datasets]
+      self.files_kept = sum(w.is_finished(p) for w, d in zip(self.writers, self.datasets)
+                            for p in d.paths)
     except BaseException as e:
       self._lock.__exit__(type(e), e, e.__traceback__)
       raise
@@ -188,6 +230,23 @@ class GeneratorRun:
     self._finalized = True
     return metas
 
+  def mark(self, phase: str):
+    """Ends `phase` now: its seconds (since the previous mark or the run's
+    start) go into the result's `seconds`."""
+    now = time.monotonic()
+    self._seconds[phase] = round(now - self._last_mark, 3)
+    self._last_mark = now
+
+  def result(self, metas: Optional[Sequence[dict]] = None) -> RunResult:
+    """The run's `RunResult`: with `metas` (as `finalize` returned them),
+    a run that wrote; without, an already complete one (its metadata read)."""
+    seconds = dict(self._seconds, total=round(time.monotonic() - self._started, 3))
+    if metas is None:
+      metas = [self.existing_meta(i) for i in range(len(self.datasets))]
+      return RunResult(tuple(metas), already_complete=True,
+                       files_kept=sum(len(m["files"]) for m in metas), seconds=seconds)
+    return RunResult(tuple(metas), files_kept=self.files_kept, seconds=seconds)
+
   def __exit__(self, exc_type, exc, tb):
     try:
       if self._scratch is not None:
@@ -214,8 +273,8 @@ def generator_main(argv, flag_values, make_config: Callable, create: Callable,
     flag_values: the parsed flags (--summary_json, checked before any work, and
       --engine / --beam_pipeline_options).
     make_config: () -> the package's validated config (reads its flags).
-    create: (config, engine=EngineOptions) -> the run's result.
-    summarize: (config, result) -> (one summary line, full summary dict).
+    create: (config, engine=EngineOptions) -> the run's `RunResult`.
+    summarize: (config, RunResult) -> (one summary line, full summary dict).
     output: the config field naming the output location(s), e.g. "output_dir";
       with --engine=local, URL outputs are staged locally and published
       after the run (`publish.run_staged`); Beam's workers write them in place.
