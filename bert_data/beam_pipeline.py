@@ -4,12 +4,15 @@ The same bytes as the local default mode, for any runner parallelism:
   1. Each input file is cut into byte ranges of whole lines
      (`text_input.line_chunks`, as the local engine does), read and
      tokenized in parallel (`units.tokenize_chunk`; decode-error counts
-     summed apart); each chunk's token ids go to an object under the output
-     location, only its line lengths flow on.
-  2. The corpus index (segment and document boundaries: a few bytes a line,
-     never the tokens) is built from the lengths in file/chunk order by the
-     local `CorpusBuilder` and is a side input; tokens are read through a
-     `TokenStore` over the chunks' objects.
+     summed apart); each chunk's token ids and its piece of the corpus index
+     (segment ends, segment counts at blank lines: `chunked_index`) go to
+     objects under the output location, only a few numbers per chunk flow on.
+  2. The index step lays the pieces end to end from those numbers
+     (`chunked_index.assemble`: the local `CorpusBuilder`'s values); the
+     side input holds page references, and the instance steps read the
+     index and the tokens (`TokenStore`) in pages, so no worker holds a
+     per-line index of the whole corpus (except with --packing, whose plan
+     is made over the whole index).
   3. Tasks (dupe round, document range) run `units.default_task_records`,
      the local engine's unit of work: every draw is keyed by (seed, dupe,
      document), every instance gets its keyed-hash order key.
@@ -28,6 +31,7 @@ import os
 import apache_beam as beam
 import numpy as np
 
+from bert_data import chunked_index
 from bert_data import documents
 from bert_data import masking
 from bert_data import units
@@ -42,9 +46,10 @@ CHUNK_BYTES = 1 << 20  # input bytes a tokenizing step reads (bytes do not depen
 
 
 class _Tokenize(beam.DoFn):
-  """Input chunk -> its token ids as an object under the output location;
-  emits (key, path, line lengths, tokens, has [CLS]/[SEP]), and its
-  (replaced, skipped) decode-error counts tagged apart."""
+  """Input chunk -> its token ids and its corpus-index piece
+  (`chunked_index.piece_bytes`) as objects under the output location; emits
+  (key, token ids path, `chunked_index.PieceSizes`, has [CLS]/[SEP]), and
+  its (replaced, skipped) decode-error counts tagged apart."""
 
   def __init__(self, config, dataset):
     super().__init__()
@@ -63,22 +68,25 @@ class _Tokenize(beam.DoFn):
     buf = io.BytesIO()
     np.save(buf, flat)
     path = beam_engine.stage(self.dataset, "tokens-%06d-%09d.npy" % key, buf.getvalue())
-    yield key, path, lengths, len(flat), bool(np.isin(flat, self.special).any())
+    data, fields = chunked_index.piece_bytes(lengths)
+    sizes = chunked_index.PieceSizes(
+        beam_engine.stage(self.dataset, "index-%06d-%09d.npz" % key, data), *fields)
+    yield key, path, sizes, bool(np.isin(flat, self.special).any())
     yield beam.pvalue.TaggedOutput(beam_engine.DECODE_ERRORS, decode_errors.as_tuple())
 
 
 def _index(batches, config):
-  """The corpus (structure + TokenStore), whether it is clean, and the bucket count."""
+  """The corpus (index pages + TokenStore), whether it is clean, and the bucket count.
+
+  Only a few numbers per input chunk meet here: the index itself stays in
+  the chunks' pieces, read in pages by the steps that use it.
+  """
   batches = sorted(batches, key=lambda b: b[0])
-  builder = documents.CorpusBuilder()
-  offsets, paths = [0], []
-  for _, path, lengths, n, _ in batches:
-    builder.add_lengths(lengths)
-    offsets.append(offsets[-1] + n)
-    paths.append(path)
-  corpus = documents.check_corpus(builder.build(documents.TokenStore(paths, offsets)),
+  seg_starts, doc_starts, offsets = chunked_index.assemble([b[2] for b in batches])
+  tokens = documents.TokenStore([b[1] for b in batches], offsets)
+  corpus = documents.check_corpus(documents.Corpus(tokens, seg_starts, doc_starts),
                                   config.input_files)
-  clean = not any(b[4] for b in batches)
+  clean = not any(b[3] for b in batches)
   return (corpus, clean, units.estimate_buckets(config, corpus, config.num_shards),
           units.pack(config, corpus))
 
@@ -162,7 +170,7 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> list:
                 beam_engine.DECODE_ERRORS, main="batches"))
     decode_errors = beam_engine.decode_error_counts(read[beam_engine.DECODE_ERRORS])
     batches = read.batches
-    index = (batches | "all lengths" >> beam.combiners.ToList()
+    index = (batches | "all pieces" >> beam.combiners.ToList()
              | "index" >> beam.Map(_index, config))
     instances = (index
                  | "tasks" >> beam.FlatMap(lambda ix: units.run_tasks(units.TaskContext(

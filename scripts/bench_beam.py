@@ -18,8 +18,9 @@ Usage (the corpora are not part of the repository):
   python scripts/bench_beam.py --bert_source=../shared/data/ptb.train.txt --bert_mb=2 \\
       --w2v_corpus=../shared/data/ptb.train.txt --mt_corpus=../shared/data/fra.txt
 
-`--portable_mb=25,100` instead: w2v_data on corpora of those sizes that the
-script generates (Zipf-distributed words, seed 0), each run locally (2
+`--portable_mb=25,100` instead: w2v_data (or `--portable_package=mt_data`:
+source<TAB>target pairs) on corpora of those sizes that the script
+generates (Zipf-distributed words, seed 0), each run locally (2
 workers) and on a portable-runner cluster on this machine (Beam's job
 service and an EXTERNAL worker pool; its FnApiRunner asks the pool for one
 SDK worker per environment: `direct_num_workers` does not reach it through
@@ -28,10 +29,17 @@ reports wall time, CPU seconds of all processes, peak RSS of each SDK
 worker and of the job service, and input MB per CPU second, and checks the
 Beam run wrote the local run's files:
   python scripts/bench_beam.py --portable_mb=25,110
+With `--bundle_log`, the SDK workers log every bundle
+(scripts/beam_probe/sitecustomize.py) and a second table gives, per Beam
+run, the largest bundle the runner handed a worker (encoded MB, elements)
+and the bundle whose worker RSS grew most: what the runner puts in one
+bundle against what our steps hold.
 """
 
 import argparse
 import hashlib
+import itertools
+import json
 import os
 import platform
 import random
@@ -104,6 +112,38 @@ def write_corpus(path: str, mb: float, seed: int = 0) -> int:
   return size
 
 
+def write_pairs(path: str, mb: float, seed: int = 0) -> int:
+  """An mt corpus of about `mb` MB: source<TAB>target lines of 3-15 Zipf words each."""
+  rng = random.Random(seed)
+  cum = list(itertools.accumulate(1.0 / (i + 1) for i in range(30000)))
+  src, tgt = [f"s{i}" for i in range(30000)], [f"t{i}" for i in range(30000)]
+  size, want = 0, int(mb * 1e6)
+  with open(path, "w", encoding="utf-8") as f:
+    while size < want:
+      text = "".join(" ".join(rng.choices(src, cum_weights=cum, k=rng.randint(3, 15))) + " .\t"
+                     + " ".join(rng.choices(tgt, cum_weights=cum, k=rng.randint(3, 15))) + " .\n"
+                     for _ in range(2000))
+      f.write(text)
+      size += len(text)
+  return size
+
+
+def _bundles(probe_dir: str):
+  """(largest bundle (MB, elements), bundle of most RSS growth (MB, first
+  transform)) of the SDK workers' logs in probe_dir; the logs are removed."""
+  recs = []
+  for name in os.listdir(probe_dir):
+    with open(os.path.join(probe_dir, name), encoding="utf-8") as f:
+      recs.extend(json.loads(line) for line in f if line.strip())
+    os.remove(os.path.join(probe_dir, name))
+  if not recs:
+    return None
+  big = max(recs, key=lambda r: r["in_mb"])
+  grew = max(recs, key=lambda r: r["peak_mb"] - r["start_mb"])
+  return ((big["in_mb"], big["elements"]),
+          (grew["peak_mb"] - grew["start_mb"], grew["transforms"][0] if grew["transforms"] else "?"))
+
+
 class _Tree:
   """Peak RSS per process and CPU seconds of process trees, polled."""
 
@@ -159,7 +199,10 @@ def _measure(cmd, env, servers):
   return wall, cpu, tree
 
 
-def _start_cluster(tmp):
+PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "beam_probe")
+
+
+def _start_cluster(tmp, probe_dir=None):
   job, pool = _free_port(), _free_port()
   env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
              + os.environ.get("PATH", ""))
@@ -169,7 +212,11 @@ def _start_cluster(tmp):
       ("pool", ["apache_beam.runners.worker.worker_pool_main", f"--service_port={pool}"], pool)):
     d = os.path.join(tmp, name)
     os.makedirs(d)
-    procs.append(subprocess.Popen([sys.executable, "-m", *argv], cwd=d, env=env,
+    pool_env = env
+    if name == "pool" and probe_dir:
+      pool_env = dict(env, BEAM_PROBE_DIR=probe_dir, PYTHONPATH=os.pathsep.join(
+          x for x in (PROBE, env.get("PYTHONPATH")) if x))
+    procs.append(subprocess.Popen([sys.executable, "-m", *argv], cwd=d, env=pool_env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   start_new_session=True))
     deadline = time.monotonic() + 120
@@ -195,30 +242,38 @@ def _free_port():
   return port
 
 
-def portable(sizes, tmp):
-  """Local (2 workers) vs the portable runner (2 SDK workers) per corpus size."""
-  procs, options = _start_cluster(tmp)
+def portable(sizes, tmp, package="w2v_data", bundle_log=False):
+  """Local (2 workers) vs the portable runner per corpus size."""
+  probe_dir = os.path.join(tmp, "bundles") if bundle_log else None
+  if probe_dir:
+    os.makedirs(probe_dir)
+  procs, options = _start_cluster(tmp, probe_dir)
+  bundles = []
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   rows = []
   try:
     jobs, pool = (psutil.Process(p.pid) for p in procs)
     for mb in sizes:
       corpus = os.path.join(tmp, f"corpus{mb}.txt")
-      size = write_corpus(corpus, mb)
+      size = (write_pairs if package == "mt_data" else write_corpus)(corpus, mb)
       digests = []
       for label, extra in (("local, 2 workers", []),
                            ("beam portable runner",
                             ["--engine=beam", f"--beam_pipeline_options={options}"])):
         out = os.path.join(tmp, "out")
         shutil.rmtree(out, ignore_errors=True)
-        cmd = [sys.executable, "-m", "w2v_data.create", f"--input_file={corpus}",
+        cmd = [sys.executable, "-m", f"{package}.create", f"--input_file={corpus}",
                f"--output_dir={out}", "--num_shards=4", "--num_workers=2", "--quiet", *extra]
+        if package == "mt_data":
+          cmd += ["--num_train=0", "--num_val=5000"]
         wall, cpu, tree = _measure(cmd, env, [jobs, pool] if extra else [])
         workers = [r for pid, r in tree.rss.items()
                    if "SdkHarness" in tree.names.get(pid, "")]
         job_rss = tree.rss.get(jobs.pid, 0)
         launcher = max(r for pid, r in tree.rss.items()
-                       if "w2v_data.create" in tree.names.get(pid, ""))
+                       if f"{package}.create" in tree.names.get(pid, ""))
+        if extra and probe_dir:
+          bundles.append((size / 1e6, _bundles(probe_dir)))
         digests.append(_digests(out))
         rows.append((size / 1e6, label, wall, cpu, launcher / 2**20,
                      [w / 2**20 for w in workers], job_rss / 2**20 if extra else None))
@@ -233,7 +288,7 @@ def portable(sizes, tmp):
       except ProcessLookupError:
         pass
       p.wait()
-  print(f"machine: {psutil.cpu_count()} cores, Python {platform.python_version()}")
+  print(f"{package}; machine: {psutil.cpu_count()} cores, Python {platform.python_version()}")
   print("| corpus MB | engine | wall s | CPU s | input MB per CPU s | launcher peak RSS MB "
         "| SDK workers' peak RSS MB | job service peak RSS MB |")
   print("|---|---|---|---|---|---|---|---|")
@@ -246,6 +301,16 @@ def portable(sizes, tmp):
     print(f"| {mb:.0f} | {label} | {wall:.1f} | {cpu:.1f} | {mb / cpu:.2f} | {launcher:,.0f} "
           f"| {', '.join(f'{w:,.0f}' for w in workers) or '-'} "
           f"| {'-' if job_rss is None else f'{job_rss:,.0f}'} |")
+  if bundles:
+    print("\n| corpus MB | largest bundle from the runner: MB, elements "
+          "| most SDK worker RSS growth in one bundle: MB, first transform |")
+    print("|---|---|---|")
+    for mb, b in bundles:
+      if b is None:
+        print(f"| {mb:.0f} | no bundle log | |")
+        continue
+      (in_mb, elements), (growth, transform) = b
+      print(f"| {mb:.0f} | {in_mb:,.2f} MB, {elements:,} | {growth:,} MB, {transform} |")
 
 
 def main():
@@ -259,11 +324,16 @@ def main():
   ap.add_argument("--mt_corpus", help="source<TAB>target lines (e.g. fra.txt)")
   ap.add_argument("--portable_mb", help="comma-separated w2v corpus sizes (MB) for the "
                   "local vs portable-runner comparison (the other flags are then ignored)")
+  ap.add_argument("--portable_package", default="w2v_data", choices=["w2v_data", "mt_data"],
+                  help="the generator --portable_mb runs")
+  ap.add_argument("--bundle_log", action="store_true",
+                  help="with --portable_mb: log the SDK workers' bundles (scripts/beam_probe)")
   args = ap.parse_args()
   tmp = tempfile.mkdtemp(prefix="bench_beam_")
   if args.portable_mb:
     try:
-      portable([float(x) for x in args.portable_mb.split(",")], tmp)
+      portable([float(x) for x in args.portable_mb.split(",")], tmp, args.portable_package,
+               args.bundle_log)
     finally:
       shutil.rmtree(tmp, ignore_errors=True)
     return

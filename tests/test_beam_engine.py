@@ -295,3 +295,27 @@ def test_mt_beam_reads_byte_ranges_like_local(tmp_path, monkeypatch):
   assert _without_indexes(local, False) == 7 and local == beam
   meta = json.load(open(tmp_path / "out" / "meta.json", encoding="utf-8"))
   assert meta["counts"]["skipped_lines"] == 3
+
+
+def test_bert_beam_index_from_byte_ranges_like_local(tmp_path, monkeypatch):
+  """Files cut into many byte ranges (300-byte chunks: documents and runs of
+  blank lines cross chunk ends): the corpus index laid end to end from the
+  chunks' pieces gives the local run's bytes, packing included."""
+  from bert_data import beam_pipeline as bert_beam  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(bert_beam, "CHUNK_BYTES", 300)
+  corpus = write_varied_corpus(tmp_path / "corpus.txt", 2)
+  blanks = tmp_path / "blanks.txt"
+  blanks.write_text("\n\nthe cat sat\n\n\n\na dog ran\nand sat\n\n" * 8 + "the end", encoding="utf-8")
+  for packing in ("", "full_sentences"):
+
+    def run(out, engine, packing=packing):
+      os.makedirs(out)
+      extra = dict(packing=packing, next_sentence=False) if packing else {}
+      cfg = BertConfig(input_files=(corpus, str(blanks)), output_files=(f"{out}/t.tfrecord",),
+                       vocab_file=VOCAB, dupe_factor=2, num_shards=2, **extra)
+      bert_pipeline.create(cfg, engine)
+
+    case = tmp_path / (packing or "default")
+    case.mkdir()
+    local, beam = _both(case, run, IN_MEMORY)
+    assert _without_indexes(local, False) == 3 and local == beam
