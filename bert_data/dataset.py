@@ -10,6 +10,7 @@ from textrecords.reading import tf_input
 from textrecords.reading import tf_order
 from textrecords.datasets.layout import DEFAULT_SPLIT
 from textrecords.errors import UserError
+from textrecords.reading import read_options
 from textrecords.reading.read_options import ReadOptions
 from textrecords.tf_import import require_tf
 
@@ -120,11 +121,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
       records, length mismatch, override beyond the records' lengths,
       unknown feature_names, corrupt file.
   """
-  opts = ReadOptions(batch_size, training=training, seed=seed,
-                     global_batch_size=global_batch_size, input_context=input_context,
-                     start_step=start_step, drop_remainder=drop_remainder,
-                     shuffle_buffer=shuffle_buffer, repeat=repeat, verify=verify,
-                     skip_corrupt=skip_corrupt, log=log).for_split(split)
+  opts = read_options.from_arguments(locals())
   serve = tf_input.data_service_step(data_service, job_name)
   tf = require_tf()
   names = _feature_names(feature_names, v2_names)

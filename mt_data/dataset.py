@@ -19,7 +19,7 @@ from textrecords.wire import features
 from textrecords.reading import locations as dataset_files
 from textrecords.reading import tf_input
 from textrecords.errors import UserError
-from textrecords.reading.read_options import ReadOptions
+from textrecords.reading import read_options
 from textrecords.tf_import import require_tf
 
 from mt_data import preprocess
@@ -136,11 +136,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = "tr
     >>> ds = make_dataset("out/mt", 64, split="train", num_steps=9, seed=1)  # doctest: +SKIP
     >>> model.fit(ds, epochs=10)  # doctest: +SKIP
   """
-  opts = ReadOptions(batch_size, training=training, seed=seed,
-                     global_batch_size=global_batch_size, input_context=input_context,
-                     start_step=start_step, drop_remainder=drop_remainder,
-                     shuffle_buffer=shuffle_buffer, repeat=repeat, verify=verify,
-                     skip_corrupt=skip_corrupt, log=log).for_split(split)
+  opts = read_options.from_arguments(locals())
   training, drop_remainder, batch_size = opts.training, opts.drop_remainder, opts.per_replica
   bounds = _check_args(num_steps, bucket_boundaries)
   if bounds is None and (bucket_batch_sizes, pad_to_bucket_boundary) != (None, None):

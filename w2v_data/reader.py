@@ -1,13 +1,14 @@
 """w2v_data records without TensorFlow: numpy batches, grain and PyTorch.
 
-`numpy_batches(..., training=False)` equals `w2v_data.make_dataset(...,
-training=False)` batch for batch: centers in file order, `batch_size` at a
-time; x = {"center": int32 (B, 1), "contexts_negatives": int32 (B, L)}, y =
-float32 labels (B, L), sample_weight = float32 mask (B, L); L the batch's
-longest row or `pad_to`. `--model=cbow|pv_dm|pv_dbow` records give that
-model's arrays (`CenterDecoder`), equal to make_dataset's as well. Stored
-noise words only (`negatives="fresh"` draws with TF's stateless random ops:
-tf.data's). Reading options as in `bert_data.reader`.
+`numpy_batches(...)` equals `w2v_data.make_dataset(...)` with the same
+options, batch for batch (the read order over centers, training or not;
+sharding, start_step and mixtures alike): x = {"center": int32 (B, 1),
+"contexts_negatives": int32 (B, L)}, y = float32 labels (B, L),
+sample_weight = float32 mask (B, L); L the batch's longest row or `pad_to`.
+`--model=cbow|pv_dbow|pv_dm` records give that model's arrays
+(`CenterDecoder`). Stored noise words only (`negatives="fresh"` is
+make_dataset's). Record files are decoded a file at a time (`FileRows`),
+all of them kept when make_dataset would hold them in memory.
 
 grain and PyTorch batch records: with the sentence layout a batch of
 `batch_size` sentence records holds all their centers (a varying count);
@@ -18,8 +19,8 @@ Example:
   ...   x["contexts_negatives"].shape                               # (512, 60)
 """
 
-import itertools
-from typing import Optional
+import collections
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -27,12 +28,10 @@ from textrecords.reading import locations as dataset_files
 from textrecords.wire import example_decoder
 from textrecords.reading import numpy_reader
 from textrecords.reading import package_readers
-from textrecords import seeding
 from textrecords.errors import UserError
+from textrecords.files import tfrecord
 from w2v_data import dataset
 from w2v_data import schema
-
-CHUNK_RECORDS = 1024  # records decoded at a time by numpy_batches
 
 
 class W2vDecoder(numpy_reader.BatchDecoder):
@@ -188,62 +187,164 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = sc
                   start_step: int = 0, drop_remainder: Optional[bool] = None,
                   shuffle_buffer: int = 10000, repeat: bool = False,
                   shard_index: int = 0, num_shards: int = 1, expand_labels: bool = False,
-                  **options):
-  """An iterator of one epoch of `(x, y, sample_weight)` batches of centers.
+                  weights: Optional[Sequence[float]] = None, **options):
+  """An iterator of `(x, y, sample_weight)` batches of centers: the batches
+  of `w2v_data.make_dataset` with the same options (its read order over
+  centers; stored noise words).
 
-  Training: records in a seeded global shuffle, and the centers of each
-  chunk of records shuffled again (not make_dataset's training order; in
-  evaluation order the batches equal make_dataset's). Sharding takes every
-  `num_shards`-th record; `start_step` skips batches by reading them.
+  Sharding: `input_context`, or `shard_index`/`num_shards` (one replica
+  each). `start_step` starts there without reading the files before it.
   `options`: `pad_to`, `negatives` and the reading options. expand_labels:
   y and sample_weight get a last axis of 1, as make_dataset's (for
-  `keras.losses.BinaryCrossentropy`).
+  `keras.losses.BinaryCrossentropy`). A list of locations with `weights`:
+  a mixture (as make_dataset's).
   """
   opts = numpy_reader.read_options_from(locals())
   dataset.check_split(split)
-  if repeat:
-    raise UserError("repeat=True: w2v_data.numpy_batches gives one epoch; iterate it again")
   if not isinstance(expand_labels, bool):
     raise UserError(f"expand_labels={expand_labels!r}: must be True or False")
-  sharing = opts.sharing()
-  opened = open_dataset(location, **options)
-  chunks = opened.chunks(CHUNK_RECORDS, training=opts.training, seed=seed,
-                         shard_index=sharing.pipeline, num_shards=sharing.pipelines)
-  batches = _center_batches(chunks, opened.decoder, opts.per_replica, opts.drop_remainder,
-                            opts.training, seed)
-  batches = itertools.islice(batches, opts.start_step * len(sharing.local_replicas), None)
+  if not isinstance(location, str) or weights is not None:
+    batches = _mixture_batches(location, weights, opts, options)
+  else:
+    batches = _planned_batches(location, opts, options)
   return _with_label_axis(batches) if expand_labels else batches
+
+
+def _planned_batches(location: str, opts, options: dict):
+  """Decoded batches of one dataset in the read order over its centers."""
+  opened = open_dataset(location, **options)
+  rows = FileRows(opened, _held_budget(opened))
+  plan = opts.plan(rows.centers)
+
+  def batches():
+    for _, ids in plan.batches():
+      yield opened.decoder.finish(*rows.gather(ids))
+
+  return batches()
+
+
+def _mixture_batches(locations, weights, opts, options: dict):
+  """Decoded batches of a mixture (`textrecords.reading.mixtures`)."""
+  from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
+  if isinstance(locations, str):
+    locations = [locations]
+  opened = [open_dataset(loc, **options) for loc in locations]
+  metas = [o.entries[0].found.meta for o in opened]
+  mixtures.check_same_schema(metas, locations)
+  for meta, loc in zip(metas[1:], locations[1:]):
+    if (meta["vocab"]["sha256"], meta["noise"]) != (metas[0]["vocab"]["sha256"],
+                                                    metas[0]["noise"]):
+      raise UserError(f"{loc}: another vocabulary or num_noise_words than {locations[0]}; a "
+                      "w2v_data mixture reads datasets of one vocabulary and K")
+  decoder = _widest(opened)
+  rows = [FileRows(o, None, decoder) for o in opened]
+  mix = mixtures.build([r.centers for r in rows], weights, opts)
+
+  def batches():
+    for _, which, ids in mix.batches():
+      parts = [None] * len(ids)
+      for d, r in enumerate(rows):
+        at = np.flatnonzero(which == d)
+        if at.size:
+          got = r.gather(ids[at])
+          parts = [np.zeros((len(ids),) + g.shape[1:], g.dtype) if p is None else p
+                   for p, g in zip(parts, got)]
+          for p, g in zip(parts, got):
+            p[at] = g
+      yield decoder.finish(*parts)
+
+  return batches()
+
+
+def _widest(opened):
+  """A decoder of the mixture's rows as wide as its widest dataset's."""
+  first = opened[0].decoder
+  if isinstance(first, W2vDecoder):
+    width = max(o.decoder.longest for o in opened)
+    return W2vDecoder(first.layout, first.k, width, first.pad_to)
+  return CenterDecoder(first.model, first.k, max(o.decoder.two_w for o in opened))
+
+
+def _held_budget(opened) -> Optional[int]:
+  """Bytes of decoded rows kept (None: all, as make_dataset holds them)."""
+  if isinstance(opened.decoder, W2vDecoder):
+    per_center = opened.decoder.longest * 4 + 16
+    total = sum(int(c) for c in center_counts(opened)) * per_center
+    return None if total <= dataset.IN_MEMORY_BYTES else dataset.IN_MEMORY_BYTES
+  return dataset.IN_MEMORY_BYTES
+
+
+def center_counts(opened):
+  """Centers in each of the dataset's record files (the metadata's)."""
+  found = opened.entries[0].found
+  return dataset.center_counts(found.meta, opened.entries, found.layout.meta_path)
+
+
+class FileRows:
+  """Each record file's centers decoded into the decoder's per-center
+  arrays (a file at a time), gathered by center number. Files decoded are
+  kept up to `budget` bytes (None: all).
+
+  Attributes:
+    centers: centers per file.
+    records_read: records decoded so far.
+  """
+
+  def __init__(self, opened, budget: Optional[int], decoder=None):
+    self.opened, self.budget = opened, budget
+    self.decoder = decoder or opened.decoder
+    self.centers = center_counts(opened)
+    self.starts = np.concatenate(([0], np.cumsum(self.centers, dtype=np.int64)))
+    records = [int(e.records) for e in opened.entries]
+    self.record_starts = np.concatenate(([0], np.cumsum(records, dtype=np.int64)))
+    self.records_read = 0
+    self._kept = collections.OrderedDict()
+    self._source = None
+
+  def gather(self, ids):
+    """The per-center arrays of centers `ids` (in that order)."""
+    ids = np.asarray(ids, np.int64)
+    files = np.searchsorted(self.starts, ids, side="right") - 1
+    out = None
+    for f in np.unique(files):
+      at = np.flatnonzero(files == f)
+      got = [p[ids[at] - self.starts[f]] for p in self._file(int(f))]
+      if out is None:
+        out = [np.zeros((len(ids),) + g.shape[1:], g.dtype) for g in got]
+      for o, g in zip(out, got):
+        o[at] = g
+    return out
+
+  def _file(self, f: int):
+    if f in self._kept:
+      self._kept.move_to_end(f)
+      return self._kept[f]
+    parts = self.decoder.checked(self.decoder.rows, self._records(f))
+    if len(parts[0]) != self.centers[f]:
+      raise UserError(f"{self.opened.entries[f].path}: {len(parts[0])} centers, the metadata "
+                      f"says {self.centers[f]}")
+    self._kept[f] = parts
+    size = lambda ps: sum(p.nbytes for p in ps)  # noqa: E731
+    while self.budget is not None and len(self._kept) > 1 and sum(
+        size(v) for v in self._kept.values()) > self.budget:
+      self._kept.popitem(last=False)
+    return parts
+
+  def _records(self, f: int):
+    entry = self.opened.entries[f]
+    n = self.record_starts[f + 1] - self.record_starts[f]
+    self.records_read += int(n)
+    if self.opened.compression:
+      return list(tfrecord.read_records(entry.path, self.opened.compression))
+    if self._source is None:
+      self._source = self.opened.source()
+    return self._source.read(np.arange(self.record_starts[f], self.record_starts[f + 1]))
 
 
 def _with_label_axis(batches):
   """(x, y, w) batches with y and w given a last axis of 1."""
   for x, y, w in batches:
     yield x, y[..., np.newaxis], w[..., np.newaxis]
-
-
-def _center_batches(chunks, dec, batch_size: int, drop_remainder: bool,
-                    training: bool, seed: Optional[int]):
-  pending = []  # per-center array pieces (the decoder's rows) not yet batched
-  have = 0
-  for c, recs in enumerate(chunks):
-    parts = dec.checked(dec.rows, recs)
-    if training:
-      rng = (np.random.default_rng() if seed is None else
-             np.random.default_rng(seeding.derive_seed(int(seed), "w2v-centers", c)))
-      order = rng.permutation(len(parts[0]))
-      parts = tuple(p[order] for p in parts)
-    pending.append(parts)
-    have += len(parts[0])
-    if have < batch_size:
-      continue
-    parts = [np.concatenate(p) for p in zip(*pending)]
-    full = have - have % batch_size
-    for s in range(0, full, batch_size):
-      yield dec.finish(*(p[s:s + batch_size] for p in parts))
-    pending = [tuple(p[full:] for p in parts)]
-    have -= full
-  if have and not drop_remainder:
-    yield dec.finish(*(np.concatenate(p) for p in zip(*pending)))
 
 
 grain_source, grain_dataset, torch_dataset = package_readers.package_readers(open_dataset)

@@ -167,3 +167,15 @@ class ReadOptions:
       raise UserError(f"repeat=True: {total} records, fewer than one global batch of "
                       f"{sharing.global_batch} (drop_remainder=True drops them all)")
     return R.Plan(stream, sharing, bool(self.drop_remainder), self.start_step, self.repeat)
+
+
+SHARED_ARGUMENTS = ("training", "seed", "global_batch_size", "input_context", "start_step",
+                    "drop_remainder", "shuffle_buffer", "repeat", "verify", "skip_corrupt",
+                    "log")
+
+
+def from_arguments(args: dict) -> ReadOptions:
+  """The ReadOptions of a package's `make_dataset`, from its arguments (its
+  `locals()`: batch_size, split and SHARED_ARGUMENTS), decided for its split."""
+  return ReadOptions(args["batch_size"], **{k: args[k] for k in SHARED_ARGUMENTS}).for_split(
+      args["split"])

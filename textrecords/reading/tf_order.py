@@ -7,9 +7,11 @@ file with `Dataset.skip` (TFRecordDataset skips record by record, reading
 their headers: no parsing and no CRC check). The files before it are not
 opened, the records of the window before the start step are read and
 dropped: a resume reads at most one file's records plus one window before
-its first batch.
+its first batch. `plan_ids` gives a plan's batches as record numbers,
+computed a window at a time, for readers that hold their records.
 """
 
+import itertools
 from typing import Callable, List
 
 from textrecords.reading import read_order as R
@@ -83,9 +85,9 @@ def epoch_records(tf, stream: R.Stream, read_file: Callable, epoch, first_window
   ops = TfOps(tf)
 
   def permuted(window, j):
-    order = R.permutation(ops, tf.size(window, tf.int64), *_parts(ops, stream, R.WINDOW,
-                                                                 epoch, j))
-    return tf.gather(window, order)
+    size = tf.shape(tf.nest.flatten(window)[0], out_type=tf.int64)[0]
+    order = R.permutation(ops, size, *_parts(ops, stream, R.WINDOW, epoch, j))
+    return tf.nest.map_structure(lambda t: tf.gather(t, order), window)
 
   windows = tf.data.Dataset.zip((recs.batch(stream.window),
                                  tf.data.Dataset.range(first_window, stream.num_windows())))
@@ -102,25 +104,31 @@ def _start_of(stream: R.Stream, position: int):
 
 
 def _shared(tf, batches, sharing: R.Sharing, drop_remainder: bool):
-  """Global batches -> this pipeline's per-replica batches (`Sharing.slices`)."""
+  """Global batches -> this pipeline's per-replica batches (`Sharing.slices`);
+  a batch may be a structure of tensors of one length (records per element)."""
   lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
   r, b = sharing.replicas, sharing.per_replica
+  each = tf.nest.map_structure
+  whole = lambda *g: g[0] if len(g) == 1 else g  # noqa: E731  (tuples arrive unpacked)
   if drop_remainder:
-    return batches.map(lambda g: tf.reshape(g, [r, b])[lo:hi]).unbatch()
+    return batches.map(lambda *g: each(
+        lambda t: tf.reshape(t, tf.concat([[r, b], tf.shape(t)[1:]], 0))[lo:hi],
+        whole(*g))).unbatch()
 
   def slices(g):
-    size = tf.size(g, tf.int64)
+    size = tf.shape(tf.nest.flatten(g)[0], out_type=tf.int64)[0]
     i = tf.range(lo, hi, dtype=tf.int64)
     bounds = tf.stack([i * size // r, (i + 1) * size // r], 1)
     return tf.data.Dataset.from_tensor_slices(bounds).filter(
-        lambda ab: ab[1] > ab[0]).map(lambda ab: g[ab[0]:ab[1]])
+        lambda ab: ab[1] > ab[0]).map(lambda ab: each(lambda t: t[ab[0]:ab[1]], g))
 
-  return batches.flat_map(slices)
+  return batches.flat_map(lambda *g: slices(whole(*g)))
 
 
-def plan_dataset(plan: R.Plan, read_file: Callable):
-  """(epoch, serialized records) per-replica batches of one dataset's `Plan`."""
-  tf = require_tf()
+def _by_epoch(tf, plan: R.Plan, global_batches: Callable):
+  """(epoch, per-replica batch) of `plan`'s epochs; global_batches(e, window,
+  skip): the global batches of epoch e from that window, `skip` records
+  into it."""
   stream, g = plan.stream, plan.sharing.global_batch
   e0, k0 = plan.start()
   _, j0, s0 = _start_of(stream, k0 * g)
@@ -129,12 +137,49 @@ def plan_dataset(plan: R.Plan, read_file: Callable):
   def one_epoch(e):
     first = tf.where(e == e0, tf.constant(j0, tf.int64), 0)
     skip = tf.where(e == e0, tf.constant(s0, tf.int64), 0)
-    recs = epoch_records(tf, stream, read_file, e, first, skip)
-    batches = _shared(tf, recs.batch(g, drop_remainder=plan.drop_remainder), plan.sharing,
-                      plan.drop_remainder)
-    return batches.map(lambda b: (e, b))
+    batches = _shared(tf, global_batches(e, first, skip), plan.sharing, plan.drop_remainder)
+    return batches.map(lambda *b: (e, b[0] if len(b) == 1 else b))
 
   return tf.data.Dataset.range(e0, stop).flat_map(one_epoch)
+
+
+def plan_dataset(plan: R.Plan, read_file: Callable):
+  """(epoch, serialized records) per-replica batches of one dataset's `Plan`."""
+  tf = require_tf()
+  return _by_epoch(tf, plan, lambda e, first, skip: epoch_records(
+      tf, plan.stream, read_file, e, first, skip).batch(plan.sharing.global_batch,
+                                                        drop_remainder=plan.drop_remainder))
+
+
+def window_ids(tf, stream: R.Stream, epoch, j):
+  """`Stream.window_ids` in-graph: the record numbers of window j of
+  `epoch` in reading order (an int64 vector)."""
+  first = j * stream.window
+  segs = segments(tf, stream, epoch, first,
+                  tf.minimum(tf.constant(stream.window, tf.int64), stream.used - first))
+  base = tf.constant([0] + list(itertools.accumulate(stream.counts))[:-1], tf.int64)
+  starts = tf.gather(base, segs[:, 0]) + segs[:, 1]
+  ids = tf.ragged.range(starts, starts + segs[:, 2]).flat_values
+  if not stream.training:
+    return ids
+  ops = TfOps(tf)
+  return tf.gather(ids, R.permutation(ops, tf.size(ids, out_type=tf.int64),
+                                      *_parts(ops, stream, R.WINDOW, epoch, j)))
+
+
+def plan_ids(plan: R.Plan):
+  """(epoch, record numbers) per-replica batches of a `Plan`: the batches of
+  `plan_dataset` as numbers, a window at a time (no element per record),
+  for readers that hold their records in memory and gather them."""
+  tf = require_tf()
+  stream = plan.stream
+
+  def global_batches(e, first, skip):
+    ids = tf.data.Dataset.range(first, stream.num_windows()).map(
+        lambda j: window_ids(tf, stream, e, j)[tf.where(j == first, skip, 0):])
+    return ids.rebatch(plan.sharing.global_batch, drop_remainder=plan.drop_remainder)
+
+  return _by_epoch(tf, plan, global_batches)
 
 
 def mixture_dataset(mix: R.Mixture, read_files: List[Callable]):

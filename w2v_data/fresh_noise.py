@@ -1,0 +1,90 @@
+"""`negatives="fresh"`: skip-gram noise words drawn anew in tf.data.
+
+Each noise word is a function of (seed, epoch, center number, slot, round):
+a keyed hash (`textrecords.reading.read_order.hash32`) picks a column of an
+alias table of count**0.75 and decides between it and its alias. So a
+center's draws are the same whichever input pipeline reads it and wherever
+a run resumes, and new in every epoch. A draw equal to one of the center's
+contexts is drawn again (the next round) until none is left.
+"""
+
+import numpy as np
+
+from textrecords.reading import read_order as R
+from textrecords.reading import tf_order
+
+_NOISE = 16  # keeps these hashes apart from the read order's
+
+
+def noise_table(tf, counts, power: float):
+  """An alias table (threshold, alias) for ids 1..V-1 with weight count**power."""
+  from w2v_data import sampling  # pylint: disable=import-outside-toplevel
+  c = np.asarray(counts, dtype=np.float64)
+  w = np.where(c > 0, c, 0.0) ** power
+  w[0] = 0.0
+  table = sampling.AliasTable(w / w.sum())
+  return tf.constant(table.prob, tf.float64), tf.constant(table.alias, tf.int64)
+
+
+def _draw(tf, table, key, slot, round_index):
+  """Alias-table draws, one per (key, slot) pair (broadcast int64 tensors)."""
+  prob, alias = table
+  ops = tf_order.TfOps(tf)
+  vocab = tf.shape(prob, out_type=tf.int64)[0]
+  h_col = R.hash32(ops, *key, slot, round_index, ops.int64(0))
+  h_frac = R.hash32(ops, *key, slot, round_index, ops.int64(1))
+  col = (h_col * vocab) // (1 << 32)
+  frac = tf.cast(h_frac, tf.float64) / float(1 << 32)
+  return tf.where(frac < tf.gather(prob, col), col, tf.gather(alias, col))
+
+
+def fresh_row(tf, row, n, k: int, table, seed: int, epoch, ids):
+  """`row` (B, W) with its stored noise words replaced by new draws.
+
+  Args:
+    row: [contexts, noise words, 0...] of each center.
+    n: contexts of each center (B,).
+    k: noise words per context.
+    table: a `noise_table`.
+    seed: the draws' seed.
+    epoch: int64 scalar (or (B,)) folded into the draws.
+    ids: center numbers (B,) (a mixture: any int64 key of the center).
+  """
+  ops = tf_order.TfOps(tf)
+  base = tuple(ops.int64(v) for v in (*R.seed_parts(seed), _NOISE))
+  key = base + (tf.broadcast_to(ops.int64(epoch), tf.shape(ids, out_type=tf.int64)), ids)
+  max_n = tf.reduce_max(tf.concat([n, [0]], 0))
+  width = k * max_n
+  ctx_col = tf.range(max_n, dtype=tf.int64)[tf.newaxis, :]
+  contexts = tf.where(ctx_col < n[:, tf.newaxis], tf.cast(row[:, :max_n], tf.int64),
+                      tf.constant(-1, tf.int64))
+  slot_ok = tf.range(width, dtype=tf.int64)[tf.newaxis, :] < (k * n)[:, tf.newaxis]
+
+  def collisions(noise):
+    hit = tf.reduce_any(noise[:, :, tf.newaxis] == contexts[:, tf.newaxis, :], axis=2)
+    return tf.where(hit & slot_ok)
+
+  def body(i, noise, where):
+    at = tuple(tf.gather(part, where[:, 0]) for part in key[len(base):])
+    new = _draw(tf, table, base + at, where[:, 1], i + 1)
+    noise = tf.tensor_scatter_nd_update(noise, where, new)
+    return i + 1, noise, collisions(noise)
+
+  wide = tuple(part[:, tf.newaxis] for part in key[len(base):])
+  noise = _draw(tf, table, base + wide, tf.range(width, dtype=tf.int64)[tf.newaxis, :],
+                tf.constant(0, tf.int64))
+  _, noise, _ = tf.while_loop(lambda i, noise, where: tf.shape(where)[0] > 0, body,
+                              (tf.constant(0, tf.int64), noise, collisions(noise)),
+                              shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, None]),
+                                                tf.TensorShape([None, None])))
+  return _with_noise(tf, row, n, k, noise, width)
+
+
+def _with_noise(tf, row, n, k: int, noise, width):
+  """Row = contexts, then the new noise words, then zeros."""
+  cols = tf.range(tf.shape(row, out_type=tf.int64)[1], dtype=tf.int64)[tf.newaxis, :]
+  from_noise = tf.gather(noise, tf.clip_by_value(cols - n[:, tf.newaxis], 0,
+                                                 tf.maximum(width - 1, 0)), batch_dims=1)
+  return tf.where(cols < n[:, tf.newaxis], row,
+                  tf.where(cols < (1 + k) * n[:, tf.newaxis], tf.cast(from_noise, row.dtype),
+                           tf.zeros([], row.dtype)))
