@@ -42,11 +42,12 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
   from w2v_data import models  # pylint: disable=import-outside-toplevel
   if seed is not None:
     models.seed_everything(seed)
+  # The read order (and fresh noise words) is a function of the step: a new
+  # epoch comes from repeat=True, not from iterating the dataset again.
   ds = w2v_data.make_dataset(data_dir, batch_size, pad_to=pad_to, negatives=negatives,
-                             seed=seed)
+                             seed=seed, repeat=True)
+  steps_per_epoch = steps_per_epoch or len(w2v_data.make_dataset(data_dir, batch_size))
   tokens = models.read_tokens(data_dir)
-  if steps_per_epoch:
-    ds = ds.repeat()
   model = models.skipgram(len(tokens), embed_size, learning_rate)
   history = model.fit(ds, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=verbose,
                       shuffle=False)

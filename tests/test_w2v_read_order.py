@@ -191,7 +191,7 @@ def test_mixture_proportions_determinism_and_schemas(w2v):
       for i in range(len(c)):
         rows.setdefault((int(c[i, 0]),) + tuple(r[i, :int(w[i].sum())]), set()).add(d)
   seen = np.zeros(2)
-  for c, r, y, w in itertools.islice(reader.numpy_batches([a, b], 32, **kw), 1000):
+  for c, r, y, w in _arrays(itertools.islice(reader.numpy_batches([a, b], 32, **kw), 1000)):
     for i in range(len(c)):
       origin = rows[(int(c[i, 0]),) + tuple(r[i, :int(w[i].sum())])]
       if len(origin) == 1:
