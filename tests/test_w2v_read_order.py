@@ -221,3 +221,22 @@ def test_static_element_spec_with_default_training_options(w2v):
     spec = w2v_data.make_dataset(loc, 8, seed=0, pad_to=40, **kw).element_spec
     assert spec[0]["contexts_negatives"].shape == (8, 40), kw
     assert spec[0]["center"].shape == (8, 1) and spec[1].shape == (8, 40), kw
+
+
+def test_fresh_draws_elastic_equal_steps_and_resumed(w2v):
+  # w2v_data.epochs' fresh draws shared out by draw_batches: the same global
+  # batches for 1 and 2 pipelines, equal steps, start_step = the run from k.
+  from w2v_data.draw_batches import draw_batches  # pylint: disable=import-outside-toplevel
+  loc = w2v["two"]
+  flat = lambda ds: [[np.asarray(t) for t in tf.nest.flatten(e)] for e in ds]  # noqa: E731
+  whole = flat(draw_batches(loc, 64, epochs=2, seed=3))
+  assert len(whole) > 10
+  hosts = [flat(draw_batches(loc, 64, epochs=2, seed=3, input_context=_ctx(2, p)))
+           for p in range(2)]
+  assert len(hosts[0]) == len(hosts[1]) == len(whole)
+  for k, want in enumerate(whole):
+    got = [np.concatenate([hosts[0][k][i], hosts[1][k][i]]) for i in range(len(want))]
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+  resumed = flat(draw_batches(loc, 64, epochs=2, seed=3, start_step=7))
+  assert len(resumed) == len(whole) - 7
+  assert all(np.array_equal(a, b) for u, v in zip(resumed, whole[7:]) for a, b in zip(u, v))
