@@ -195,3 +195,17 @@ def test_the_cores_rooms_import_one_way():
             if d.split(".")[0] == "textrecords"
             and ROOMS.index(room_of(d)) > ROOMS.index(room_of(m))]
   assert not upward, "imports against the rooms' order: " + "; ".join(sorted(upward))
+
+
+def test_the_architecture_docs_map_every_core_module():
+  """docs/architecture.md's module map of the core names every module of every
+  room: a new, moved or renamed module updates it."""
+  with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as f:
+    text = f.read()
+  core_map = text[text.index("### The core, `textrecords/`"):text.index("### The packages")]
+  missing = sorted(name for name, path in _modules().items()
+                   if name.startswith("textrecords.") and not path.endswith("__init__.py")
+                   and f"`{os.path.basename(path)}`" not in core_map)
+  assert not missing, f"not in docs/architecture.md's core map: {missing}"
+  rooms = [r for r in ROOMS if r not in ("foundations", "commands")]
+  assert all(f"**`{r}/`" in core_map for r in rooms), rooms
