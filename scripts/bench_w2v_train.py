@@ -1,30 +1,35 @@
 #!/usr/bin/env python3
-"""Our word2vec trainer (w2v_data.sgd) against gensim on the same data and settings.
+"""Our word2vec trainer (w2v_data.sgd) at its defaults against gensim, same data, same run.
 
-For each model (skip-gram, CBOW): records of every token are made from
---text (`w2v_data.create --subsample_t=1`), then, in the same run, each
-side trains in its own child process, timed by the CPU seconds of its
-training (tf.data's and gensim's threads included; process start and
+For each model (skip-gram, CBOW, PV-DBOW): records of every token are made
+(`w2v_data.create --subsample_t=1`; word models from --text, PV-DBOW from
+the halves of --pv_text's blocks of 20 lines, `vector_eval.split_documents`)
+once with --num_workers=1 and once with 4, then, in the same run, each side
+trains in its own child process, timed by the CPU seconds of its training
+(tf.data's, numba's and gensim's threads included; process start and
 imports are reported apart):
-  ours: `w2v_data.sgd.train` with --threads=1 and --threads=2 (the two
-      vectors must be byte-identical);
+  ours, with the training scripts' default settings (`w2v_data.training`:
+      epochs, rate, subsampling; --ours_epochs overrides the epochs): on
+      the 1-worker records with --threads=1 and on the 4-worker records with
+      --threads=2 (the two vectors must be byte-identical);
   gensim (when --gensim_python names an interpreter with gensim; skipped
-      with a note otherwise): Word2Vec with workers=1 (twice: rerun
-      identical?) and workers=2, on the same sentences restricted to our
-      vocabulary (min_count=1 then gives the same vocabulary), the same
-      window, noise words, dimension, subsampling threshold (gensim's
-      formula is word2vec's: ours is given --subsample_formula=word2vec) and
-      epochs.
-Each vector set is scored on WordSim353 (Spearman) and the analogy file
-(3CosAdd accuracy) with `w2v_data.vector_eval`; by default the copies that
-ship with gensim (gensim/test/test_data), any path can be given.
+      with a note otherwise): Word2Vec (sg=1, sg=0) for --epochs, or
+      Doc2Vec(dm=0) for --pv_epochs, with each of --gensim_workers (and a
+      rerun of workers=1 with --gensim_rerun), on the same tokens restricted
+      to our vocabulary (min_count=1 then gives the same vocabulary), the
+      same window, noise words, dimension and subsampling threshold (gensim's
+      formula is word2vec's, our default), each side's own default rate.
+Word vectors are scored on WordSim353 (Spearman) and the analogy file
+(3CosAdd accuracy) with `w2v_data.vector_eval`, by default the copies that
+ship with gensim (gensim/test/test_data); document vectors by how often a
+half's nearest other half is its sibling (`vector_eval.sibling_accuracy`).
 
 The machine is shared: CPU seconds vary less than wall time; compare ratios
 within one run. Results go to stdout as a table and to --json_out.
 
 Example:
-  python scripts/bench_w2v_train.py --text=/work/shared/data/ptb.train.txt \\
-      --gensim_python=/work/venv-gensim/bin/python --epochs=50
+  python scripts/bench_w2v_train.py --text=ptb.train.txt --pv_text=ptb.test.txt \\
+      --gensim_python=/work/venv-gensim/bin/python
 """
 
 import argparse
@@ -37,47 +42,61 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ("skipgram", "cbow", "pv_dbow")
 
 
 def _ours(args) -> dict:
-  """Child: trains with w2v_data.sgd, saves the vectors; returns timings."""
+  """Child: trains with w2v_data.sgd at the scripts' defaults, saves the vectors."""
   start = time.process_time()
   sys.path.insert(0, ROOT)
   from w2v_data import epochs, sgd, training, vectors  # pylint: disable=import-outside-toplevel
   training.set_threads(args.threads)
   import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   imported = time.process_time()
-  settings = epochs.DrawSettings(subsample_t=args.subsample_t,
-                                 subsample_formula=args.subsample_formula,
-                                 max_window_size=args.window, num_noise_words=args.negative)
+  default_epochs, rate = training.SGD_MODEL_DEFAULTS["pv" if args.sg < 0 else (
+      "skipgram" if args.sg else "cbow")]
+  d = training.SGD_DEFAULTS
+  settings = epochs.DrawSettings(subsample_t=d["subsample_t"],
+                                 subsample_formula=d["subsample_formula"])
+  num_epochs = args.ours_epochs or default_epochs
   _, names, matrix, tokens = sgd.train(args.data_dir, seed=args.seed, settings=settings,
-                                       dim=args.dim, batch_size=args.batch_size,
-                                       epochs=args.epochs, learning_rate=args.alpha,
-                                       verbose=0)
+                                       dim=args.dim, batch_size=d["batch_size"],
+                                       epochs=num_epochs, learning_rate=rate, verbose=0)
   cpu = time.process_time() - imported
   vectors.save(args.vectors_out, names, matrix)
-  return {"train_cpu_s": cpu, "startup_cpu_s": imported - start, "tokens": tokens}
+  return {"train_cpu_s": cpu, "startup_cpu_s": imported - start, "tokens": tokens,
+          "epochs": num_epochs}
 
 
 def _gensim(args) -> dict:
-  """Child (gensim's interpreter; no textrecords import): trains gensim Word2Vec."""
+  """Child (gensim's interpreter; no textrecords import): trains gensim Word2Vec/Doc2Vec."""
   start = time.process_time()
-  from gensim.models import Word2Vec  # pylint: disable=import-outside-toplevel,import-error
+  from gensim.models import Doc2Vec, Word2Vec  # pylint: disable=import-outside-toplevel,import-error
+  from gensim.models.doc2vec import TaggedDocument  # pylint: disable=import-outside-toplevel,import-error
   imported = time.process_time()
   with open(os.path.join(args.data_dir, "vocab.txt"), encoding="utf-8") as f:
     vocab = set(f.read().split("\n")[1:]) - {""}
   with open(args.text, encoding="utf-8") as f:
-    sentences = [[w for w in line.split() if w in vocab] for line in f]
-  sentences = [s for s in sentences if s]
+    lines = [line.rstrip("\n").split("\t") if args.sg < 0 else ["", line] for line in f]
+  docs = [(tag, [w for w in text.split() if w in vocab]) for tag, text in lines]
+  docs = [(tag, words) for tag, words in docs if words]
+  common = dict(vector_size=args.dim, window=args.window, min_count=1,
+                sample=args.subsample_t, negative=args.negative, workers=args.workers,
+                seed=args.seed, epochs=args.epochs)
   t0 = time.process_time()
-  alpha = args.gensim_alpha or (0.025 if args.sg else 0.05)  # gensim's defaults
-  model = Word2Vec(sentences, vector_size=args.dim, window=args.window, min_count=1,
-                   sample=args.subsample_t, negative=args.negative, sg=int(args.sg),
-                   epochs=args.epochs, workers=args.workers, seed=args.seed, alpha=alpha)
+  if args.sg < 0:
+    model = Doc2Vec([TaggedDocument(w, [t]) for t, w in docs], dm=0, **common)
+    keys, vecs = list(model.dv.index_to_key), model.dv
+  else:
+    model = Word2Vec([w for _, w in docs], sg=int(args.sg), **common)
+    keys, vecs = list(model.wv.index_to_key), model.wv
   cpu = time.process_time() - t0
-  model.wv.save_word2vec_format(args.vectors_out)
-  return {"train_cpu_s": cpu, "startup_cpu_s": imported - start,
-          "tokens": sum(len(s) for s in sentences) * args.epochs}
+  with open(args.vectors_out, "w", encoding="utf-8") as f:
+    f.write(f"{len(keys)} {args.dim}\n")
+    for k in keys:
+      f.write(k + " " + " ".join(repr(float(x)) for x in vecs[k]) + "\n")
+  return {"train_cpu_s": cpu, "startup_cpu_s": imported - start, "epochs": args.epochs,
+          "tokens": sum(len(w) for _, w in docs) * args.epochs}
 
 
 def _child(python: str, role: str, common: list, extra: list) -> dict:
@@ -101,10 +120,12 @@ def _sha(path: str) -> str:
     return hashlib.sha256(f.read()).hexdigest()
 
 
-def _score(path: str, pairs: str, analogies: str) -> dict:
+def _score(path: str, pairs: str, analogies: str, docs: bool) -> dict:
   sys.path.insert(0, ROOT)
   from w2v_data import vector_eval, vectors  # pylint: disable=import-outside-toplevel
   names, m = vectors.load(path)
+  if docs:
+    return {"retrieval": vector_eval.sibling_accuracy(names, m), "docs": len(names)}
   keep = [i for i, n in enumerate(names) if n != "<unk>"]
   names, m = [names[i] for i in keep], m[keep]
   p = vector_eval.pair_score(names, m, vector_eval.read_pairs(pairs))
@@ -119,63 +140,105 @@ def _gensim_test_data(python: str):
   return r.stdout.strip() if r.returncode == 0 else None
 
 
-def _make_records(text: str, out_dir: str, model: str, a) -> str:
-  d = os.path.join(out_dir, f"records_{model}")
+def _pv_text(pv_text: str, out_dir: str) -> str:
+  """The halves of pv_text's blocks of 20 lines, "id<TAB>text" a line; returns the path."""
+  sys.path.insert(0, ROOT)
+  from w2v_data import vector_eval  # pylint: disable=import-outside-toplevel
+  with open(pv_text, encoding="utf-8") as f:
+    docs = vector_eval.split_documents(f.read().split("\n"))
+  path = os.path.join(out_dir, "pv_docs.tsv")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("".join(f"{tag}\t{text}\n" for tag, text in docs))
+  return path
+
+
+def _make_records(text: str, out_dir: str, model: str, a, workers: int) -> str:
+  d = os.path.join(out_dir, f"records_{model}_w{workers}")
+  pv = ["--doc_id_column"] if model == "pv_dbow" else []
   if not os.path.exists(os.path.join(d, "meta.json")):
     subprocess.run([sys.executable, "-m", "w2v_data.create", f"--input_file={text}",
                     f"--output_dir={d}", f"--model={model}", "--subsample_t=1",
                     f"--max_window_size={a.window}", f"--num_noise_words={a.negative}",
-                    f"--min_freq={a.min_freq}", "--quiet"], check=True, cwd=ROOT,
+                    f"--min_freq={a.pv_min_freq if pv else a.min_freq}",
+                    f"--num_workers={workers}", "--quiet", *pv], check=True, cwd=ROOT,
                    env=dict(os.environ, PYTHONPATH=ROOT))
   return d
 
 
 def _runs(a, model: str, out_dir: str, gensim_ok: bool):
-  """[(label, result)] of one model: ours (threads 1, 2), gensim (workers 1, 1, 2)."""
-  d = _make_records(a.text, out_dir, model, a)
-  common = [f"--data_dir={d}", f"--text={a.text}", f"--dim={a.dim}", f"--window={a.window}",
-            f"--negative={a.negative}", f"--subsample_t={a.subsample_t}",
-            f"--epochs={a.epochs}", f"--seed={a.seed}"]
+  """[(label, result, vectors path)] of one model: ours (2 runs), gensim (per worker count)."""
+  text = _pv_text(a.pv_text, out_dir) if model == "pv_dbow" else a.text
+  sg = {"skipgram": 1, "cbow": 0, "pv_dbow": -1}[model]
+  common = [f"--text={text}", f"--dim={a.dim}", f"--window={a.window}",
+            f"--negative={a.negative}", f"--subsample_t={a.subsample_t}", f"--seed={a.seed}",
+            f"--sg={sg}"]
   runs = []
-  for threads in (1, 2):
-    vec = os.path.join(out_dir, f"ours_{model}_t{threads}.vec")
+  for threads, workers in ((1, 1), (2, 4)):
+    d = _make_records(text, out_dir, model, a, workers)
+    vec = os.path.join(out_dir, f"ours_{model}_t{threads}_w{workers}.vec")
     res = _child(sys.executable, "ours", common,
-                 [f"--threads={threads}", f"--vectors_out={vec}",
-                  f"--subsample_formula={a.subsample_formula}",
-                  f"--batch_size={a.batch_size}",
-                  f"--alpha={a.alpha or (0.025 if model == 'skipgram' else 0.05)}"])
-    runs.append((f"ours threads={threads}", res, vec))
-  if gensim_ok:
-    for i, workers in enumerate((1, 1, 2)):
-      vec = os.path.join(out_dir, f"gensim_{model}_w{workers}_{i}.vec")
-      res = _child(a.gensim_python, "gensim", common,
-                   [f"--workers={workers}", f"--vectors_out={vec}",
-                    f"--sg={int(model == 'skipgram')}",
-                    f"--gensim_alpha={a.gensim_alpha or 0}"])
-      runs.append((f"gensim workers={workers}" + (" (rerun)" if i == 1 else ""), res, vec))
+                 [f"--data_dir={d}", f"--threads={threads}", f"--vectors_out={vec}",
+                  f"--ours_epochs={a.ours_epochs}"])
+    runs.append((f"ours threads={threads} records of {workers} workers", res, vec))
+  workers = [int(w) for w in a.gensim_workers.split(",") if w] if gensim_ok else []
+  if gensim_ok and a.gensim_rerun:
+    workers.insert(1, 1)
+  epochs = a.pv_epochs if model == "pv_dbow" else a.epochs
+  for i, w in enumerate(workers):
+    vec = os.path.join(out_dir, f"gensim_{model}_w{w}_{i}.vec")
+    res = _child(a.gensim_python, "gensim", common,
+                 [f"--data_dir={_make_records(text, out_dir, model, a, 1)}", f"--workers={w}",
+                  f"--vectors_out={vec}", f"--epochs={epochs}"])
+    runs.append((f"gensim workers={w}" + (" (rerun)" if i and w == workers[i - 1] else ""),
+                 res, vec))
   return runs
+
+
+def _print_model(model: str, runs, pairs: str, analogies: str, table: list):
+  """Scores and prints each run of one model, and whether the vectors agree."""
+  for label, res, vec in runs:
+    row = {"model": model, "run": label, **res, **_score(vec, pairs, analogies,
+                                                         model == "pv_dbow"),
+           "words_per_s": res["tokens"] / max(res["train_cpu_s"], 1e-9), "sha256": _sha(vec)}
+    table.append(row)
+    quality = (f"retrieval {row['retrieval']:.3f} ({row['docs']} docs)" if "retrieval" in row
+               else f"WS353 {row['wordsim_spearman']:.3f} ({row['pairs_covered']} pairs)  "
+               f"analogy {row['analogy_accuracy']:.4f} ({row['questions_covered']} q)")
+    print(f"{model:8s} {label:38s} {row['epochs']:3d} ep  train {row['train_cpu_s']:7.1f} CPU s "
+          f"(startup {row['startup_cpu_s']:.1f}, wall {row['wall_s']:.1f}) "
+          f"{row['words_per_s']:9.0f} words/CPU s  {quality}  sha {row['sha256'][:12]}",
+          flush=True)
+  shas = [_sha(vec) for _, _, vec in runs]
+  said = [f"ours threads 1 / 1 worker == threads 2 / 4 workers: {shas[0] == shas[1]}"]
+  gensim = [(label, sha) for (label, _, _), sha in zip(runs[2:], shas[2:])]
+  if len(gensim) > 1:
+    said.append("gensim " + ", ".join(f"{label} == first: {sha == gensim[0][1]}"
+                                      for label, sha in gensim[1:]))
+  print(f"{model}: " + "; ".join(said), flush=True)
 
 
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--text", default="", help="training text, one sentence a line (PTB train)")
+  p.add_argument("--pv_text", default="",
+                 help="PV-DBOW: text whose blocks of 20 lines are halved into documents "
+                 "(PTB test); required when --models has pv_dbow")
   p.add_argument("--out_dir", default="", help="records and vectors (default: a temp dir)")
-  p.add_argument("--models", default="skipgram,cbow")
+  p.add_argument("--models", default=",".join(MODELS))
   p.add_argument("--gensim_python", default="", help="an interpreter with gensim installed")
+  p.add_argument("--gensim_workers", default="1,2")
+  p.add_argument("--gensim_rerun", action="store_true", help="rerun gensim workers=1")
   p.add_argument("--pairs", default="", help="WordSim353-style file (default: gensim's)")
   p.add_argument("--analogies", default="", help="analogy file (default: gensim's)")
-  p.add_argument("--epochs", type=int, default=50)
+  p.add_argument("--epochs", type=int, default=50, help="gensim's word models")
+  p.add_argument("--pv_epochs", type=int, default=100, help="gensim's Doc2Vec")
+  p.add_argument("--ours_epochs", type=int, default=0, help="default: the scripts' defaults")
   p.add_argument("--dim", type=int, default=100)
   p.add_argument("--window", type=int, default=5)
   p.add_argument("--negative", type=int, default=5)
   p.add_argument("--min_freq", type=int, default=10)
+  p.add_argument("--pv_min_freq", type=int, default=2)
   p.add_argument("--subsample_t", type=float, default=1e-4)
-  p.add_argument("--subsample_formula", default="word2vec")
-  p.add_argument("--batch_size", type=int, default=4096)
-  p.add_argument("--alpha", type=float, default=0.0,
-                 help="ours: starting rate (default: word2vec's, 0.025 skip-gram, 0.05 CBOW)")
-  p.add_argument("--gensim_alpha", type=float, default=0.0,
-                 help="default: gensim's (0.025 skip-gram, 0.05 CBOW)")
   p.add_argument("--seed", type=int, default=1)
   p.add_argument("--json_out", default="")
   for flag in ("_child", "_json", "data_dir", "vectors_out"):
@@ -188,8 +251,16 @@ def main(argv=None) -> int:
     with open(a._json, "w", encoding="utf-8") as f:  # pylint: disable=protected-access
       json.dump(res, f)
     return 0
-  if not a.text:
-    print("error: --text is required", file=sys.stderr)
+  return _bench(a)
+
+
+def _bench(a) -> int:
+  """The parent: every model's runs, the table, --json_out."""
+  models = a.models.split(",")
+  bad = [m for m in models if m not in MODELS]
+  if bad or not a.text and set(models) - {"pv_dbow"} or "pv_dbow" in models and not a.pv_text:
+    print(f"error: --models of {', '.join(MODELS)}; --text for word models, --pv_text for "
+          "pv_dbow", file=sys.stderr)
     return 2
   out_dir = a.out_dir or tempfile.mkdtemp(prefix="bench_w2v_train_")
   data = _gensim_test_data(a.gensim_python) if a.gensim_python else None
@@ -197,32 +268,16 @@ def main(argv=None) -> int:
     print("note: gensim is not installed (--gensim_python); its side is skipped")
   pairs = a.pairs or (data and os.path.join(data, "wordsim353.tsv"))
   analogies = a.analogies or (data and os.path.join(data, "questions-words.txt"))
-  if not pairs or not analogies:
+  if (not pairs or not analogies) and set(models) - {"pv_dbow"}:
     print("error: give --pairs and --analogies (or --gensim_python)", file=sys.stderr)
     return 2
   table = []
-  for model in a.models.split(","):
-    runs = _runs(a, model, out_dir, bool(data))
-    for label, res, vec in runs:
-      row = {"model": model, "run": label, **res, **_score(vec, pairs, analogies),
-             "words_per_s": res["tokens"] / max(res["train_cpu_s"], 1e-9), "sha256": _sha(vec)}
-      table.append(row)
-      print(f"{model:8s} {label:26s} train {row['train_cpu_s']:7.1f} CPU s "
-            f"(startup {row['startup_cpu_s']:.1f}, wall {row['wall_s']:.1f}) "
-            f"{row['words_per_s']:9.0f} words/CPU s  WS353 {row['wordsim_spearman']:.3f} "
-            f"({row['pairs_covered']} pairs)  analogy {row['analogy_accuracy']:.4f} "
-            f"({row['questions_covered']} q)  sha {row['sha256'][:12]}", flush=True)
-    shas = {label: _sha(vec) for label, _, vec in runs}
-    print(f"{model}: ours threads 1 == 2: "
-          f"{shas['ours threads=1'] == shas['ours threads=2']}" + (
-              f"; gensim rerun identical: "
-              f"{shas['gensim workers=1'] == shas['gensim workers=1 (rerun)']}; "
-              f"gensim workers 1 == 2: {shas['gensim workers=1'] == shas['gensim workers=2']}"
-              if data else ""))
+  for model in models:
+    _print_model(model, _runs(a, model, out_dir, bool(data)), pairs, analogies, table)
   if a.json_out:
     with open(a.json_out, "w", encoding="utf-8") as f:
       json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "args": vars(a),
-                 "rows": table}, f, indent=1)
+                 "load": os.getloadavg(), "rows": table}, f, indent=1)
   return 0
 
 

@@ -27,7 +27,7 @@ def main(argv=None):
   return training.vectors_main(argv, __doc__, ("cbow",), query_flag="words",
                                query_default="chip,baby,intel",
                                query_help="show neighbours of these",
-                               vectors_help="the word vectors", sgd_learning_rate=0.05)
+                               vectors_help="the word vectors", sgd_model="cbow")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def main(argv=None):
   return training.vectors_main(argv, __doc__, ("pv_dbow", "pv_dm"), query_flag="docs",
                                query_help="comma-separated document ids to show neighbours "
                                "of (default: the first three)", what="document ",
-                               epochs=10, learning_rate=0.005,
+                               epochs=10, learning_rate=0.005, sgd_model="pv",
                                vectors_help="the document vectors")
 
 

@@ -124,11 +124,12 @@ class EpochDraws:
     self.tokens, self.row_splits, self.doc = _held_sentences(
         tf, files, meta.get("compression", ""), meta)
     counts = np.asarray(meta["vocab"]["counts"], dtype=np.float64)
-    self.keep = None
+    self.keep = self.keep_probs = None
     if settings.subsample_t is not None:
-      self.keep = tf.constant(sampling.keep_probabilities(
-          counts, settings.subsample_t, settings.subsample_formula), tf.float32)
-    table = sampling.AliasTable(sampling.noise_probabilities(counts))
+      self.keep_probs = sampling.keep_probabilities(
+          counts, settings.subsample_t, settings.subsample_formula)
+      self.keep = tf.constant(self.keep_probs, tf.float32)
+    table = self.noise_table = sampling.AliasTable(sampling.noise_probabilities(counts))
     self.noise = (tf.constant(table.prob, tf.float64), tf.constant(table.alias, tf.int64))
     self.seed = seeding.derive_seed(int(seed), "w2v_data/epochs")
     num_sentences = int(self.row_splits.shape[0]) - 1

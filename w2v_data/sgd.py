@@ -1,21 +1,26 @@
-"""word2vec's own training as a Keras model: sparse SGD with a linearly decaying rate.
+"""word2vec's own training as a Keras model: SGD with a linearly decaying rate.
 
-`Word2Vec` trains skip-gram, CBOW, PV-DBOW or PV-DM on the batches of
-`w2v_data.epochs.EpochDraws` with `model.fit`, the way word2vec.c and gensim
-do: negative sampling, input vectors initialised uniform on
-[-0.5/D, 0.5/D], output vectors at zero, plain SGD whose rate falls
-linearly from `learning_rate` to `learning_rate * 1e-4` over the run (the
-batches carry their progress), and only the rows a batch touches updated
-(gradients in closed form, added with `scatter_add`). A batch's updates are
-all computed from the weights before it (word2vec.c updates after every
-pair; a batch of a few thousand pairs behaves the same on real corpora).
+`Word2Vec` trains skip-gram, CBOW, PV-DBOW or PV-DM with `model.fit`, the
+way word2vec.c and gensim do: negative sampling, input vectors initialised
+uniform on [-0.5/D, 0.5/D], output vectors at zero, plain SGD whose rate
+falls linearly from `learning_rate` to `learning_rate * 1e-4` over the run,
+only the rows an example touches updated. Two engines run its train_step:
 
-Determinism: the draws are stateless, the initial weights come from the
-seed, and each step's ops (gathers, products, sums over the last axis, and
+  kernel (default when numba is installed; `w2v_data.kernel_sgd`): each
+    step trains a few chunks of sentences in a numba kernel that draws the
+    subsampling, windows and noise words of (seed, epoch, chunk) and
+    applies every example's update before the next, as word2vec.c does;
+  xla: the batches of `w2v_data.epochs.EpochDraws` (tf.data draws), a
+    batch's updates all computed from the weights before it and added with
+    `scatter_add` in an XLA step (gradients in closed form).
+
+Determinism: the draws are seeded per (seed, epoch, chunk) and the initial
+weights come from the seed. The kernel runs the chunks in order on one
+thread; the xla step's ops (gathers, products, sums over the last axis,
 scatter-adds, which TensorFlow's CPU kernels apply in index order) give the
-same floats for any number of threads; with `seed_everything`'s op
+same floats for any number of threads. With `seed_everything`'s op
 determinism the saved vectors are byte-identical across runs, --threads and
-generator worker counts (tests/test_w2v_train.py).
+generator worker counts, for either engine (tests/test_w2v_train.py).
 """
 
 import warnings
@@ -71,7 +76,7 @@ def _model_class():
       self.kind, self.rate = kind, float(learning_rate)
       self.words_in = self._weight("words_in", _initial(seed, "words_in", vocab_size, dim))
       self.words_out = self._weight("words_out", np.zeros((vocab_size, dim), np.float32))
-      self.docs = None
+      self.docs = self.kernel_run = None
       if kind in schema.PV_MODELS:
         self.docs = self._weight("docs", _initial(seed, "docs", num_docs, dim))
       self.built = True
@@ -115,7 +120,19 @@ def _model_class():
 
     def train_step(self, data):
       x, y, w = keras.utils.unpack_x_y_sample_weight(data)
+      if self.kernel_run is not None:  # x: chunk numbers (w2v_data.kernel_sgd)
+        return {"sgd_loss": tf.numpy_function(self.kernel_run.step, [x], tf.float32)}
       return {"sgd_loss": self._step(x, y, w)}
+
+    def weights_numpy(self):
+      """{name: float32 copy} of the model's weights."""
+      named = {"words_in": self.words_in, "words_out": self.words_out, "docs": self.docs}
+      return {k: np.array(v.numpy(), np.float32) for k, v in named.items() if v is not None}
+
+    def assign_numpy(self, weights):
+      """Sets the weights from {name: array} (as `weights_numpy` gives)."""
+      for name, value in weights.items():
+        getattr(self, name).assign(value)
 
     def _sgd_step(self, x, y, w):
       """One SGD step on a batch; returns the batch's mean loss."""
@@ -150,20 +167,46 @@ def vectors(model):
   return "docs", np.asarray(model.docs.numpy(), np.float32)
 
 
+ENGINES = ("auto", "kernel", "xla")
+
+
+def resolve_engine(engine: str) -> str:
+  """"kernel" or "xla" for an --engine value ("auto": kernel when numba is installed).
+
+  Raises:
+    UserError: an unknown engine, or "kernel" without numba.
+  """
+  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
+  from w2v_data import kernel_sgd  # pylint: disable=import-outside-toplevel
+  if engine not in ENGINES:
+    raise UserError(f"engine={engine!r}: must be one of {', '.join(ENGINES)}")
+  if engine == "auto":
+    return "kernel" if kernel_sgd.available() else "xla"
+  if engine == "kernel" and not kernel_sgd.available():
+    raise UserError("engine=kernel needs numba: pip install 'textrecords[fast]'")
+  return engine
+
+
 def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: int = 100,
           batch_size: int = 1024, epochs: int = 5, learning_rate: float = 0.025,
           expect=None, verbose: int = 2, jit_compile: bool = True,
-          log=print, parallel: int = 2):
+          log=print, parallel: int = 2, engine: str = "auto"):
   """Trains on fresh draws of every epoch; returns (model, names, vectors, words trained).
 
   Names and vectors: the vocab without <unk> and the word vectors (skip-gram,
   CBOW), or the document ids and the document vectors (PV).
+
+  Args:
+    engine: "kernel" (`w2v_data.kernel_sgd`: word2vec.c's per-example
+      updates; batch_size is not used), "xla" (a batch's updates summed, in an
+      XLA step), or "auto" (kernel when numba is installed).
 
   Raises:
     UserError: records of a model not in `expect`, or bad settings.
   """
   from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
   from w2v_data import models  # pylint: disable=import-outside-toplevel
+  engine = resolve_engine(engine)
   models.seed_everything(seed)
   draws = epochs_lib.EpochDraws(data_dir, batch_size, seed=seed, settings=settings)
   if expect is not None and draws.model not in expect:
@@ -175,9 +218,13 @@ def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: i
                          learning_rate=learning_rate, jit_compile=jit_compile)
   with warnings.catch_warnings():  # an epoch's length is not known before it ends
     warnings.filterwarnings("ignore", message="Your input ran out of data")
-    for e in range(epochs):
-      model.fit(draws.dataset(e, epochs, parallel=parallel), initial_epoch=e, epochs=e + 1,
-                verbose=verbose, shuffle=False)
+    if engine == "kernel":
+      _fit_kernel(model, draws, seed=seed, epochs=epochs, learning_rate=learning_rate,
+                  verbose=verbose)
+    else:
+      for e in range(epochs):
+        model.fit(draws.dataset(e, epochs, parallel=parallel), initial_epoch=e,
+                  epochs=e + 1, verbose=verbose, shuffle=False)
   kind, matrix = vectors(model)
   if not np.isfinite(matrix).all():
     raise UserError(f"{data_dir}: training diverged (non-finite vectors): a batch sums the "
@@ -189,6 +236,20 @@ def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: i
   if log and verbose:
     log(f"trained {draws.num_tokens * epochs} tokens")
   return model, names, matrix, draws.num_tokens * epochs
+
+
+def _fit_kernel(model, draws, *, seed: int, epochs: int, learning_rate: float, verbose: int):
+  """All epochs in one model.fit, each step a few chunks of the numba kernel."""
+  from w2v_data import kernel_sgd  # pylint: disable=import-outside-toplevel
+  weights = model.weights_numpy()
+  run = kernel_sgd.KernelRun(draws, weights, seed=seed, epochs=epochs,
+                             learning_rate=learning_rate, min_ratio=MIN_RATE_RATIO)
+  model.kernel_run = run
+  try:
+    model.fit(run.dataset(draws._tf), epochs=epochs, verbose=verbose, shuffle=False,  # pylint: disable=protected-access
+              callbacks=[kernel_sgd.epoch_callback(run, lambda: model.assign_numpy(weights))])
+  finally:
+    model.kernel_run = None
 
 
 def infer_vector(model, word_ids, noise_counts, *, seed: int, epochs: int = 50,

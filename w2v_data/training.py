@@ -4,7 +4,9 @@ Flags every script takes (`add_flags`), and one run (`run`): train, save
 the vectors in word2vec text format, print a few nearest neighbours;
 `vectors_main` is the whole main of a script training CBOW or paragraph
 vectors. Two trainers (--trainer): "sgd" (default; `w2v_data.sgd`:
-word2vec's sparse SGD on fresh draws of every epoch, `w2v_data.epochs`) and
+word2vec's SGD on fresh draws of every epoch, by default in the numba
+kernel of `w2v_data.kernel_sgd`; defaults in SGD_DEFAULTS and
+SGD_MODEL_DEFAULTS) and
 "keras" (d2l's Keras models with Adam on the records' one draw,
 `w2v_data.models`). Imports TensorFlow only when a run starts.
 """
@@ -16,13 +18,19 @@ from typing import Callable, Optional, Sequence
 
 
 TRAINERS = ("sgd", "keras")
-SGD_DEFAULTS = {"batch_size": 4096, "learning_rate": 0.025, "subsample_t": 1e-4}
+SGD_DEFAULTS = {"batch_size": 4096, "learning_rate": 0.025, "subsample_t": 1e-4,
+                "subsample_formula": "word2vec", "engine": "auto"}
+# The sgd trainer's defaults per script: (epochs, starting learning rate).
+SGD_MODEL_DEFAULTS = {"skipgram": (30, 0.025), "cbow": (30, 0.05), "pv": (100, 0.025)}
 
 
 def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: float = 0.002,
-              vectors_help: str = "the vectors", sgd_epochs: int = 20,
-              sgd_learning_rate: float = SGD_DEFAULTS["learning_rate"]):
-  """Adds --data_dir, --trainer, sizes, draws, --seed, --threads and --save_vectors to `p`."""
+              vectors_help: str = "the vectors", sgd_model: str = "skipgram"):
+  """Adds --data_dir, --trainer, sizes, draws, --seed, --threads and --save_vectors to `p`.
+
+  `sgd_model`: whose sgd defaults (SGD_MODEL_DEFAULTS) the flags get.
+  """
+  sgd_epochs, sgd_learning_rate = SGD_MODEL_DEFAULTS[sgd_model]
   p.add_argument("--data_dir", required=True, help="a w2v_data.create --output_dir")
   p.add_argument("--trainer", choices=TRAINERS, default="sgd",
                  help="sgd: word2vec's SGD on fresh draws every epoch; keras: d2l's Keras "
@@ -40,7 +48,14 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
                  help="sgd: fresh subsampling threshold (records written with "
                  f"--subsample_t=1); default {SGD_DEFAULTS['subsample_t']}, or the records' "
                  "own draw when they are subsampled")
-  p.add_argument("--subsample_formula", choices=("sqrt", "word2vec"), default="sqrt")
+  p.add_argument("--subsample_formula", choices=("sqrt", "word2vec"),
+                 default=SGD_DEFAULTS["subsample_formula"],
+                 help="sgd: word2vec (word2vec.c's and gensim's keep probability) or sqrt "
+                 "(d2l's)")
+  p.add_argument("--engine", choices=("auto", "kernel", "xla"), default=SGD_DEFAULTS["engine"],
+                 help="sgd: kernel (word2vec.c's per-example updates in a numba kernel, "
+                 "--batch_size unused), xla (a batch's updates summed in an XLA step); auto: "
+                 "kernel when numba is installed")
   p.add_argument("--window", type=int, default=None, help="sgd: max window (default: the "
                  "records')")
   p.add_argument("--noise_words", type=int, default=None, help="sgd: K (default: the records')")
@@ -99,7 +114,7 @@ def sgd_train(args, expect):
   _, names, matrix, _ = sgd.train(
       args.data_dir, seed=0 if args.seed is None else args.seed, settings=settings,
       dim=args.embed_size, batch_size=args.batch_size, epochs=args.epochs,
-      learning_rate=args.learning_rate, expect=tuple(expect), verbose=2)
+      learning_rate=args.learning_rate, expect=tuple(expect), verbose=2, engine=args.engine)
   return names, matrix
 
 

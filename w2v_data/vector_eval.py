@@ -138,3 +138,42 @@ def analogy_accuracy(names: Sequence[str], matrix: np.ndarray, questions,
   covered = len(ids)
   return {"accuracy": correct / covered if covered else float("nan"), "correct": correct,
           "covered": covered, "total": len(questions)}
+
+
+def split_documents(lines: Sequence[str], block: int = 20) -> List[Tuple[str, str]]:
+  """(id, text) of the halves of each whole `block` of lines: "b<i>a" and "b<i>b".
+
+  The document-retrieval test of paragraph vectors: a text's consecutive
+  lines are cut into blocks, each block into two halves (two documents on
+  one subject), and `sibling_accuracy` asks whether a half's nearest other
+  half is its sibling.
+
+  >>> split_documents(["a", "b", "c", "d", "e"], block=2)
+  [('b0a', 'a'), ('b0b', 'b'), ('b1a', 'c'), ('b1b', 'd')]
+  """
+  if block < 2:
+    raise UserError(f"block={block}: must be at least 2 lines")
+  half, out = block // 2, []
+  for b in range(len(lines) // block):
+    part = lines[b * block:(b + 1) * block]
+    out.append((f"b{b}a", " ".join(w.strip() for w in part[:half])))
+    out.append((f"b{b}b", " ".join(w.strip() for w in part[half:])))
+  return out
+
+
+def sibling_accuracy(names: Sequence[str], matrix: np.ndarray) -> float:
+  """How often a document's nearest other document (cosine) is its sibling.
+
+  Siblings: ids that differ only in their last character (`split_documents`'s
+  "b<i>a" and "b<i>b").
+
+  >>> sibling_accuracy(["b0a", "b0b", "b1a", "b1b"],
+  ...                  np.array([[1, 0], [1, 0.1], [0, 1], [-1, 0]]))
+  0.5
+  """
+  unit = _unit(matrix)
+  sims = unit @ unit.T
+  np.fill_diagonal(sims, -np.inf)
+  nearest = np.argmax(sims, axis=1)
+  hits = [names[i][:-1] == names[j][:-1] for i, j in enumerate(nearest)]
+  return float(np.mean(hits)) if hits else float("nan")
