@@ -53,11 +53,12 @@ def _ours(args) -> dict:
   training.set_threads(args.threads)
   import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   imported = time.process_time()
-  default_epochs, rate = training.SGD_MODEL_DEFAULTS["pv" if args.sg < 0 else (
+  default_epochs, rate, window = training.SGD_MODEL_DEFAULTS["pv" if args.sg < 0 else (
       "skipgram" if args.sg else "cbow")]
   d = training.SGD_DEFAULTS
   settings = epochs.DrawSettings(subsample_t=d["subsample_t"],
-                                 subsample_formula=d["subsample_formula"])
+                                 subsample_formula=d["subsample_formula"],
+                                 max_window_size=window)
   num_epochs = args.ours_epochs or default_epochs
   _, names, matrix, tokens = sgd.train(args.data_dir, seed=args.seed, settings=settings,
                                        dim=args.dim, batch_size=d["batch_size"],
@@ -65,7 +66,7 @@ def _ours(args) -> dict:
   cpu = time.process_time() - imported
   vectors.save(args.vectors_out, names, matrix)
   return {"train_cpu_s": cpu, "startup_cpu_s": imported - start, "tokens": tokens,
-          "epochs": num_epochs}
+          "epochs": num_epochs, "window": window or args.window}
 
 
 def _gensim(args) -> dict:
@@ -96,7 +97,7 @@ def _gensim(args) -> dict:
     for k in keys:
       f.write(k + " " + " ".join(repr(float(x)) for x in vecs[k]) + "\n")
   return {"train_cpu_s": cpu, "startup_cpu_s": imported - start, "epochs": args.epochs,
-          "tokens": sum(len(w) for _, w in docs) * args.epochs}
+          "window": args.window, "tokens": sum(len(w) for _, w in docs) * args.epochs}
 
 
 def _child(python: str, role: str, common: list, extra: list) -> dict:
@@ -204,7 +205,7 @@ def _print_model(model: str, runs, pairs: str, analogies: str, table: list):
     quality = (f"retrieval {row['retrieval']:.3f} ({row['docs']} docs)" if "retrieval" in row
                else f"WS353 {row['wordsim_spearman']:.3f} ({row['pairs_covered']} pairs)  "
                f"analogy {row['analogy_accuracy']:.4f} ({row['questions_covered']} q)")
-    print(f"{model:8s} {label:38s} {row['epochs']:3d} ep  train {row['train_cpu_s']:7.1f} CPU s "
+    print(f"{model:8s} {label:38s} {row['epochs']:3d} ep, window {row['window']:2d}  train {row['train_cpu_s']:7.1f} CPU s "
           f"(startup {row['startup_cpu_s']:.1f}, wall {row['wall_s']:.1f}) "
           f"{row['words_per_s']:9.0f} words/CPU s  {quality}  sha {row['sha256'][:12]}",
           flush=True)

@@ -2,9 +2,10 @@
 """Trains skip-gram word vectors (word2vec) on w2v_data records with Keras.
 
 Two embeddings (centers, contexts/noise words); the score of a (center, word)
-pair is their dot product. --trainer=sgd (default): word2vec's sparse SGD
-with a linearly falling rate on subsampling, windows and noise words drawn
-anew every epoch (`w2v_data.sgd`, `w2v_data.epochs`); --trainer=keras: d2l's
+pair is their dot product. --trainer=sgd (default): word2vec's SGD with a
+linearly falling rate on subsampling, windows and noise words drawn anew
+every epoch (`w2v_data.sgd`; by default in the numba kernel of
+`w2v_data.kernel_sgd`, defaults in `w2v_data.training`); --trainer=keras: d2l's
 model with Adam on the records' one draw (binary cross-entropy masked by
 make_dataset's sample weights).
 

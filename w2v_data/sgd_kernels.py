@@ -10,7 +10,8 @@ weights before it, the chunk and its seed: the same for any number of
 TensorFlow threads or tf.data workers.
 
 Models (codes of `MODEL_CODES`), with h the input vector of an example:
-  skipgram: h = the center word's input vector, targets its window's words;
+  skipgram: h = the input vector of each word in the center's window, target
+      the center (word2vec.c's order: a pair's update lands on the context);
   cbow: h = the mean of the window words' input vectors, target the center;
   pv_dm: cbow with the document's vector in the mean;
   pv_dbow: h = the document's vector, targets each of its words.
@@ -120,12 +121,12 @@ def _sentence(model, sen, n, doc, w_in, w_out, docs, prob, alias, window, k, sta
       continue
     b = 1 + _below(_next(state), window)
     lo, hi = max(0, i - b), min(n, i + b + 1)
-    if model == 0:  # skip-gram: the center's vector against each window word
+    if model == 0:  # skip-gram: each window word's vector against the center (word2vec.c)
       for j in range(lo, hi):
         if j != i:
-          l, c = _targets(w_in[sen[i]], w_out, sen[j], k, prob, alias, state, rate, grad)
+          l, c = _targets(w_in[sen[j]], w_out, sen[i], k, prob, alias, state, rate, grad)
           for d in range(dim):
-            w_in[sen[i], d] += grad[d]
+            w_in[sen[j], d] += grad[d]
           loss, terms, examples = loss + l, terms + c, examples + 1
       continue
     count = 0

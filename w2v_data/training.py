@@ -20,8 +20,10 @@ from typing import Callable, Optional, Sequence
 TRAINERS = ("sgd", "keras")
 SGD_DEFAULTS = {"batch_size": 4096, "learning_rate": 0.025, "subsample_t": 1e-4,
                 "subsample_formula": "word2vec", "engine": "auto"}
-# The sgd trainer's defaults per script: (epochs, starting learning rate).
-SGD_MODEL_DEFAULTS = {"skipgram": (30, 0.025), "cbow": (30, 0.05), "pv": (100, 0.025)}
+# The sgd trainer's defaults per script: (epochs, starting learning rate, max window;
+# None: the records').
+SGD_MODEL_DEFAULTS = {"skipgram": (20, 0.025, 10), "cbow": (30, 0.05, None),
+                      "pv": (100, 0.025, None)}
 
 
 def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: float = 0.002,
@@ -30,7 +32,7 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
 
   `sgd_model`: whose sgd defaults (SGD_MODEL_DEFAULTS) the flags get.
   """
-  sgd_epochs, sgd_learning_rate = SGD_MODEL_DEFAULTS[sgd_model]
+  sgd_epochs, sgd_learning_rate, sgd_window = SGD_MODEL_DEFAULTS[sgd_model]
   p.add_argument("--data_dir", required=True, help="a w2v_data.create --output_dir")
   p.add_argument("--trainer", choices=TRAINERS, default="sgd",
                  help="sgd: word2vec's SGD on fresh draws every epoch; keras: d2l's Keras "
@@ -56,8 +58,8 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
                  help="sgd: kernel (word2vec.c's per-example updates in a numba kernel, "
                  "--batch_size unused), xla (a batch's updates summed in an XLA step); auto: "
                  "kernel when numba is installed")
-  p.add_argument("--window", type=int, default=None, help="sgd: max window (default: the "
-                 "records')")
+  p.add_argument("--window", type=int, default=None, help="sgd: max window (default: "
+                 f"{sgd_window or 'the records'})")
   p.add_argument("--noise_words", type=int, default=None, help="sgd: K (default: the records')")
   p.add_argument("--threads", type=int, default=0,
                  help="TensorFlow intra- and inter-op threads (0: TF's default)")
@@ -65,8 +67,8 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
                  help="seed everything (deterministic on CPU); default: not seeded (sgd: 0)")
   p.add_argument("--save_vectors", default=None,
                  help=f"write {vectors_help} here (word2vec text format)")
-  p.set_defaults(_keras_defaults=(epochs, learning_rate), _sgd_defaults=(sgd_epochs,
-                                                                          sgd_learning_rate))
+  p.set_defaults(_keras_defaults=(epochs, learning_rate),
+                 _sgd_defaults=(sgd_epochs, sgd_learning_rate), _sgd_window=sgd_window)
 
 
 def resolve(args):
@@ -109,7 +111,7 @@ def sgd_train(args, expect):
   if t is None and epochs_lib.records_keep_every_token(models.read_meta(args.data_dir)):
     t = SGD_DEFAULTS["subsample_t"]
   settings = epochs_lib.DrawSettings(subsample_t=t, subsample_formula=args.subsample_formula,
-                                     max_window_size=args.window,
+                                     max_window_size=args.window or args._sgd_window,  # pylint: disable=protected-access
                                      num_noise_words=args.noise_words)
   _, names, matrix, _ = sgd.train(
       args.data_dir, seed=0 if args.seed is None else args.seed, settings=settings,
