@@ -242,44 +242,51 @@ def _free_port():
   return port
 
 
+def _run_both(package, corpus, tmp, options, servers, probe_dir):
+  """The local and the Beam run of one corpus: (row per run, same files?, bundle log)."""
+  jobs = servers[0]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  rows, digests, bundles = [], [], None
+  size_mb = os.path.getsize(corpus) / 1e6
+  for label, extra in (("local, 2 workers", []),
+                       ("beam portable runner",
+                        ["--engine=beam", f"--beam_pipeline_options={options}"])):
+    out = os.path.join(tmp, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", f"{package}.create", f"--input_file={corpus}",
+           f"--output_dir={out}", "--num_shards=4", "--num_workers=2", "--quiet", *extra]
+    if package == "mt_data":
+      cmd += ["--num_train=0", "--num_val=5000"]
+    wall, cpu, tree = _measure(cmd, env, servers if extra else [])
+    workers = [r for pid, r in tree.rss.items() if "SdkHarness" in tree.names.get(pid, "")]
+    launcher = max(r for pid, r in tree.rss.items()
+                   if f"{package}.create" in tree.names.get(pid, ""))
+    if extra and probe_dir:
+      bundles = (size_mb, _bundles(probe_dir))
+    digests.append(_digests(out))
+    rows.append((size_mb, label, wall, cpu, launcher / 2**20, [w / 2**20 for w in workers],
+                 tree.rss.get(jobs.pid, 0) / 2**20 if extra else None))
+    print(f"  {size_mb:.0f} MB {label}: {wall:.1f} s, {cpu:.1f} CPU s, workers "
+          f"{[round(w / 2**20) for w in workers]} MB", file=sys.stderr, flush=True)
+  rows.append((size_mb, "same files", digests[0] == digests[1]))
+  return rows, bundles
+
+
 def portable(sizes, tmp, package="w2v_data", bundle_log=False):
-  """Local (2 workers) vs the portable runner per corpus size."""
+  """Local (2 workers) vs the portable runner per corpus size; prints the tables."""
   probe_dir = os.path.join(tmp, "bundles") if bundle_log else None
   if probe_dir:
     os.makedirs(probe_dir)
   procs, options = _start_cluster(tmp, probe_dir)
-  bundles = []
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  rows = []
+  rows, bundles = [], []
   try:
-    jobs, pool = (psutil.Process(p.pid) for p in procs)
+    servers = [psutil.Process(p.pid) for p in procs]
     for mb in sizes:
       corpus = os.path.join(tmp, f"corpus{mb}.txt")
-      size = (write_pairs if package == "mt_data" else write_corpus)(corpus, mb)
-      digests = []
-      for label, extra in (("local, 2 workers", []),
-                           ("beam portable runner",
-                            ["--engine=beam", f"--beam_pipeline_options={options}"])):
-        out = os.path.join(tmp, "out")
-        shutil.rmtree(out, ignore_errors=True)
-        cmd = [sys.executable, "-m", f"{package}.create", f"--input_file={corpus}",
-               f"--output_dir={out}", "--num_shards=4", "--num_workers=2", "--quiet", *extra]
-        if package == "mt_data":
-          cmd += ["--num_train=0", "--num_val=5000"]
-        wall, cpu, tree = _measure(cmd, env, [jobs, pool] if extra else [])
-        workers = [r for pid, r in tree.rss.items()
-                   if "SdkHarness" in tree.names.get(pid, "")]
-        job_rss = tree.rss.get(jobs.pid, 0)
-        launcher = max(r for pid, r in tree.rss.items()
-                       if f"{package}.create" in tree.names.get(pid, ""))
-        if extra and probe_dir:
-          bundles.append((size / 1e6, _bundles(probe_dir)))
-        digests.append(_digests(out))
-        rows.append((size / 1e6, label, wall, cpu, launcher / 2**20,
-                     [w / 2**20 for w in workers], job_rss / 2**20 if extra else None))
-        print(f"  {size / 1e6:.0f} MB {label}: {wall:.1f} s, {cpu:.1f} CPU s, workers "
-              f"{[round(w / 2**20) for w in workers]} MB", file=sys.stderr, flush=True)
-      rows.append((size / 1e6, "same files", digests[0] == digests[1]))
+      (write_pairs if package == "mt_data" else write_corpus)(corpus, mb)
+      got, log = _run_both(package, corpus, tmp, options, servers, probe_dir)
+      rows += got
+      bundles += [log] if log else []
       os.remove(corpus)
   finally:
     for p in procs:
@@ -288,6 +295,10 @@ def portable(sizes, tmp, package="w2v_data", bundle_log=False):
       except ProcessLookupError:
         pass
       p.wait()
+  _print_portable(package, rows, bundles)
+
+
+def _print_portable(package, rows, bundles):
   print(f"{package}; machine: {psutil.cpu_count()} cores, Python {platform.python_version()}")
   print("| corpus MB | engine | wall s | CPU s | input MB per CPU s | launcher peak RSS MB "
         "| SDK workers' peak RSS MB | job service peak RSS MB |")
@@ -303,7 +314,7 @@ def portable(sizes, tmp, package="w2v_data", bundle_log=False):
           f"| {'-' if job_rss is None else f'{job_rss:,.0f}'} |")
   if bundles:
     print("\n| corpus MB | largest bundle from the runner: MB, elements "
-          "| most SDK worker RSS growth in one bundle: MB, first transform |")
+          "| most SDK worker RSS growth in one bundle: MB, its first transform by name |")
     print("|---|---|---|")
     for mb, b in bundles:
       if b is None:
@@ -311,6 +322,49 @@ def portable(sizes, tmp, package="w2v_data", bundle_log=False):
         continue
       (in_mb, elements), (growth, transform) = b
       print(f"| {mb:.0f} | {in_mb:,.2f} MB, {elements:,} | {growth:,} MB, {transform} |")
+
+
+def _named_benches(args, tmp):
+  """bench() of each generator given a corpus: [(title, rows, checks, files)]."""
+  results = []
+  if args.bert_source:
+    corpus = os.path.join(tmp, "bert_corpus.txt")
+    info = build_corpus(args.bert_source, args.bert_mb, corpus)
+    results.append((f"bert_data ({info['bytes'] / 1e6:.1f} MB, {info['documents']:,} docs, "
+                    f"dupe_factor={args.bert_dupe_factor}, {args.bert_num_shards} shards)",
+                    *bench("bert", "bert_data.create",
+                           [f"--input_file={corpus}", f"--vocab_file={VOCAB}",
+                            f"--dupe_factor={args.bert_dupe_factor}",
+                            f"--num_shards={args.bert_num_shards}"],
+                           os.path.join(tmp, "bert"),
+                           f"--output_file={os.path.join(tmp, 'bert', 't.tfrecord')}")))
+  if args.w2v_corpus:
+    results.append((f"w2v_data ({os.path.basename(args.w2v_corpus)}, 2 shards)",
+                    *bench("w2v", "w2v_data.create",
+                           [f"--input_file={args.w2v_corpus}", "--num_shards=2"],
+                           os.path.join(tmp, "w2v"),
+                           f"--output_dir={os.path.join(tmp, 'w2v')}")))
+  if args.mt_corpus:
+    results.append((f"mt_data ({os.path.basename(args.mt_corpus)}, all pairs, 2 shards)",
+                    *bench("mt", "mt_data.create",
+                           [f"--input_file={args.mt_corpus}", "--num_train=0",
+                            "--num_val=5000", "--num_shards=2"],
+                           os.path.join(tmp, "mt"),
+                           f"--output_dir={os.path.join(tmp, 'mt')}")))
+  return results
+
+
+def _print_named(results):
+  print(f"machine: {psutil.cpu_count()} cores, Python {platform.python_version()}")
+  print("| generator | engine | wall s | peak RSS MB | vs local 1 worker |")
+  print("|---|---|---|---|---|")
+  for title, rows, (same_beam, same_records), files in results:
+    base = rows[0][1]
+    for label, wall, rss in rows:
+      print(f"| {title} | {label} | {wall:.1f} | {rss:,.0f} | {base / wall:.2f}x |")
+    print(f"| {title} | beam = local 2 workers, all {files} files incl. metadata: "
+          f"{'yes' if same_beam else 'NO'}; record files of all three equal: "
+          f"{'yes' if same_records else 'NO'} | | | |")
 
 
 def main():
@@ -330,51 +384,15 @@ def main():
                   help="with --portable_mb: log the SDK workers' bundles (scripts/beam_probe)")
   args = ap.parse_args()
   tmp = tempfile.mkdtemp(prefix="bench_beam_")
-  if args.portable_mb:
-    try:
+  try:
+    if args.portable_mb:
       portable([float(x) for x in args.portable_mb.split(",")], tmp, args.portable_package,
                args.bundle_log)
-    finally:
-      shutil.rmtree(tmp, ignore_errors=True)
-    return
-  results = []
-  try:
-    if args.bert_source:
-      corpus = os.path.join(tmp, "bert_corpus.txt")
-      info = build_corpus(args.bert_source, args.bert_mb, corpus)
-      results.append((f"bert_data ({info['bytes'] / 1e6:.1f} MB, {info['documents']:,} docs, "
-                      f"dupe_factor={args.bert_dupe_factor}, {args.bert_num_shards} shards)",
-                      *bench("bert", "bert_data.create",
-                             [f"--input_file={corpus}", f"--vocab_file={VOCAB}",
-                              f"--dupe_factor={args.bert_dupe_factor}",
-                              f"--num_shards={args.bert_num_shards}"],
-                             os.path.join(tmp, "bert"),
-                             f"--output_file={os.path.join(tmp, 'bert', 't.tfrecord')}")))
-    if args.w2v_corpus:
-      results.append((f"w2v_data ({os.path.basename(args.w2v_corpus)}, 2 shards)",
-                      *bench("w2v", "w2v_data.create",
-                             [f"--input_file={args.w2v_corpus}", "--num_shards=2"],
-                             os.path.join(tmp, "w2v"),
-                             f"--output_dir={os.path.join(tmp, 'w2v')}")))
-    if args.mt_corpus:
-      results.append((f"mt_data ({os.path.basename(args.mt_corpus)}, all pairs, 2 shards)",
-                      *bench("mt", "mt_data.create",
-                             [f"--input_file={args.mt_corpus}", "--num_train=0",
-                              "--num_val=5000", "--num_shards=2"],
-                             os.path.join(tmp, "mt"),
-                             f"--output_dir={os.path.join(tmp, 'mt')}")))
+      return
+    results = _named_benches(args, tmp)
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
-  print(f"machine: {psutil.cpu_count()} cores, Python {platform.python_version()}")
-  print("| generator | engine | wall s | peak RSS MB | vs local 1 worker |")
-  print("|---|---|---|---|---|")
-  for title, rows, (same_beam, same_records), files in results:
-    base = rows[0][1]
-    for label, wall, rss in rows:
-      print(f"| {title} | {label} | {wall:.1f} | {rss:,.0f} | {base / wall:.2f}x |")
-    print(f"| {title} | beam = local 2 workers, all {files} files incl. metadata: "
-          f"{'yes' if same_beam else 'NO'}; record files of all three equal: "
-          f"{'yes' if same_records else 'NO'} | | | |")
+  _print_named(results)
 
 
 if __name__ == "__main__":

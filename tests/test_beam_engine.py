@@ -213,6 +213,19 @@ def test_pipeline_options_form():
     EngineOptions("local", IN_MEMORY).validate()
 
 
+def test_job_service_runs_are_not_cut_at_beams_300_s_stream_deadline():
+  """Beam opens a portable job's state and message streams with
+  job_server_timeout (300 s by default) as their deadline: longer jobs
+  failed with DEADLINE_EXCEEDED. Unless given, it is a week."""
+  from apache_beam.options.pipeline_options import PortableOptions  # pylint: disable=import-outside-toplevel
+  from textrecords.engine import beam as beam_engine  # pylint: disable=import-outside-toplevel
+  portable = "runner=PortableRunner,job_endpoint=localhost:8099"
+  got = beam_engine.pipeline_options(portable).view_as(PortableOptions).job_server_timeout
+  assert got == beam_engine.JOB_SERVER_TIMEOUT_S == 7 * 24 * 3600
+  given = beam_engine.pipeline_options(portable + ",job_server_timeout=60")
+  assert given.view_as(PortableOptions).job_server_timeout == 60
+
+
 def test_cli_engine_flag_and_missing_extra(tmp_path):
   """The CLI flags reach the engine; without apache_beam: one line, exit 2, nothing written."""
   args = ["--input_file=" + os.path.join(TESTDATA, "mt_pairs.txt"), "--num_train=20",

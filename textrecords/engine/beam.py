@@ -42,11 +42,21 @@ from textrecords.engine import parse_pipeline_options, require_beam
 from textrecords.errors import UserError
 
 _LOCAL_RUNNERS = ("DirectRunner", "SwitchingDirectRunner")
+# Runners that talk to a job service through Beam's PortableRunner. Beam
+# opens the job's state and message streams with `job_server_timeout` as
+# their gRPC deadline (300 s by default), so a longer job fails with
+# DEADLINE_EXCEEDED while it runs; unless the user sets it, it is a week.
+_JOB_SERVICE_RUNNERS = ("PortableRunner", "FlinkRunner", "SparkRunner")
+JOB_SERVER_TIMEOUT_S = 7 * 24 * 3600
 _USER_ERROR = re.compile(r"UserError: ([^\n]+)")
 
 
 def pipeline_options(text: str):
-  """Beam PipelineOptions from the comma-separated key=value form."""
+  """Beam PipelineOptions from the comma-separated key=value form.
+
+  A job-service runner gets `job_server_timeout` of a week unless given
+  (Beam's 300 s default is also the deadline of a running job's streams).
+  """
   require_beam()
   from apache_beam.options import pipeline_options as po  # pylint: disable=import-outside-toplevel
   argv = parse_pipeline_options(text)
@@ -56,6 +66,9 @@ def pipeline_options(text: str):
   std = opts.view_as(po.StandardOptions)
   if std.runner is None or std.runner in _LOCAL_RUNNERS:
     std.runner = "FnApiRunner"
+  if std.runner in _JOB_SERVICE_RUNNERS and not any(
+      a.startswith(("--job_server_timeout=", "--job-server-timeout=")) for a in argv):
+    opts.view_as(po.PortableOptions).job_server_timeout = JOB_SERVER_TIMEOUT_S
   return opts
 
 
