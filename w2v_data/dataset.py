@@ -351,8 +351,17 @@ def _positive_int(value) -> bool:
 
 
 def _dense_rows(tf, contexts, noise, longest):
-  """[contexts, noise words] of each center (int32), zero-padded to `longest` columns."""
-  return tf.concat([contexts, noise], axis=1).to_tensor(0, shape=[None, longest])
+  """[contexts, noise words] of each center (int32), zero-padded to `longest` columns.
+
+  Built from the two dense matrices (a ragged concat of int64 row splits
+  makes oneDNN log a line at TF's default log level)."""
+  n = contexts.row_lengths()[:, tf.newaxis]
+  width = noise.row_lengths()[:, tf.newaxis] + n
+  col = tf.range(longest, dtype=tf.int64)[tf.newaxis, :]
+  dense_noise = noise.to_tensor(0, shape=[None, longest])
+  from_noise = tf.gather(dense_noise, tf.clip_by_value(col - n, 0, longest - 1), batch_dims=1)
+  return tf.where(col < n, contexts.to_tensor(0, shape=[None, longest]),
+                  tf.where(col < width, from_noise, tf.zeros([], dense_noise.dtype)))
 
 
 def _parse_centers(tf, serialized, spec, k, longest):
