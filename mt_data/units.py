@@ -54,6 +54,16 @@ def length_stats(count: int, total: int, longest: int) -> dict:
   return {"max_len": longest, "mean_len": round(total / count, 4)}
 
 
+def split_length_stats(src_lens, tgt_lens, n_train: int) -> dict:
+  """Split -> side -> `length_stats`, from per-pair token counts (numpy arrays,
+  train pairs first)."""
+  def stats(lens):
+    return length_stats(len(lens), int(lens.sum()), int(lens.max()) if len(lens) else 0)
+  return {split: {"source": stats(src_lens[part]), "target": stats(tgt_lens[part])}
+          for split, part in (("train", slice(None, n_train)),
+                              ("valid", slice(n_train, None)))}
+
+
 def vocab_files(tokenizer: str, src_tokens: List[str], tgt_tokens: List[str],
                 tokenizer_json: Dict[str, bytes] = None) -> Dict[str, bytes]:
   """File name -> bytes of the vocabularies (and BPE tokenizer models)."""

@@ -40,7 +40,7 @@ if not os.path.exists(os.path.join(work, "done")):
   from bert_data.config import BertConfig
   from w2v_data import pipeline as w2v_pipeline
   from w2v_data.config import W2vConfig
-  from mt_data import config as mt_config, create as mt_create
+  from mt_data import config as mt_config, pipeline as mt_pipeline
   os.makedirs(os.path.dirname(bert_out))
   corpus = repeated(os.path.join(testdata, "bert_sample_text.txt"),
                     os.path.join(work, "bert.txt"), 40, "\n\n")
@@ -51,7 +51,7 @@ if not os.path.exists(os.path.join(work, "done")):
   w2v_pipeline.create(W2vConfig(
       input_file=repeated(os.path.join(testdata, "w2v_tiny.txt"), os.path.join(work, "w.txt"), 20),
       output_dir=os.path.join(work, "w2v"), min_freq=2, num_workers=1, num_shards=4, quiet=True))
-  mt_create.create(mt_config.MTConfig(
+  mt_pipeline.create(mt_config.MTConfig(
       input_file=repeated(os.path.join(testdata, "mt_pairs.txt"), os.path.join(work, "m.txt"), 200),
       output_dir=os.path.join(work, "mt"), num_train=0, num_val=100, num_shards=4,
       num_workers=1), log=lambda m: None)
