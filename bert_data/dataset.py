@@ -68,54 +68,32 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
   feature_names="bert" (default): x = {input_ids, input_mask, segment_ids,
   masked_lm_positions}, y = {"masked_lm": masked_lm_ids, "next_sentence":
   next_sentence_labels}, sample_weight = {"masked_lm": masked_lm_weights,
-  "next_sentence": ones}. "v2": Model Garden's input names (input_word_ids,
-  input_type_ids; same as `v2_names=True`). "keras_hub": x = {token_ids,
+  "next_sentence": ones}. "v2": Model Garden's names (input_word_ids,
+  input_type_ids; also `v2_names=True`). "keras_hub": x = {token_ids,
   padding_mask (bool), segment_ids, mask_positions}, y = mask ids,
-  sample_weight = mask weights, for `keras_hub.models.BertMaskedLM(...,
-  preprocessor=None)`. All int32 except float32 weights and the bool mask;
-  static shapes (batch first, then one batched parse).
+  sample_weight = mask weights (`keras_hub.models.BertMaskedLM`). int32 but
+  float32 weights and the bool mask; static shapes. Records written with
+  `--masking=dynamic` are masked here per batch, afresh every epoch, the
+  same for a `seed` (with `training=False` the same every pass).
 
-  Records written with `--masking=dynamic` are masked here, per batch, afresh
-  every epoch (see `bert_data.dynamic_masking`): the same `seed` gives the
-  same masks on every run and any number of input pipelines. With
-  `training=False` the masks are the same on every pass (seeded by `seed`,
-  or 0), so evaluations compare.
-
-  The shared arguments (batch_size, split, training, seed,
-  global_batch_size, input_context, start_step, drop_remainder,
-  shuffle_buffer, repeat, verify, skip_corrupt, log) are
-  `textrecords.reading.read_options.ReadOptions`: the same defaults and checks in
-  every package; the records come in the order of `textrecords.reading.read_order`
-  (the same global batches for any number of input pipelines, the same
-  number of batches on each, `start_step` resumes without reading what
-  came before). The number of batches is known unless `repeat`.
+  The arguments from batch_size to log are the shared
+  `textrecords.reading.read_options.ReadOptions`; records come in the order
+  of `textrecords.reading.read_order`. The number of batches is known
+  unless `repeat`.
 
   Args:
-    location: an output path given to `bert_data.create`, a shard glob,
-      a `.meta.json` path, or a comma-separated list of them (read as one
-      dataset); a Python list of them with `weights`: a mixture.
-    batch_size: examples per batch (per replica); or global_batch_size.
-    training: the seeded training order (files and windows shuffled);
-      otherwise files and records in order. Default True.
-    seed: makes the training order (and dynamic masks) repeatable.
-    drop_remainder: drop the last partial batch (default: when training).
-    input_context: a `tf.distribute.InputContext`: this pipeline's share.
-    weights: with a list of locations, their share of every global batch
-      (`textrecords.reading.mixtures`).
+    location: an output path given to `bert_data.create`, a shard glob, a
+      `.meta.json` path, or a comma-separated list of them (one dataset); a
+      list of them with `weights` (their shares of every global batch): a
+      mixture (`textrecords.reading.mixtures`).
     max_seq_length: if given, must equal the records' length.
-    max_predictions_per_seq: static records: must equal the records'
-      value; dynamic records: overrides the create-time value (at most
-      max_seq_length).
+    max_predictions_per_seq: static records: must equal the records'; dynamic
+      records: overrides the create-time value (at most max_seq_length).
     masked_lm_prob: dynamic records only: overrides the create-time value.
-    feature_names: "bert", "v2" or "keras_hub" (default "bert", or "v2"
-      with `v2_names=True`).
-    verify: "checksum" (default: sizes and sha256 of the files, once per
-      process per file), "size" or "none".
-    skip_corrupt: skip (and log) files that fail verification.
-    log: where skipped files are reported (default: print).
-    data_service: a tf.data service dispatcher ("grpc://host:port") to run
-      the pipeline on (see `textrecords.reading.tf_input.data_service_step`).
-    job_name: input pipelines giving the same name share one service job.
+    feature_names: "bert", "v2" or "keras_hub" (default "bert"; "v2" with
+      `v2_names=True`).
+    data_service, job_name: run the pipeline on a tf.data service
+      (`textrecords.reading.tf_input.data_service_step`).
   Raises:
     UserError (a ValueError): missing/incomplete dataset, other package's
       records, length mismatch, override beyond the records' lengths,
@@ -123,24 +101,29 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
   """
   opts = read_options.from_arguments(locals())
   serve = tf_input.data_service_step(data_service, job_name)
-  tf = require_tf()
-  names = _feature_names(feature_names, v2_names)
+  reading = _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob,
+                     _feature_names(feature_names, v2_names))
   if not isinstance(location, str) or weights is not None:
     from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
-    return serve(mixtures.tf_mixture(
-        location, weights, opts, lambda loc: _entries(loc, split, opts),
-        _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob, names)))
+    return serve(mixtures.tf_mixture(location, weights, opts,
+                                     lambda loc: _entries(loc, split, opts), reading))
+  return serve(_one_dataset(location, split, opts, reading))
+
+
+def _one_dataset(location: str, split: str, opts: ReadOptions, reading):
+  """The parsed batches of one dataset in the read order of `opts`."""
+  tf = require_tf()
   meta, entries = _entries(location, split, opts)
-  parse = _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob, names)(meta)
+  parse = reading(meta)
   plan = opts.plan([e.records for e in entries])
-  ds = tf_input.planned_batches(entries, meta["compression"], plan, log)
-  seed_used = plan.stream.seed
-  if opts.training:
-    salted = lambda e, b: parse(b, tf_order.epoch_salt(tf, seed_used, e))  # noqa: E731
+  ds = tf_input.planned_batches(entries, meta["compression"], plan, opts.log)
+  if opts.training:  # dynamic masks drawn afresh every epoch
+    seed = plan.stream.seed
+    salted = lambda e, b: parse(b, tf_order.epoch_salt(tf, seed, e))  # noqa: E731
   else:
-    salted = lambda e, b: parse(b, tf.constant(seed or 0, tf.int64))  # noqa: E731
-  return serve(ds.map(salted, num_parallel_calls=tf.data.AUTOTUNE,
-                      deterministic=True).prefetch(tf.data.AUTOTUNE))
+    salted = lambda e, b: parse(b, tf.constant(opts.seed or 0, tf.int64))  # noqa: E731
+  return ds.map(salted, num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=True).prefetch(tf.data.AUTOTUNE)
 
 
 def _entries(location: str, split: str, opts: ReadOptions):

@@ -56,11 +56,16 @@ def record_files(location: str, split: str, *, verify: str = "checksum",
   return meta, entries
 
 
-def _check_args(num_steps, bucket_boundaries):
+def _check_args(num_steps, bucket_boundaries, bucket_batch_sizes=None,
+                pad_to_bucket_boundary=None):
+  """The checked bucket boundaries (None: fixed length `num_steps`)."""
   if bucket_boundaries is None:
     if num_steps is None or not isinstance(num_steps, int) or num_steps < 1:
       raise ValueError(f"num_steps={num_steps!r}: must be an int >= 1 (or None with "
                        "bucket_boundaries)")
+    if (bucket_batch_sizes, pad_to_bucket_boundary) != (None, None):
+      raise ValueError("bucket_batch_sizes and pad_to_bucket_boundary need "
+                       "bucket_boundaries (and num_steps=None)")
     return None
   if num_steps is not None:
     raise ValueError("bucket_boundaries pads each batch to its own length: pass "
@@ -85,99 +90,106 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = "tr
                  pad_to_bucket_boundary: Optional[bool] = None,
                  data_service: Optional[str] = None, job_name: Optional[str] = None,
                  weights: Optional[Sequence[float]] = None):
-  """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
+  """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`:
+  x = {"source": int32 (B, T), "decoder_input": int32 (B, T),
+  "source_valid_len": int32 (B,)}, y = int32 (B, T), w = float32 (B, T).
 
-  The shared arguments (batch_size, split, training, seed,
-  global_batch_size, input_context, start_step, drop_remainder,
-  shuffle_buffer, repeat, verify, skip_corrupt, log) are
-  `textrecords.reading.read_options.ReadOptions`: the same defaults and checks in
-  every package; pairs come in the order of `textrecords.reading.read_order`. With
-  `num_steps` the number of batches is known unless `repeat`.
+  The arguments from batch_size to log are the shared
+  `textrecords.reading.read_options.ReadOptions` (split: "train" or
+  "valid"); pairs come in the order of `textrecords.reading.read_order`.
+  With `num_steps` the number of batches is known unless `repeat`.
 
   Args:
     location: the --output_dir of `python -m mt_data.create` (or its
       meta.json, or record files / a shard glob of it); a list of them with
       `weights`: a mixture (`textrecords.reading.mixtures`).
-    split: "train" or "valid".
-    batch_size: pairs per batch (per replica); or global_batch_size.
-    training: the seeded training order; default: split == "train". Not
-      training: pairs in file order.
-    drop_remainder: drop the last partial batch (default: when training).
     num_steps: T, the fixed length of every array (d2l's num_steps). None
       with `bucket_boundaries`.
-    bucket_boundaries: length boundaries for bucketing: bucket i holds the
-      pairs with bounds[i-1] <= max(len(source), len(target)) < bounds[i].
+    bucket_boundaries: bucket i holds the pairs with bounds[i-1] <=
+      max(len(source), len(target)) < bounds[i].
     bucket_batch_sizes: pairs per batch of each bucket (len(bucket_boundaries)
-      + 1 ints, e.g. fewer for longer buckets: a token budget); default
-      batch_size for all.
-    pad_to_bucket_boundary: pad each bucket's batches to one length (its
-      boundary - 1; the last bucket to the split's longest pair) instead of
-      the batch's longest. None: as drop_remainder. With drop_remainder and
-      one batch size the batch dimension is static; the number of batches
-      is counted once (a pass over the pairs' lengths) unless `repeat`.
-    data_service: a tf.data service dispatcher ("grpc://host:port") to run
-      the pipeline on (see `textrecords.reading.tf_input.data_service_step`).
-    job_name: input pipelines giving the same name share one service job.
-    seed: makes the shuffle order reproducible.
-    verify: "checksum" (size + sha256 of every file against meta.json),
-      "size" or "none".
-    skip_corrupt: skip (and log) bad files instead of raising.
-
-  Returns:
-    Dataset of (x, y, w): x = {"source": int32 (B, T), "decoder_input":
-    int32 (B, T), "source_valid_len": int32 (B,)}, y = int32 (B, T),
-    w = float32 (B, T).
+      + 1 ints, e.g. a token budget); default batch_size for all.
+    pad_to_bucket_boundary: pad a bucket's batches to one length (its
+      boundary - 1; the last bucket to the split's longest pair), not the
+      batch's longest. None: as drop_remainder. With drop_remainder and one
+      batch size the batch dimension is static; the batches are counted
+      once (a pass over the pairs' lengths) unless `repeat`.
+    data_service, job_name: run the pipeline on a tf.data service
+      (`textrecords.reading.tf_input.data_service_step`).
 
   Raises:
     UserError: missing/foreign metadata, a missing or corrupt file.
     ValueError: bad arguments (num_steps < 1, ...).
 
-  Example:
-    >>> ds = make_dataset("out/mt", 64, split="train", num_steps=9, seed=1)  # doctest: +SKIP
-    >>> model.fit(ds, epochs=10)  # doctest: +SKIP
+  Example: `model.fit(make_dataset("out/mt", 64, seed=1), epochs=10)`.
   """
   opts = read_options.from_arguments(locals())
-  training, drop_remainder, batch_size = opts.training, opts.drop_remainder, opts.per_replica
-  bounds = _check_args(num_steps, bucket_boundaries)
-  if bounds is None and (bucket_batch_sizes, pad_to_bucket_boundary) != (None, None):
-    raise ValueError("bucket_batch_sizes and pad_to_bucket_boundary need bucket_boundaries "
-                     "(and num_steps=None)")
+  bounds = _check_args(num_steps, bucket_boundaries, bucket_batch_sizes, pad_to_bucket_boundary)
   serve = tf_input.data_service_step(data_service, job_name)
-  tf = require_tf()
   if not isinstance(location, str) or weights is not None:
-    if bounds is not None:
-      raise UserError("bucket_boundaries: a mixture gives fixed-length batches (num_steps)")
-    from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
-    load = lambda loc: record_files(loc, split, verify=verify,  # noqa: E731
-                                    skip_corrupt=skip_corrupt, log=log)
-    return serve(mixtures.tf_mixture(
-        location, weights, opts, load,
-        lambda meta: lambda s, salt: _fixed_length(tf, num_steps)(s)))
-  meta, entries = record_files(location, split, verify=verify, skip_corrupt=skip_corrupt,
-                               log=log)
-  # Bucketing drops partial buckets, not records: every pair is read.
-  plan = (opts if bounds is None else opts.keeping_remainder()).plan(
-      [e.records for e in entries])
-  batches = tf_input.planned_batches(entries, meta.get("compression", ""), plan, log)
-  spec = features.parse_spec(schema.SCHEMA)
-  src_key, tgt_key = schema.SOURCE_IDS.name, schema.TARGET_IDS.name
+    return serve(_mixture(location, weights, split, opts, bounds, num_steps))
+  ds = _one_dataset(location, split, opts, num_steps, bounds, bucket_batch_sizes,
+                    pad_to_bucket_boundary)
+  return serve(ds.prefetch(require_tf().data.AUTOTUNE))
 
+
+def _one_dataset(location: str, split: str, opts: read_options.ReadOptions, num_steps, bounds,
+                 bucket_batch_sizes, pad_to_bucket_boundary):
+  """The (x, y, w) batches of one dataset: fixed length, or bucketed by `bounds`."""
+  meta, entries = record_files(location, split, verify=opts.verify,
+                               skip_corrupt=opts.skip_corrupt, log=opts.log)
   if bounds is None:
-    # Known length: Keras shows progress totals and needs no end-of-data guess.
-    to_arrays = _fixed_length(tf, num_steps)
-    ds = batches.map(lambda _, serialized: to_arrays(serialized),
+    return _fixed_length_batches(meta, entries, opts, num_steps)
+  return _bucketed_batches(meta["splits"][split], meta, entries, opts, bounds,
+                           _bucket_batch_sizes(bucket_batch_sizes, opts.per_replica, bounds),
+                           pad_to_bucket_boundary)
+
+
+def _mixture(locations, weights, split: str, opts: read_options.ReadOptions, bounds, num_steps):
+  """The fixed-length batches of a mixture (`textrecords.reading.mixtures`)."""
+  if bounds is not None:
+    raise UserError("bucket_boundaries: a mixture gives fixed-length batches (num_steps)")
+  from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
+  tf = require_tf()
+  load = lambda loc: record_files(loc, split, verify=opts.verify,  # noqa: E731
+                                  skip_corrupt=opts.skip_corrupt, log=opts.log)
+  return mixtures.tf_mixture(locations, weights, opts, load,
+                             lambda meta: lambda s, salt: _fixed_length(tf, num_steps)(s))
+
+
+def _fixed_length_batches(meta, entries, opts: read_options.ReadOptions, num_steps: int):
+  """(x, y, w) batches padded or trimmed to `num_steps`, their number known."""
+  tf = require_tf()
+  plan = opts.plan([e.records for e in entries])
+  batches = tf_input.planned_batches(entries, meta.get("compression", ""), plan, opts.log)
+  to_arrays = _fixed_length(tf, num_steps)
+  return batches.map(lambda _, serialized: to_arrays(serialized),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  else:
-    # Batches are counted on this pipeline's records (the read order draws
-    # nothing while it is counted).
-    records = batches.map(lambda _, serialized: serialized).unbatch()
-    ds = _bucketed(tf, records, spec, meta["splits"][split], bounds,
-                   _bucket_batch_sizes(bucket_batch_sizes, batch_size, bounds),
-                   drop_remainder=drop_remainder, count_from=None if opts.repeat else records,
-                   pad_to_boundary=drop_remainder if pad_to_bucket_boundary is None
+
+
+def _bucketed_batches(split_meta, meta, entries, opts: read_options.ReadOptions, bounds, batch_sizes,
+                      pad_to_bucket_boundary):
+  """(x, y, w) batches bucketed by length (see `_bucketed`). Bucketing drops
+  partial buckets, not records: every pair is read."""
+  tf = require_tf()
+  plan = opts.keeping_remainder().plan([e.records for e in entries])
+  batches = tf_input.planned_batches(entries, meta.get("compression", ""), plan, opts.log)
+  deterministic = not opts.training or opts.seed is not None
+  pairs = batches.map(lambda _, serialized: _parse_pairs(tf, serialized),
+                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+  return _bucketed(tf, pairs, split_meta, bounds, batch_sizes,
+                   drop_remainder=opts.drop_remainder,
+                   count=None if opts.repeat else pairs,
+                   pad_to_boundary=opts.drop_remainder if pad_to_bucket_boundary is None
                    else pad_to_bucket_boundary,
-                   deterministic=not training or seed is not None)
-  return serve(ds.prefetch(tf.data.AUTOTUNE))
+                   deterministic=deterministic)
+
+
+def _parse_pairs(tf, serialized):
+  """A batch of serialized pairs -> (source ids, target ids) ragged int32."""
+  parsed = tf.io.parse_example(serialized, features.parse_spec(schema.SCHEMA))
+  return (tf.cast(parsed[schema.SOURCE_IDS.name], tf.int32),
+          tf.cast(parsed[schema.TARGET_IDS.name], tf.int32))
 
 
 def _bucket_batch_sizes(sizes, batch_size: int, bounds):
@@ -198,49 +210,48 @@ def _bucket_widths(split_meta: dict, bounds):
   return [b - 1 for b in bounds] + [max(longest, bounds[-1])]
 
 
-def _bucket_batches(tf, lengths, bounds, batch_sizes, drop_remainder: bool) -> int:
-  """Batches per pass of bucketed pairs (one pass over `lengths`, a dataset of lengths)."""
-  per_bucket = lengths.batch(4096).reduce(
-      tf.zeros([len(bounds) + 1], tf.int64),
-      lambda acc, n: acc + tf.math.bincount(
-          tf.searchsorted(tf.constant(bounds, n.dtype), n, side="right"),
-          minlength=len(bounds) + 1, maxlength=len(bounds) + 1, dtype=tf.int64))
+def _bucket_batches(tf, pairs, bounds, batch_sizes, drop_remainder: bool) -> int:
+  """Batches per pass of bucketed pairs (one pass over `pairs`, batches of
+  ragged (source, target) ids)."""
+  def count(acc, src, tgt):
+    n = tf.maximum(src.row_lengths(), tgt.row_lengths())
+    return acc + tf.math.bincount(tf.searchsorted(tf.constant(bounds, n.dtype), n, side="right"),
+                                  minlength=len(bounds) + 1, maxlength=len(bounds) + 1,
+                                  dtype=tf.int64)
+
+  per_bucket = pairs.reduce(tf.zeros([len(bounds) + 1], tf.int64),
+                            lambda acc, pair: count(acc, *pair))
   total = 0
-  for count, size in zip(per_bucket.numpy().tolist(), batch_sizes):
-    total += count // size if drop_remainder else -(-count // size)
+  for n, size in zip(per_bucket.numpy().tolist(), batch_sizes):
+    total += n // size if drop_remainder else -(-n // size)
   return total
 
 
-def _bucketed(tf, records, spec, split_meta, bounds, batch_sizes, *, drop_remainder: bool,
-              count_from, pad_to_boundary: bool, deterministic: bool):
-  """Serialized pairs -> (x, y, w) batches bucketed by max(len(source), len(target)).
+def _bucketed(tf, pairs, split_meta, bounds, batch_sizes, *, drop_remainder: bool,
+              count, pad_to_boundary: bool, deterministic: bool):
+  """Batches of parsed pairs -> (x, y, w) batches bucketed by
+  max(len(source), len(target)).
 
   Bucket i holds the pairs of length bounds[i-1] <= n < bounds[i] (the last:
   n >= bounds[-1]) in batches of batch_sizes[i]. pad_to_boundary pads every
   batch of a bucket to one length (boundary - 1; the last bucket to the
   split's longest pair), else to the batch's longest. With drop_remainder
   and one batch size the batch dimension is static. The number of batches
-  is counted (one pass over the lengths of `count_from`, the same records
-  unshuffled) and set; count_from=None: infinite (repeat).
+  is counted (one pass over `count`, the same pairs) and set; count=None:
+  infinite (repeat).
   """
-  src_key, tgt_key = schema.SOURCE_IDS.name, schema.TARGET_IDS.name
-
-  def parse_one(serialized):
-    parsed = tf.io.parse_single_example(serialized, spec)
-    return (tf.cast(parsed[src_key], tf.int32), tf.cast(parsed[tgt_key], tf.int32))
-
   def length(src, tgt):
     return tf.maximum(tf.shape(src)[0], tf.shape(tgt)[0])
 
-  pairs = records.map(parse_one, num_parallel_calls=tf.data.AUTOTUNE,
-                      deterministic=deterministic)
   widths = _bucket_widths(split_meta, bounds)
   if pad_to_boundary:
     # TF pads bucket i to its upper boundary - 1: the last bucket ends past the longest pair.
     tf_bounds, sizes = bounds + [widths[-1] + 1], batch_sizes + [1]
   else:
     tf_bounds, sizes = bounds, batch_sizes
-  ds = pairs.bucket_by_sequence_length(
+  # Unbatched ragged rows are rank-0 ragged; a map makes them tensors.
+  rows = pairs.unbatch().map(lambda src, tgt: (src, tgt))
+  ds = rows.bucket_by_sequence_length(
       length, bucket_boundaries=tf_bounds, bucket_batch_sizes=sizes,
       padding_values=(preprocess.PAD_ID, preprocess.PAD_ID),
       pad_to_bucket_boundary=pad_to_boundary, drop_remainder=drop_remainder)
@@ -255,10 +266,8 @@ def _bucketed(tf, records, spec, split_meta, bounds, batch_sizes, *, drop_remain
     return _outputs(tf, src, label)
 
   ds = ds.map(pad_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  if count_from is None:
-    return ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
-  n = _bucket_batches(tf, count_from.map(lambda r: length(*parse_one(r))), bounds,
-                      batch_sizes, drop_remainder)
+  n = tf.data.INFINITE_CARDINALITY if count is None else _bucket_batches(
+      tf, count, bounds, batch_sizes, drop_remainder)
   return ds.apply(tf.data.experimental.assert_cardinality(n))
 
 

@@ -76,23 +76,27 @@ def _fmix(ops, h):
   return ops.xor(h, ops.shr(h, 16))
 
 
-def hash32(ops, *parts):
+def hash32(ops, *parts, state=None):
   """A 32-bit hash (int64 in [0, 2**32)) of int64 parts (scalars or arrays,
-  broadcast), the same in numpy and TF.
+  broadcast), the same in numpy and TF. `state`: the hash of the parts
+  before these (so a constant prefix can be hashed once, in numpy).
 
   >>> int(hash32(NumpyOps, NumpyOps.int64(1), NumpyOps.int64(2))[0])
   584596323
+  >>> h1 = int(hash32(NumpyOps, NumpyOps.int64(1))[0])
+  >>> int(hash32(NumpyOps, NumpyOps.int64(2), state=h1)[0])
+  584596323
   """
-  h = ops.int64(0x2545F491)
+  h = ops.int64(0x2545F491 if state is None else state)
   for part in parts:
     h = _fmix(ops, ops.band(ops.xor(h, ops.band(part, M32)) * _MUL + _ADD, M32))
   return h
 
 
-def permutation(ops, n, *parts):
-  """A permutation of range(n) keyed by parts (n < 2**31)."""
+def permutation(ops, n, *parts, state=None):
+  """A permutation of range(n) keyed by parts (n < 2**31; `state` as `hash32`'s)."""
   i = ops.arange(n)
-  return ops.argsort(hash32(ops, *parts, i) * (1 << 31) + i)
+  return ops.argsort(hash32(ops, *parts, i, state=state) * (1 << 31) + i)
 
 
 def seed_parts(seed: int) -> Tuple[int, int]:

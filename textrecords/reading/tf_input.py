@@ -202,6 +202,7 @@ def file_reader(files: List[str], compression: str) -> Callable:
   """read_file(i): a TFRecordDataset of files[i] (i an int64 tensor)."""
   tf = require_tf()
   check_readable_by_tf(files)
+  quiet_reader_log()
   paths = tf.constant(files)
   comp = compression or None
   return lambda i: tf.data.TFRecordDataset(tf.gather(paths, i), compression_type=comp,

@@ -1,21 +1,31 @@
 """`textrecords.reading.read_order` as tf.data pipelines: the same records in the
-same per-replica batches, drawn in-graph (no Python ops, any epoch).
+same per-replica batches (no Python ops, any epoch).
 
-A record file is opened at its start; a stream that starts inside a file (an
-epoch's rotation, a pipeline resuming at `start_step`) skips records of that
-file with `Dataset.skip` (TFRecordDataset skips record by record, reading
-their headers: no parsing and no CRC check). The files before it are not
-opened, the records of the window before the start step are read and
-dropped: a resume reads at most one file's records plus one window before
-its first batch. `plan_ids` gives a plan's batches as record numbers,
-computed a window at a time, for readers that hold their records.
+The pipeline of an epoch: its (file, skip, take) segments, each file opened
+at its start (a stream that starts inside a file, by an epoch's rotation or
+a resume at `start_step`, skips records of that file with `Dataset.skip`:
+TFRecordDataset reads their headers, no parsing, no CRC check) -> windows
+(`batch(window)`) -> each window permuted (one gather) -> the window cut
+into this pipeline's per-replica batches by slicing (one element per batch,
+nothing record by record after the read). The first epoch's segments and
+window keys are computed when the pipeline is built, in numpy (graph
+constants: nothing to trace or optimize); a repeating plan draws those of
+later epochs in-graph. A resume opens no file before its start and reads at
+most one file's record headers plus one window before its first batch.
+`plan_ids` gives a plan's batches as record numbers, computed a window at a
+time, for readers that hold their records.
 """
 
 import itertools
 from typing import Callable, List
 
+import numpy as np
+
 from textrecords.reading import read_order as R
 from textrecords.tf_import import require_tf
+
+
+_CONSTANT_STATES = 1 << 15  # window keys kept as graph constants (at most 256 kB)
 
 
 class TfOps:
@@ -37,27 +47,50 @@ class TfOps:
     return self.tf.cast(x, self.tf.int64)
 
 
-def _parts(ops, stream: R.Stream, kind: int, *more):
-  return tuple(ops.int64(v) for v in (*R.seed_parts(stream.seed), stream.key, kind, *more))
+def _folded(ops, prefix, more):
+  """(state, parts): the hash state of the constant `prefix` and of the Python
+  ints leading `more`, computed in numpy, and the rest as int64 tensors (so a
+  traced hash has ops only for what varies)."""
+  fixed, more = list(prefix), list(more)
+  while more and isinstance(more[0], int):
+    fixed.append(more.pop(0))
+  np_ops = R.NumpyOps
+  state = int(R.hash32(np_ops, *(np_ops.int64(v) for v in fixed))[0])
+  return state, tuple(ops.int64(v) for v in more)
+
+
+def _hash(ops, stream: R.Stream, kind: int, *more):
+  """`hash32` of (seed, stream key, kind, *more) in-graph."""
+  state, parts = _folded(ops, (*R.seed_parts(stream.seed), stream.key, kind), more)
+  return R.hash32(ops, *parts, state=state)
+
+
+def _permutation(ops, n, stream: R.Stream, kind: int, *more):
+  """`permutation` keyed by (seed, stream key, kind, *more) in-graph."""
+  state, parts = _folded(ops, (*R.seed_parts(stream.seed), stream.key, kind), more)
+  return R.permutation(ops, n, *parts, state=state)
 
 
 def _file_order(ops, stream: R.Stream, epoch):
   n = len(stream.counts)
   if not stream.training:
     return ops.arange(n)
-  return R.permutation(ops, n, *_parts(ops, stream, R.FILES, epoch))
+  return _permutation(ops, n, stream, R.FILES, epoch)
 
 
 def _rotation(ops, stream: R.Stream, epoch):
   if not stream.training:
     return ops.int64(0)
-  hi = R.hash32(ops, *_parts(ops, stream, R.ROTATION, epoch, 0))
-  lo = R.hash32(ops, *_parts(ops, stream, R.ROTATION, epoch, 1))
+  hi = _hash(ops, stream, R.ROTATION, epoch, 0)
+  lo = _hash(ops, stream, R.ROTATION, epoch, 1)
   return ops.tf.math.floormod(ops.xor(hi * (1 << 31), lo), max(1, stream.total))
 
 
 def segments(tf, stream: R.Stream, epoch, first, length):
-  """`Stream.segments` in-graph: (file, skip, take) rows, int64 [k, 3]."""
+  """`Stream.segments` in-graph: (file, skip, take) rows, int64 [k, 3]. With
+  Python ints they are computed now, in numpy (a constant)."""
+  if all(isinstance(v, int) for v in (epoch, first, length)):
+    return tf.constant(stream.segments(epoch, first, length).reshape(-1, 3), tf.int64)
   ops = TfOps(tf)
   order = _file_order(ops, stream, epoch)
   counts = tf.gather(tf.constant(stream.counts, tf.int64), order)
@@ -73,25 +106,54 @@ def segments(tf, stream: R.Stream, epoch, first, length):
   return tf.concat(rows, 0)
 
 
-def epoch_records(tf, stream: R.Stream, read_file: Callable, epoch, first_window, skip):
-  """The records of `epoch` in reading order, from window `first_window`
-  on, its first `skip` records left out."""
-  first = first_window * stream.window
+def _stream_records(tf, stream: R.Stream, read_file: Callable, epoch, first: int):
+  """The records of `epoch` in stream order (before the window permutation),
+  from stream record `first` on: each file opened once, at its first record."""
   segs = segments(tf, stream, epoch, first, stream.used - first)
-  recs = tf.data.Dataset.from_tensor_slices(segs).flat_map(
-      lambda row: read_file(row[0]).skip(row[1]).take(row[2]))
+  return tf.data.Dataset.from_tensor_slices(segs).flat_map(_plain(
+      lambda row: read_file(row[0]).skip(row[1]).take(row[2])))
+
+
+def _window_states(tf, stream: R.Stream, epoch, first_window: int):
+  """The hash state keying each window's permutation, windows `first_window`
+  on (a dataset of int64 scalars): numpy constants for a Python epoch (a
+  bounded number), else drawn in-graph, all windows at once."""
+  ops = TfOps(tf)
+  state, parts = _folded(ops, (*R.seed_parts(stream.seed), stream.key, R.WINDOW), (epoch,))
+  n = stream.num_windows()
+  if parts:
+    js = tf.range(first_window, n, dtype=tf.int64)
+    return tf.data.Dataset.from_tensor_slices(R.hash32(ops, *parts, js, state=state))
+  if n - first_window <= _CONSTANT_STATES:
+    js = np.arange(first_window, n, dtype=np.int64)
+    return tf.data.Dataset.from_tensor_slices(
+        tf.constant(R.hash32(R.NumpyOps, js, state=state), tf.int64))
+  return tf.data.Dataset.range(first_window, n).batch(_CONSTANT_STATES).map(
+      _plain(lambda js: R.hash32(ops, js, state=state))).unbatch()
+
+
+def _windows(tf, stream: R.Stream, read_file: Callable, epoch, first_window: int):
+  """The windows of `epoch` from `first_window` on, their records in reading
+  order: `stream.window` records each (the last maybe fewer), permuted when
+  training."""
+  recs = _stream_records(tf, stream, read_file, epoch, first_window * stream.window)
+  windows = recs.batch(stream.window)
   if not stream.training:
-    return recs.skip(skip)
+    return windows
   ops = TfOps(tf)
 
-  def permuted(window, j):
-    size = tf.shape(tf.nest.flatten(window)[0], out_type=tf.int64)[0]
-    order = R.permutation(ops, size, *_parts(ops, stream, R.WINDOW, epoch, j))
+  def permuted(state, window):
+    order = R.permutation(ops, _length(tf, window), state=state)
     return tf.nest.map_structure(lambda t: tf.gather(t, order), window)
 
-  windows = tf.data.Dataset.zip((recs.batch(stream.window),
-                                 tf.data.Dataset.range(first_window, stream.num_windows())))
-  return windows.map(permuted).unbatch().skip(skip)
+  return tf.data.Dataset.zip((_window_states(tf, stream, epoch, first_window),
+                              windows)).map(_plain(permuted))
+
+
+def epoch_records(tf, stream: R.Stream, read_file: Callable, epoch, first_window, skip):
+  """The records of `epoch` in reading order, from window `first_window` on,
+  its first `skip` records left out (record by record: a mixture's streams)."""
+  return _windows(tf, stream, read_file, epoch, first_window).unbatch().skip(skip)
 
 
 def _start_of(stream: R.Stream, position: int):
@@ -101,6 +163,80 @@ def _start_of(stream: R.Stream, position: int):
   epoch, at = divmod(position, stream.used)
   j, skip = divmod(at, stream.window)
   return epoch, j, skip
+
+
+def _length(tf, structure):
+  """Records in a batch: the first dimension of a (structure of) tensor(s)."""
+  return tf.shape(tf.nest.flatten(structure)[0], out_type=tf.int64)[0]
+
+
+def _whole(*parts):
+  """A dataset element as one structure (map and flat_map unpack tuples)."""
+  return parts[0] if len(parts) == 1 else parts
+
+
+def _replica_batches(tf, window, epoch, sharing: R.Sharing, drop_remainder: bool):
+  """(epoch, per-replica batch) of this pipeline from a window's records (a
+  structure of tensors of one length: whole global batches, the last maybe
+  partial): a slice per batch, no step record by record."""
+  lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
+  r, b, g = sharing.replicas, sharing.per_replica, sharing.global_batch
+  epoch = tf.cast(epoch, tf.int64)
+  size = _length(tf, window)
+  full = size // g
+
+  def mine(t):  # [full * g, ...] -> this pipeline's [full * (hi - lo), b, ...]
+    rest = tf.shape(t, out_type=tf.int64)[1:]
+    grid = tf.reshape(t[:full * g], tf.concat([[-1, r, b], rest], 0))[:, lo:hi]
+    return tf.reshape(grid, tf.concat([[-1, b], rest], 0))
+
+  batches = tf.nest.map_structure(mine, window)
+  count = tf.shape(tf.nest.flatten(batches)[0])[:1]
+  out = tf.data.Dataset.from_tensor_slices((tf.fill(count, epoch), batches))
+  if drop_remainder:  # every window is whole global batches
+    return out
+  rest = tf.nest.map_structure(lambda t: t[full * g:], window)
+  n = size - full * g
+  i = tf.range(lo, hi, dtype=tf.int64)
+  bounds = tf.boolean_mask(tf.stack([i * n // r, (i + 1) * n // r], 1),
+                           (i + 1) * n // r > i * n // r)
+  return out.concatenate(tf.data.Dataset.from_tensor_slices(bounds).map(_plain(
+      lambda ab: (epoch, tf.nest.map_structure(lambda t: t[ab[0]:ab[1]], rest)))))
+
+
+def _epoch_batches(tf, plan: R.Plan, read_file: Callable, epoch, first_window: int,
+                   skip_batches: int):
+  """(epoch, per-replica batch) of one epoch of `plan`, from window
+  `first_window` on, its first `skip_batches` global batches left out."""
+  windows = _windows(tf, plan.stream, read_file, epoch, first_window).prefetch(1)
+  batches = windows.flat_map(_plain(lambda *w: _replica_batches(
+      tf, _whole(*w), epoch, plan.sharing, plan.drop_remainder)))
+  if not skip_batches:
+    return batches
+  return batches.skip(skip_batches * len(plan.sharing.local_replicas))
+
+
+def plan_dataset(plan: R.Plan, read_file: Callable):
+  """(epoch, serialized records) per-replica batches of one dataset's `Plan`.
+
+  The first epoch's file order and rotation are computed here (numpy); a
+  repeating plan draws those of the epochs after it in-graph."""
+  tf = require_tf()
+  stream, g = plan.stream, plan.sharing.global_batch
+  e0, k0 = plan.start()
+  _, j0, s0 = _start_of(stream, k0 * g)
+  ds = _epoch_batches(tf, plan, read_file, e0, j0, s0 // g)
+  if not plan.repeat:
+    return ds
+  later = tf.data.Dataset.range(e0 + 1, tf.int64.max).flat_map(
+      _plain(lambda e: _epoch_batches(tf, plan, read_file, e, 0, 0)))
+  return ds.concatenate(later)
+
+
+def _plain(fn: Callable) -> Callable:
+  """`fn` traced as written (no autograph: plain Python control flow on
+  Python values only, so tracing is cheaper)."""
+  return require_tf().autograph.experimental.do_not_convert(fn)
 
 
 def _shared(tf, batches, sharing: R.Sharing, drop_remainder: bool):
@@ -143,14 +279,6 @@ def _by_epoch(tf, plan: R.Plan, global_batches: Callable):
   return tf.data.Dataset.range(e0, stop).flat_map(one_epoch)
 
 
-def plan_dataset(plan: R.Plan, read_file: Callable):
-  """(epoch, serialized records) per-replica batches of one dataset's `Plan`."""
-  tf = require_tf()
-  return _by_epoch(tf, plan, lambda e, first, skip: epoch_records(
-      tf, plan.stream, read_file, e, first, skip).batch(plan.sharing.global_batch,
-                                                        drop_remainder=plan.drop_remainder))
-
-
 def window_ids(tf, stream: R.Stream, epoch, j):
   """`Stream.window_ids` in-graph: the record numbers of window j of
   `epoch` in reading order (an int64 vector)."""
@@ -163,8 +291,8 @@ def window_ids(tf, stream: R.Stream, epoch, j):
   if not stream.training:
     return ids
   ops = TfOps(tf)
-  return tf.gather(ids, R.permutation(ops, tf.size(ids, out_type=tf.int64),
-                                      *_parts(ops, stream, R.WINDOW, epoch, j)))
+  return tf.gather(ids, _permutation(ops, tf.size(ids, out_type=tf.int64), stream, R.WINDOW,
+                                     epoch, j))
 
 
 def plan_ids(plan: R.Plan):
@@ -193,14 +321,11 @@ def mixture_dataset(mix: R.Mixture, read_files: List[Callable]):
   streams = []
   for d, (stream, read_file) in enumerate(zip(mix.streams, read_files)):
     e0, j0, s0 = _start_of(stream, mix.before(d, mix.start_step))
-
-    def one_epoch(e, stream=stream, read_file=read_file, e0=e0, j0=j0, s0=s0):
-      first = tf.where(e == e0, tf.constant(j0, tf.int64), 0)
-      skip = tf.where(e == e0, tf.constant(s0, tf.int64), 0)
-      return epoch_records(tf, stream, read_file, e, first, skip)
-
-    recs = tf.data.Dataset.range(e0, tf.int64.max).flat_map(one_epoch)
-    streams.append(recs.map(lambda r, d=d: (tf.constant(d, tf.int64), r)))
+    later = tf.data.Dataset.range(e0 + 1, tf.int64.max).flat_map(_plain(
+        lambda e, stream=stream, read_file=read_file: epoch_records(tf, stream, read_file,
+                                                                   e, 0, 0)))
+    recs = epoch_records(tf, stream, read_file, e0, j0, s0).concatenate(later)
+    streams.append(recs.map(_plain(lambda r, d=d: (tf.constant(d, tf.int64), r))))
   cum = tf.constant(mix.cumulative, tf.int64)
   scale = R.WEIGHT_SCALE
 
@@ -209,12 +334,12 @@ def mixture_dataset(mix: R.Mixture, read_files: List[Callable]):
     counts = (((step + 1) * g * cum) // scale - before)
     counts = counts[1:] - counts[:-1]
     which = tf.repeat(tf.range(len(mix.streams), dtype=tf.int64), counts)
-    parts = tuple(ops.int64(v) for v in (*R.seed_parts(mix.seed), R.MIX)) + (step,)
+    state, parts = _folded(ops, (*R.seed_parts(mix.seed), R.MIX), (step,))
     return tf.data.Dataset.from_tensor_slices(
-        tf.gather(which, R.permutation(ops, tf.size(which, tf.int64), *parts)))
+        tf.gather(which, R.permutation(ops, tf.size(which, tf.int64), *parts, state=state)))
 
   steps = tf.data.Dataset.range(mix.start_step, tf.int64.max)
-  slots = steps.flat_map(choices)
+  slots = steps.flat_map(_plain(choices))
   mixed = tf.data.Dataset.choose_from_datasets(streams, slots, stop_on_empty_dataset=True)
   batches = mixed.batch(g, drop_remainder=True)
   batches = tf.data.Dataset.zip((steps, batches)).map(
@@ -229,5 +354,5 @@ def mixture_dataset(mix: R.Mixture, read_files: List[Callable]):
 def epoch_salt(tf, seed: int, epoch):
   """`read_order.epoch_salt` in-graph (int64 scalar)."""
   ops = TfOps(tf)
-  parts = tuple(ops.int64(v) for v in (*R.seed_parts(seed), R.SALT)) + (ops.int64(epoch),)
-  return tf.bitwise.right_shift(R.hash32(ops, *parts), 1)
+  state, parts = _folded(ops, (*R.seed_parts(seed), R.SALT), (epoch,))
+  return tf.bitwise.right_shift(R.hash32(ops, *parts, state=state), 1)
