@@ -167,8 +167,8 @@ def _fixed_length_batches(meta, entries, opts: read_options.ReadOptions, num_ste
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
-def _bucketed_batches(split_meta, meta, entries, opts: read_options.ReadOptions, bounds, batch_sizes,
-                      pad_to_bucket_boundary):
+def _bucketed_batches(split_meta, meta, entries, opts: read_options.ReadOptions, bounds,
+                      batch_sizes, pad_to_bucket_boundary):
   """(x, y, w) batches bucketed by length (see `_bucketed`). Bucketing drops
   partial buckets, not records: every pair is read."""
   tf = require_tf()
