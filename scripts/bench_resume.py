@@ -47,6 +47,7 @@ def write(work: str, records: int, shards: int) -> str:
   from bert_data import pipeline  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   text = open(os.path.join(TESTDATA, "bert_sample_text.txt"), encoding="utf-8").read().strip()
+  os.makedirs(work, exist_ok=True)
   corpus = os.path.join(work, "corpus.txt")
   with open(corpus, "w", encoding="utf-8") as f:
     f.write("\n\n".join([text] * max(1, -(-records // RECORDS_PER_REPEAT))) + "\n")
