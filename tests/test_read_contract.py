@@ -101,12 +101,10 @@ def test_cardinality_is_known_and_true(datasets, package):
     ds = read(loc, b, training=False, input_context=ctx)
     n = _batches(ds)
     assert int(ds.cardinality()) == n
-    if package == "w2v_data":  # w2v shares out files
-      assert n == -(-per_file[i] // b)
-    else:  # the others: each pipeline's slice of every global batch of 2 * b
-      assert n >= total // (2 * b)
-      rows += sum(int(next(iter(x.values())).shape[0]) for x, _, _ in ds)
-  assert package == "w2v_data" or rows == total
+    # each pipeline's slice of every global batch of 2 * b (w2v: of centers)
+    assert n >= total // (2 * b)
+    rows += sum(int(next(iter(x.values())).shape[0]) for x, _, _ in ds)
+  assert rows == total
   ds = read(loc, b, seed=1, repeat=True)
   assert int(ds.cardinality()) == tf.data.INFINITE_CARDINALITY
   assert len(list(ds.take(total // b + 2))) == total // b + 2
