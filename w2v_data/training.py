@@ -22,7 +22,7 @@ SGD_DEFAULTS = {"batch_size": 4096, "learning_rate": 0.025, "subsample_t": 1e-4,
                 "subsample_formula": "word2vec", "engine": "auto"}
 # The sgd trainer's defaults per script: (epochs, starting learning rate, max window;
 # None: the records').
-SGD_MODEL_DEFAULTS = {"skipgram": (20, 0.025, 10), "cbow": (30, 0.05, None),
+SGD_MODEL_DEFAULTS = {"skipgram": (25, 0.025, 10), "cbow": (30, 0.05, None),
                       "pv": (100, 0.025, None)}
 
 
