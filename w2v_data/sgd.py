@@ -58,6 +58,69 @@ def word2vec_model(kind: str, vocab_size: int, dim: int, *, num_docs: int = 0, s
 _CLASS = []
 
 
+def _targets(x):
+  """The output side's word ids of a batch: contexts+negatives or center+noise."""
+  key = schema.X_CONTEXTS_NEGATIVES if schema.X_CONTEXTS_NEGATIVES in x else (
+      schema.X_CENTER_AND_NOISE)
+  return x[key]
+
+
+def _add(var, rows, ids):
+  """Adds `rows` to the rows `ids` of `var` (sparse, in index order)."""
+  tf = require_tf()
+  var.value.scatter_add(tf.IndexedSlices(rows, ids))
+
+
+def _hidden(model, x):
+  """The input side's vector h (B, D) of a batch and how to apply its gradient dh."""
+  tf = require_tf()
+  if model.kind == "skipgram":
+    ids = x[schema.X_CENTER][:, 0]
+    return tf.gather(model.words_in, ids), lambda dh: _add(model.words_in, dh, ids)
+  if model.kind == "pv_dbow":
+    ids = x[schema.X_DOC_ID][:, 0]
+    return tf.gather(model.docs, ids), lambda dh: _add(model.docs, dh, ids)
+  ctx, mask = x[schema.X_CONTEXTS], x[schema.X_CONTEXTS_MASK]
+  total = tf.reduce_sum(tf.gather(model.words_in, ctx) * mask[:, :, None], axis=1)
+  count = tf.reduce_sum(mask, axis=1, keepdims=True)
+  doc = None
+  if model.kind == "pv_dm":
+    doc = x[schema.X_DOC_ID][:, 0]
+    total, count = total + tf.gather(model.docs, doc), count + 1.0
+  h = total / tf.maximum(count, 1.0)
+
+  def apply(dh):  # word2vec.c's CBOW: the mean's error goes to every input unscaled
+    per_ctx = dh[:, None, :] * mask[:, :, None]
+    _add(model.words_in, tf.reshape(per_ctx, [-1, tf.shape(dh)[1]]), tf.reshape(ctx, [-1]))
+    if doc is not None:
+      _add(model.docs, dh, doc)
+  return h, apply
+
+
+def _logits(model, x):
+  """The model's logits (B, targets) for a batch."""
+  tf = require_tf()
+  h, _ = _hidden(model, x)
+  out = tf.gather(model.words_out, _targets(x))
+  return tf.reduce_sum(out * h[:, None, :], axis=-1)
+
+
+def _sgd_step(model, x, y, w):
+  """One SGD step of `model` on a batch; returns the batch's mean loss."""
+  tf = require_tf()
+  rate = model.rate * tf.maximum(1.0 - x[epochs_lib.X_PROGRESS][0], MIN_RATE_RATIO)
+  words = _targets(x)
+  h, apply_input = _hidden(model, x)
+  out = tf.gather(model.words_out, words)
+  logits = tf.reduce_sum(out * h[:, None, :], axis=-1)
+  g = (y - tf.sigmoid(logits)) * w * rate
+  apply_input(tf.reduce_sum(g[:, :, None] * out, axis=1))
+  d_out = g[:, :, None] * h[:, None, :]
+  _add(model.words_out, tf.reshape(d_out, [-1, tf.shape(h)[1]]), tf.reshape(words, [-1]))
+  loss = tf.reduce_sum(w * tf.nn.sigmoid_cross_entropy_with_logits(y, logits))
+  return loss / tf.maximum(tf.reduce_sum(w), 1.0)
+
+
 def _model_class():
   """The `Word2Vec` class (defined here so that importing this module needs no Keras)."""
   if _CLASS:
@@ -82,41 +145,16 @@ def _model_class():
       self.built = True
       # XLA fuses the step's gathers, products and sums (Keras's own jit_compile
       # refuses this model); ~2.5x less CPU a step than TF's kernels.
-      self._step = tf.function(self._sgd_step, jit_compile=jit_compile)
+      self._step = tf.function(lambda x, y, w: _sgd_step(self, x, y, w),
+                               jit_compile=jit_compile)
 
     def _weight(self, name, value):
       w = self.add_weight(shape=value.shape, initializer="zeros", name=name, trainable=False)
       w.assign(value)
       return w
 
-    def _hidden(self, x):
-      """The input side's vector h (B, D) and how to apply its gradient dh."""
-      if self.kind == "skipgram":
-        ids = x[schema.X_CENTER][:, 0]
-        return tf.gather(self.words_in, ids), lambda dh: _add(self.words_in, dh, ids)
-      if self.kind == "pv_dbow":
-        ids = x[schema.X_DOC_ID][:, 0]
-        return tf.gather(self.docs, ids), lambda dh: _add(self.docs, dh, ids)
-      ctx, mask = x[schema.X_CONTEXTS], x[schema.X_CONTEXTS_MASK]
-      total = tf.reduce_sum(tf.gather(self.words_in, ctx) * mask[:, :, None], axis=1)
-      count = tf.reduce_sum(mask, axis=1, keepdims=True)
-      doc = None
-      if self.kind == "pv_dm":
-        doc = x[schema.X_DOC_ID][:, 0]
-        total, count = total + tf.gather(self.docs, doc), count + 1.0
-      h = total / tf.maximum(count, 1.0)
-
-      def apply(dh):  # word2vec.c's CBOW: the mean's error goes to every input unscaled
-        per_ctx = dh[:, None, :] * mask[:, :, None]
-        _add(self.words_in, tf.reshape(per_ctx, [-1, tf.shape(dh)[1]]), tf.reshape(ctx, [-1]))
-        if doc is not None:
-          _add(self.docs, dh, doc)
-      return h, apply
-
     def call(self, x):
-      h, _ = self._hidden(x)
-      out = tf.gather(self.words_out, _targets(x))
-      return tf.reduce_sum(out * h[:, None, :], axis=-1)
+      return _logits(self, x)
 
     def train_step(self, data):
       x, y, w = keras.utils.unpack_x_y_sample_weight(data)
@@ -133,28 +171,6 @@ def _model_class():
       """Sets the weights from {name: array} (as `weights_numpy` gives)."""
       for name, value in weights.items():
         getattr(self, name).assign(value)
-
-    def _sgd_step(self, x, y, w):
-      """One SGD step on a batch; returns the batch's mean loss."""
-      rate = self.rate * tf.maximum(1.0 - x[epochs_lib.X_PROGRESS][0], MIN_RATE_RATIO)
-      words = _targets(x)
-      h, apply_input = self._hidden(x)
-      out = tf.gather(self.words_out, words)
-      logits = tf.reduce_sum(out * h[:, None, :], axis=-1)
-      g = (y - tf.sigmoid(logits)) * w * rate
-      apply_input(tf.reduce_sum(g[:, :, None] * out, axis=1))
-      d_out = g[:, :, None] * h[:, None, :]
-      _add(self.words_out, tf.reshape(d_out, [-1, tf.shape(h)[1]]), tf.reshape(words, [-1]))
-      loss = tf.reduce_sum(w * tf.nn.sigmoid_cross_entropy_with_logits(y, logits))
-      return loss / tf.maximum(tf.reduce_sum(w), 1.0)
-
-  def _targets(x):
-    key = schema.X_CONTEXTS_NEGATIVES if schema.X_CONTEXTS_NEGATIVES in x else (
-        schema.X_CENTER_AND_NOISE)
-    return x[key]
-
-  def _add(var, rows, ids):
-    var.value.scatter_add(tf.IndexedSlices(rows, ids))
 
   _CLASS.append(Word2Vec)
   return Word2Vec
