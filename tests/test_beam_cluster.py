@@ -204,6 +204,22 @@ def _finish(proc, timeout=300):
   return proc.returncode, message_lines(err)
 
 
+def _finish_or_stop_hung(proc, cluster, timeout=150):
+  """`_finish`, for a job whose SDK worker was killed: the local job service
+  either fails it (no bundle retry) or, now and then, waits forever for the
+  dead worker's bundle. A hung job is stopped as a user would stop it (the
+  launcher killed, the cluster restarted on new ports so the stuck job can
+  never finish later); its return code is then the kill's."""
+  try:
+    return _finish(proc, timeout=timeout)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    _, err = proc.communicate()
+    cluster.stop()
+    cluster.start()
+    return proc.returncode, ["hung after the worker was killed; stopped"] + message_lines(err)
+
+
 def _contents(fs, prefix):
   """{name: bytes} of every object under `prefix` (hidden ones included)."""
   fs.invalidate_cache()
@@ -309,10 +325,12 @@ def test_killed_worker_and_killed_pipeline_then_resume(cluster, launcher, s3_ser
   assert _wait_for(fs, prefix, ".parts-", proc), _finish(proc)
   assert cluster.kill_workers() > 0
   print(f"{time.monotonic() - t0:.1f}s: workers killed", file=sys.stderr)
-  rc, lines = _finish(proc)
+  rc, lines = _finish_or_stop_hung(proc, cluster)
   assert rc != 0, lines
   assert "meta.json" not in _names(fs, prefix)
   print(f"{time.monotonic() - t0:.1f}s: job failed", file=sys.stderr)
+  argv = _argv("w2v", out, inputs, "--engine=beam",
+               f"--beam_pipeline_options={cluster.options}")
 
   # The whole pipeline killed (launcher, job service, workers) once a file is finished.
   proc = _start(argv + ["--resume"], launcher / "cwd", storage_env, launcher / "home")
