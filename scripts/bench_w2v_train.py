@@ -14,11 +14,17 @@ imports are reported apart):
       --threads=2 (the two vectors must be byte-identical);
   gensim (when --gensim_python names an interpreter with gensim; skipped
       with a note otherwise): Word2Vec (sg=1, sg=0) for --epochs, or
-      Doc2Vec(dm=0) for --pv_epochs, with each of --gensim_workers (and a
-      rerun of workers=1 with --gensim_rerun), on the same tokens restricted
-      to our vocabulary (min_count=1 then gives the same vocabulary), the
-      same window, noise words, dimension and subsampling threshold (gensim's
-      formula is word2vec's, our default), each side's own default rate.
+      Doc2Vec(dm=0) for --pv_epochs, at --window, with each of
+      --gensim_workers (and a rerun of workers=1 with --gensim_rerun), and
+      (--gensim_like_ours) workers=1 at our epochs and window, on the same
+      tokens restricted to our vocabulary (min_count=1 then gives the same
+      vocabulary), the same noise words, dimension and subsampling threshold
+      (gensim's formula is word2vec's, our default), each side's own default
+      rate.
+With --seeds, both sides run every seed (ours threads=2 / 4 workers, gensim's
+other worker counts and rerun: the first seed only) and a summary gives each
+run kind's mean, sample standard deviation and range over the seeds:
+WordSim353 on PTB's 217 pairs moves by a few hundredths between seeds.
 Word vectors are scored on WordSim353 (Spearman) and the analogy file
 (3CosAdd accuracy) with `w2v_data.vector_eval`, by default the copies that
 ship with gensim (gensim/test/test_data); document vectors by how often a
@@ -29,7 +35,7 @@ within one run. Results go to stdout as a table and to --json_out.
 
 Example:
   python scripts/bench_w2v_train.py --text=ptb.train.txt --pv_text=ptb.test.txt \\
-      --gensim_python=/work/venv-gensim/bin/python
+      --gensim_python=/work/venv-gensim/bin/python --seeds=3
 """
 
 import argparse
@@ -166,56 +172,151 @@ def _make_records(text: str, out_dir: str, model: str, a, workers: int) -> str:
   return d
 
 
-def _runs(a, model: str, out_dir: str, gensim_ok: bool):
-  """[(label, result, vectors path)] of one model: ours (2 runs), gensim (per worker count)."""
-  text = _pv_text(a.pv_text, out_dir) if model == "pv_dbow" else a.text
-  sg = {"skipgram": 1, "cbow": 0, "pv_dbow": -1}[model]
-  common = [f"--text={text}", f"--dim={a.dim}", f"--window={a.window}",
-            f"--negative={a.negative}", f"--subsample_t={a.subsample_t}", f"--seed={a.seed}",
-            f"--sg={sg}"]
+def seed_list(seeds: str, seed: int):
+  """The seeds of a run: "" -> [seed]; "N" -> N seeds from `seed` on; "3,7,9" -> those.
+
+  Raises:
+    ValueError: a count below 1, a repeated seed or a non-integer.
+  """
+  if not seeds.strip():
+    return [seed]
+  if "," not in seeds:
+    count = int(seeds)
+    if count < 1:
+      raise ValueError(f"--seeds={seeds}: a count must be >= 1")
+    return list(range(seed, seed + count))
+  out = [int(s) for s in seeds.split(",") if s.strip()]
+  if len(set(out)) != len(out):
+    raise ValueError(f"--seeds={seeds}: a seed is repeated")
+  return out
+
+
+def _ours_runs(a, model: str, text: str, out_dir: str, seed: int, first: bool, common: list):
+  """Ours for one seed: threads=1 on 1-worker records; the first seed also threads=2, 4."""
   runs = []
-  for threads, workers in ((1, 1), (2, 4)):
+  for threads, workers in ((1, 1), (2, 4))[:2 if first else 1]:
     d = _make_records(text, out_dir, model, a, workers)
-    vec = os.path.join(out_dir, f"ours_{model}_t{threads}_w{workers}.vec")
+    vec = os.path.join(out_dir, f"ours_{model}_t{threads}_w{workers}_s{seed}.vec")
     res = _child(sys.executable, "ours", common,
                  [f"--data_dir={d}", f"--threads={threads}", f"--vectors_out={vec}",
                   f"--ours_epochs={a.ours_epochs}"])
     runs.append((f"ours threads={threads} records of {workers} workers", res, vec))
-  workers = [int(w) for w in a.gensim_workers.split(",") if w] if gensim_ok else []
-  if gensim_ok and a.gensim_rerun:
-    workers.insert(1, 1)
-  epochs = a.pv_epochs if model == "pv_dbow" else a.epochs
-  for i, w in enumerate(workers):
-    vec = os.path.join(out_dir, f"gensim_{model}_w{w}_{i}.vec")
-    res = _child(a.gensim_python, "gensim", common,
-                 [f"--data_dir={_make_records(text, out_dir, model, a, 1)}", f"--workers={w}",
-                  f"--vectors_out={vec}", f"--epochs={epochs}"])
-    runs.append((f"gensim workers={w}" + (" (rerun)" if i and w == workers[i - 1] else ""),
-                 res, vec))
   return runs
 
 
-def _print_model(model: str, runs, pairs: str, analogies: str, table: list):
-  """Scores and prints each run of one model, and whether the vectors agree."""
-  for label, res, vec in runs:
-    row = {"model": model, "run": label, **res, **_score(vec, pairs, analogies,
-                                                         model == "pv_dbow"),
-           "words_per_s": res["tokens"] / max(res["train_cpu_s"], 1e-9), "sha256": _sha(vec)}
+def _gensim_configs(a, model: str, first: bool, ours: dict):
+  """[(label, workers, epochs, window)] of gensim's runs for one seed.
+
+  Every seed: workers=1 at --epochs (--pv_epochs) and --window, and (with
+  --gensim_like_ours) workers=1 at our epochs and window; the first seed
+  also the other --gensim_workers and the --gensim_rerun.
+  """
+  epochs = a.pv_epochs if model == "pv_dbow" else a.epochs
+  workers = [int(w) for w in a.gensim_workers.split(",") if w]
+  if not first:
+    workers = workers[:1]
+  elif a.gensim_rerun:
+    workers.insert(1, workers[0])
+  configs = [(f"gensim workers={w}" + (" (rerun)" if i and w == workers[i - 1] else ""),
+              w, epochs, a.window) for i, w in enumerate(workers)]
+  if a.gensim_like_ours and (ours["epochs"], ours["window"]) != (epochs, a.window):
+    configs.append(("gensim workers=1 like ours", 1, ours["epochs"], ours["window"]))
+  return configs
+
+
+def _runs(a, model: str, out_dir: str, gensim_ok: bool, seed: int, first: bool):
+  """[(label, result, vectors path)] of one model and seed: ours, then gensim's configs."""
+  text = _pv_text(a.pv_text, out_dir) if model == "pv_dbow" else a.text
+  sg = {"skipgram": 1, "cbow": 0, "pv_dbow": -1}[model]
+  common = [f"--text={text}", f"--dim={a.dim}", f"--negative={a.negative}",
+            f"--subsample_t={a.subsample_t}", f"--seed={seed}", f"--sg={sg}"]
+  runs = _ours_runs(a, model, text, out_dir, seed, first, [*common, f"--window={a.window}"])
+  if not gensim_ok:
+    return runs
+  for i, (label, w, epochs, window) in enumerate(_gensim_configs(a, model, first, runs[0][1])):
+    vec = os.path.join(out_dir, f"gensim_{model}_w{w}_s{seed}_{i}.vec")
+    res = _child(a.gensim_python, "gensim", [*common, f"--window={window}"],
+                 [f"--data_dir={_make_records(text, out_dir, model, a, 1)}", f"--workers={w}",
+                  f"--vectors_out={vec}", f"--epochs={epochs}"])
+    runs.append((label, res, vec))
+  return runs
+
+
+def _row(model: str, seed: int, label: str, res: dict, vec: str, pairs: str,
+         analogies: str) -> dict:
+  """One run's table row: its result, scores, words/s and vectors' sha256."""
+  return {"model": model, "seed": seed, "run": label, **res,
+          **_score(vec, pairs, analogies, model == "pv_dbow"),
+          "words_per_s": res["tokens"] / max(res["train_cpu_s"], 1e-9), "sha256": _sha(vec)}
+
+
+def _print_model(model: str, seed: int, runs, pairs: str, analogies: str, table: list):
+  """Scores and prints each run of one model and seed, and whether the vectors agree."""
+  rows = [_row(model, seed, label, res, vec, pairs, analogies) for label, res, vec in runs]
+  for row in rows:
     table.append(row)
     quality = (f"retrieval {row['retrieval']:.3f} ({row['docs']} docs)" if "retrieval" in row
                else f"WS353 {row['wordsim_spearman']:.3f} ({row['pairs_covered']} pairs)  "
                f"analogy {row['analogy_accuracy']:.4f} ({row['questions_covered']} q)")
-    print(f"{model:8s} {label:38s} {row['epochs']:3d} ep, window {row['window']:2d}  train {row['train_cpu_s']:7.1f} CPU s "
+    print(f"{model:8s} seed {seed:<3d} {row['run']:38s} {row['epochs']:3d} ep, window "
+          f"{row['window']:2d}  train {row['train_cpu_s']:7.1f} CPU s "
           f"(startup {row['startup_cpu_s']:.1f}, wall {row['wall_s']:.1f}) "
           f"{row['words_per_s']:9.0f} words/CPU s  {quality}  sha {row['sha256'][:12]}",
           flush=True)
-  shas = [_sha(vec) for _, _, vec in runs]
-  said = [f"ours threads 1 / 1 worker == threads 2 / 4 workers: {shas[0] == shas[1]}"]
-  gensim = [(label, sha) for (label, _, _), sha in zip(runs[2:], shas[2:])]
+  ours = [r["sha256"] for r in rows if r["run"].startswith("ours")]
+  gensim = [(r["run"], r["sha256"]) for r in rows
+            if r["run"].startswith("gensim") and "like ours" not in r["run"]]
+  said = []
+  if len(ours) > 1:
+    said.append(f"ours threads 1 / 1 worker == threads 2 / 4 workers: {ours[0] == ours[1]}")
   if len(gensim) > 1:
     said.append("gensim " + ", ".join(f"{label} == first: {sha == gensim[0][1]}"
                                       for label, sha in gensim[1:]))
-  print(f"{model}: " + "; ".join(said), flush=True)
+  if said:
+    print(f"{model} seed {seed}: " + "; ".join(said), flush=True)
+
+
+SUMMED = ("train_cpu_s", "wall_s", "wordsim_spearman", "analogy_accuracy", "retrieval")
+
+
+def summarize(table: list) -> list:
+  """Per (model, run, epochs, window) over its seeds: n, and mean, sd, min, max of SUMMED.
+
+  sd is the sample standard deviation (0 for one seed).
+  """
+  groups = {}
+  for row in table:
+    groups.setdefault((row["model"], row["run"], row["epochs"], row["window"]), []).append(row)
+  out = []
+  for (model, run, epochs, window), rows in groups.items():
+    item = {"model": model, "run": run, "epochs": epochs, "window": window,
+            "seeds": [r["seed"] for r in rows]}
+    for key in SUMMED:
+      values = [float(r[key]) for r in rows if key in r]
+      if values:
+        mean = sum(values) / len(values)
+        var = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+               if len(values) > 1 else 0.0)
+        item[key] = {"mean": mean, "sd": var ** 0.5, "min": min(values), "max": max(values)}
+    out.append(item)
+  return out
+
+
+def _print_summary(summary: list):
+  """The mean, sd and range over the seeds of each run kind."""
+  print("\nover seeds: mean +- sd [min, max]")
+  for item in summary:
+    cells = [f"{item['model']:8s} {item['run']:38s} {item['epochs']:3d} ep, window "
+             f"{item['window']:2d}, {len(item['seeds'])} seeds"]
+    for key, name, fmt in (("train_cpu_s", "train CPU s", ".1f"),
+                           ("wordsim_spearman", "WS353", ".3f"),
+                           ("analogy_accuracy", "analogy", ".4f"),
+                           ("retrieval", "retrieval", ".3f")):
+      if key in item:
+        v = item[key]
+        cells.append(f"{name} {v['mean']:{fmt}} +- {v['sd']:{fmt}} "
+                     f"[{v['min']:{fmt}}, {v['max']:{fmt}}]")
+    print("  ".join(cells), flush=True)
 
 
 def main(argv=None) -> int:
@@ -241,6 +342,11 @@ def main(argv=None) -> int:
   p.add_argument("--pv_min_freq", type=int, default=2)
   p.add_argument("--subsample_t", type=float, default=1e-4)
   p.add_argument("--seed", type=int, default=1)
+  p.add_argument("--seeds", default="",
+                 help="N: N seeds from --seed on; or a list, e.g. 1,2,3; both sides run "
+                 "each and the summary gives mean, sd and range per run kind (empty: --seed)")
+  p.add_argument("--gensim_like_ours", type=int, default=1,
+                 help="1: also gensim workers=1 at our epochs and window, every seed")
   p.add_argument("--json_out", default="")
   for flag in ("_child", "_json", "data_dir", "vectors_out"):
     p.add_argument(f"--{flag}", default="", help=argparse.SUPPRESS)
@@ -263,6 +369,12 @@ def _bench(a) -> int:
     print(f"error: --models of {', '.join(MODELS)}; --text for word models, --pv_text for "
           "pv_dbow", file=sys.stderr)
     return 2
+  try:
+    seeds = seed_list(a.seeds, a.seed)
+  except ValueError as e:
+    print(f"error: {e}" if "--seeds" in str(e) else f"error: --seeds={a.seeds}: {e}",
+          file=sys.stderr)
+    return 2
   out_dir = a.out_dir or tempfile.mkdtemp(prefix="bench_w2v_train_")
   data = _gensim_test_data(a.gensim_python) if a.gensim_python else None
   if not data:
@@ -274,11 +386,15 @@ def _bench(a) -> int:
     return 2
   table = []
   for model in models:
-    _print_model(model, _runs(a, model, out_dir, bool(data)), pairs, analogies, table)
+    for i, seed in enumerate(seeds):
+      _print_model(model, seed, _runs(a, model, out_dir, bool(data), seed, i == 0), pairs,
+                   analogies, table)
+  summary = summarize(table)
+  _print_summary(summary)
   if a.json_out:
     with open(a.json_out, "w", encoding="utf-8") as f:
       json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "args": vars(a),
-                 "load": os.getloadavg(), "rows": table}, f, indent=1)
+                 "load": os.getloadavg(), "rows": table, "summary": summary}, f, indent=1)
   return 0
 
 

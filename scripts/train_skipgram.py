@@ -22,7 +22,6 @@ Example:
   sha256sum out/ptb.vec
 """
 
-import argparse
 import os
 import sys
 
@@ -56,7 +55,7 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p = training.parser(__doc__)
   training.add_flags(p, vectors_help="the center embeddings")
   p.add_argument("--pad_to", type=int, default=None, help="keras trainer only")
   p.add_argument("--negatives", choices=["stored", "fresh"], default="stored",

@@ -1,7 +1,9 @@
 """Training scripts train from make_dataset, and a seeded run is byte-reproducible."""
 
+import argparse
 import hashlib
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -378,6 +380,17 @@ def test_eval_vectors_script_on_hand_made_files(tmp_path):
       "expected 'word1 word2 score'"
 
 
+@pytest.mark.parametrize("name", ["train_skipgram", "train_cbow", "train_pv"])
+def test_a_bad_engine_is_one_line_naming_the_flag(tmp_path, capsys, name):
+  with pytest.raises(SystemExit) as e:
+    _script(name).main([f"--data_dir={tmp_path}", "--engine=bogus"])
+  assert e.value.code == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith("error: argument --engine: invalid choice: "
+                                                 "'bogus'"), err
+  assert os.listdir(tmp_path) == []
+
+
 def test_sgd_flag_errors_are_one_line(tmp_path, capsys):
   sub = _create(tmp_path / "sub")  # subsampled records: no fresh subsampling
   mod = _script()
@@ -392,3 +405,57 @@ def test_sgd_flag_errors_are_one_line(tmp_path, capsys):
   assert capsys.readouterr().err == (  # the script for those records named (issue 21 item 10)
       f"error: --data_dir={cbow}: a w2v_data dataset of --model=cbow records; train on it "
       "with scripts/train_cbow.py\n")
+
+
+def test_bench_seeds_configs_and_summary():
+  bench = _script("bench_w2v_train")
+  assert bench.seed_list("", 4) == [4]
+  assert bench.seed_list("3", 4) == [4, 5, 6]
+  assert bench.seed_list("9,2", 1) == [9, 2]
+  for bad in ("0", "1,1", "x"):
+    with pytest.raises(ValueError):
+      bench.seed_list(bad, 1)
+  a = argparse.Namespace(
+      pv_epochs=100, epochs=50, window=5, gensim_workers="1,2", gensim_rerun=True,
+      gensim_like_ours=1)
+  ours = {"epochs": 25, "window": 10}
+  assert bench._gensim_configs(a, "skipgram", True, ours) == [  # pylint: disable=protected-access
+      ("gensim workers=1", 1, 50, 5), ("gensim workers=1 (rerun)", 1, 50, 5),
+      ("gensim workers=2", 2, 50, 5), ("gensim workers=1 like ours", 1, 25, 10)]
+  assert bench._gensim_configs(a, "skipgram", False, ours) == [  # pylint: disable=protected-access
+      ("gensim workers=1", 1, 50, 5), ("gensim workers=1 like ours", 1, 25, 10)]
+  assert bench._gensim_configs(a, "pv_dbow", False, {"epochs": 100, "window": 5}) == [  # pylint: disable=protected-access
+      ("gensim workers=1", 1, 100, 5)]  # like ours would repeat it
+  rows = [{"model": "skipgram", "run": "ours", "epochs": 2, "window": 3, "seed": s,
+           "train_cpu_s": c, "wall_s": 1.0, "wordsim_spearman": w, "analogy_accuracy": 0.5}
+          for s, c, w in ((1, 10.0, 0.2), (2, 14.0, 0.4))]
+  rows.append(dict(rows[0], run="gensim", seed=1))
+  ours, gensim = bench.summarize(rows)
+  assert ours["seeds"] == [1, 2] and gensim["seeds"] == [1]
+  assert ours["train_cpu_s"] == {"mean": 12.0, "sd": pytest.approx(8 ** 0.5), "min": 10.0,
+                                 "max": 14.0}
+  assert ours["wordsim_spearman"]["mean"] == pytest.approx(0.3)
+  assert gensim["wordsim_spearman"] == {"mean": 0.2, "sd": 0.0, "min": 0.2, "max": 0.2}
+  assert "retrieval" not in ours
+
+
+def test_bench_runs_every_seed_and_checks_identity_once(tmp_path, capsys):
+  (tmp_path / "pairs.tsv").write_text("w1\tw2\t9\nw1\tw7\t5\nw3\tw9\t1\n", encoding="utf-8")
+  (tmp_path / "an.txt").write_text(": x\nw1 w2 w3 w4\nw5 w6 w7 w8\n", encoding="utf-8")
+  out = tmp_path / "out"
+  bench = _script("bench_w2v_train")
+  assert bench.main([f"--text={TINY}", "--models=skipgram", "--seeds=2", "--seed=3",
+                     "--ours_epochs=1", "--dim=8", "--min_freq=2", f"--out_dir={out}",
+                     f"--pairs={tmp_path / 'pairs.tsv'}", f"--analogies={tmp_path / 'an.txt'}",
+                     f"--json_out={tmp_path / 'b.json'}"]) == 0
+  text = capsys.readouterr().out
+  assert "gensim is not installed" in text
+  assert "skipgram seed 3: ours threads 1 / 1 worker == threads 2 / 4 workers: True" in text
+  res = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))
+  assert [(r["seed"], r["run"][:14]) for r in res["rows"]] == [
+      (3, "ours threads=1"), (3, "ours threads=2"), (4, "ours threads=1")]
+  assert res["rows"][0]["sha256"] == res["rows"][1]["sha256"] != res["rows"][2]["sha256"]
+  first = [s for s in res["summary"] if s["run"].startswith("ours threads=1")][0]
+  assert first["seeds"] == [3, 4] and first["wordsim_spearman"]["sd"] >= 0.0
+  assert bench.main([f"--text={TINY}", "--models=skipgram", "--seeds=1,1"]) == 2
+  assert capsys.readouterr().err.strip() == "error: --seeds=1,1: a seed is repeated"

@@ -26,6 +26,22 @@ SGD_MODEL_DEFAULTS = {"skipgram": (25, 0.025, 10), "cbow": (30, 0.05, None),
                       "pv": (100, 0.025, None)}
 
 
+class _OneLineParser(argparse.ArgumentParser):
+  """argparse's parser whose usage errors are one line on stderr ("error: ..."), exit 2."""
+
+  def error(self, message):
+    self.exit(2, f"error: {message} (--help for usage)\n")
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+  """The parser of a training script: its description is `doc`'s first line.
+
+  A bad flag value (e.g. --engine=bogus) ends the run with one line naming
+  the flag and exit status 2, before anything is read or trained.
+  """
+  return _OneLineParser(description=doc.split("\n")[0])
+
+
 def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: float = 0.002,
               vectors_help: str = "the vectors", sgd_model: str = "skipgram"):
   """Adds --data_dir, --trainer, sizes, draws, --seed, --threads and --save_vectors to `p`.
@@ -157,7 +173,7 @@ def vectors_main(argv: Optional[Sequence[str]], doc: str, expect: Sequence[str],
   Flags: `add_flags(**flag_defaults)` and --<query_flag> (comma-separated
   names to show neighbours of; empty: the first three names trained).
   """
-  p = argparse.ArgumentParser(description=doc.split("\n")[0])
+  p = parser(doc)
   add_flags(p, **flag_defaults)
   p.add_argument(f"--{query_flag}", default=query_default, help=query_help)
   args = resolve(p.parse_args(argv))
