@@ -11,19 +11,25 @@ The same bytes as the local default mode, for any runner parallelism:
      (`chunked_index.assemble`: the local `CorpusBuilder`'s values); the
      side input holds page references, and the instance steps read the
      index and the tokens (`TokenStore`) in pages, so no worker holds a
-     per-line index of the whole corpus (except with --packing, whose plan
-     is made over the whole index).
+     per-line index of the whole corpus. With --packing, the index step
+     also makes the plan one chunk's window at a time
+     (`chunked_index.plan_packing`) into page objects; tasks read theirs.
   3. Tasks (dupe round, document range) run `units.default_task_records`,
      the local engine's unit of work: every draw is keyed by (seed, dupe,
      document), every instance gets its keyed-hash order key.
   4. Instances go to hash buckets (contiguous key ranges, the local spill's
-     count); per-bucket counts (a combiner, side input) give each bucket its
-     global offset. Each bucket is sorted by (key, record) and framed; shard
+     count): each task writes its records, grouped by bucket, as one object
+     under the output location, and only (bucket, reference) pairs go
+     through the runner's shuffle (`_InstanceRef`), so no bundle carries
+     records; per-bucket counts (a combiner, side input) give each bucket
+     its global offset. Each bucket is read back from its task objects,
+     sorted by (key, record) and framed; shard
      i is the i-th range of buckets (or, with several --output_file paths,
      records go round-robin by global position), and each file is written
      from its buckets in key order. The metadata is written last.
 """
 
+import collections
 import dataclasses
 import io
 import os
@@ -75,8 +81,9 @@ class _Tokenize(beam.DoFn):
     yield beam.pvalue.TaggedOutput(beam_engine.DECODE_ERRORS, decode_errors.as_tuple())
 
 
-def _index(batches, config):
-  """The corpus (index pages + TokenStore), whether it is clean, and the bucket count.
+def _index(batches, config, dataset):
+  """The corpus (index pages + TokenStore), whether it is clean, the bucket
+  count and the --packing plan (page references, or None).
 
   Only a few numbers per input chunk meet here: the index itself stays in
   the chunks' pieces, read in pages by the steps that use it.
@@ -87,16 +94,24 @@ def _index(batches, config):
   corpus = documents.check_corpus(documents.Corpus(tokens, seg_starts, doc_starts),
                                   config.input_files)
   clean = not any(b[3] for b in batches)
-  return (corpus, clean, units.estimate_buckets(config, corpus, config.num_shards),
-          units.pack(config, corpus))
+  packed = None
+  if config.packing:
+    packed = chunked_index.plan_packing(
+        corpus, [b[2] for b in batches], config.max_seq_length, config.packing,
+        lambda name, data: beam_engine.stage(dataset, name, data))
+  return corpus, clean, units.estimate_buckets(config, corpus, config.num_shards), packed
+
+
+_InstanceRef = collections.namedtuple("_InstanceRef", "task path offset size count")
 
 
 class _Instances(beam.DoFn):
-  """A task -> (bucket, (order key, record)) for each of its instances."""
+  """A task -> (bucket, `_InstanceRef`) per bucket its instances fall in; the
+  records themselves go to one object per task (`_bucket_blob` per bucket)."""
 
-  def __init__(self, config):
+  def __init__(self, config, dataset):
     super().__init__()
-    self.config = config
+    self.config, self.dataset = config, dataset
     self.mask = self.encoder = self.dynamic = None
 
   def setup(self):
@@ -110,14 +125,49 @@ class _Instances(beam.DoFn):
     ctx = units.TaskContext(self.config, corpus, self.mask, self.encoder, clean, packed,
                             self.dynamic)
     keys, recs = units.task_records_fn(ctx)(ctx, *task)
+    by_bucket = collections.defaultdict(list)
     for key, rec in zip(keys.tolist(), recs):
-      yield (key * num_buckets) >> 64, (key, rec)
+      by_bucket[(key * num_buckets) >> 64].append((key, rec))
+    if not by_bucket:
+      return
+    blobs, refs, offset = [], [], 0
+    for bucket in sorted(by_bucket):
+      blobs.append(_bucket_blob(by_bucket[bucket]))
+      refs.append((bucket, offset, len(blobs[-1]), len(by_bucket[bucket])))
+      offset += len(blobs[-1])
+    path = beam_engine.stage(self.dataset, "instances-%d-%09d-%09d" % tuple(task),
+                             b"".join(blobs))
+    for bucket, start, size, count in refs:
+      yield bucket, _InstanceRef(tuple(task), path, start, size, count)
+
+
+def _bucket_blob(items) -> bytes:
+  """(order key, record) pairs as bytes: the keys (uint64), the record
+  lengths (uint32), then the records."""
+  keys = np.fromiter((k for k, _ in items), "<u8", len(items))
+  lengths = np.fromiter((len(r) for _, r in items), "<u4", len(items))
+  return b"".join([keys.tobytes(), lengths.tobytes(), *(r for _, r in items)])
+
+
+def _read_bucket(refs) -> list:
+  """A bucket's (order key, record) pairs, read from its tasks' objects, sorted."""
+  items = []
+  for ref in sorted(refs):
+    with storage.open_read(ref.path) as f:
+      f.seek(ref.offset)
+      blob = f.read(ref.size)
+    n = ref.count
+    keys = np.frombuffer(blob, "<u8", n).tolist()
+    ends = (np.cumsum(np.frombuffer(blob, "<u4", n, 8 * n), dtype=np.int64) + 12 * n).tolist()
+    items.extend(zip(keys, (blob[a:b] for a, b in zip([12 * n] + ends[:-1], ends))))
+  items.sort()
+  return items
 
 
 def _bucket_parts(kv, counts, index, config, num_files):
-  bucket, items = kv
+  bucket, refs = kv
   units.check_instance_count(sum(counts.values()), num_files)
-  items = sorted(items)
+  items = _read_bucket(refs)
   frame = tfrecord.frame
   if len(config.output_files) == 1:  # range shards: shard i = the i-th range of buckets
     per_shard = index[2] // num_files
@@ -171,13 +221,13 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> list:
     decode_errors = beam_engine.decode_error_counts(read[beam_engine.DECODE_ERRORS])
     batches = read.batches
     index = (batches | "all pieces" >> beam.combiners.ToList()
-             | "index" >> beam.Map(_index, config))
+             | "index" >> beam.Map(_index, config, writers[0]))
     instances = (index
                  | "tasks" >> beam.FlatMap(lambda ix: units.run_tasks(units.TaskContext(
                      config, ix[0], None, None, ix[1], ix[3])))
                  | "spread tasks" >> beam.Reshuffle()
-                 | "instances" >> beam.ParDo(_Instances(on_worker), single(index)))
-    counts = (instances | "ones" >> beam.Map(lambda kv: (kv[0], 1))
+                 | "instances" >> beam.ParDo(_Instances(on_worker, writers[0]), single(index)))
+    counts = (instances | "per task" >> beam.Map(lambda kv: (kv[0], kv[1].count))
               | "count per bucket" >> beam.CombinePerKey(sum)
               | "bucket counts" >> beam.combiners.ToDict())
     parts = (instances | "group buckets" >> beam.GroupByKey()

@@ -8,16 +8,19 @@ under the output location, and only a few numbers per chunk (`PieceSizes`)
 meet in one step, which lays the pieces end to end (`assemble`). The
 instance steps read the index through `PagedArray`s that load the pieces
 they touch, so no worker holds a per-line index of the whole corpus. The
-values are exactly `CorpusBuilder`'s.
+values are exactly `CorpusBuilder`'s. With --packing, the plan is made
+window by window (`plan_packing`: one window per chunk) into page objects,
+and each task loads the pages of its instances (`PagedPacking`).
 """
 
 import collections
 import dataclasses
 import io
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from bert_data import packing
 from textrecords.files import storage
 
 
@@ -165,3 +168,74 @@ def assemble(sizes: Sequence[Optional[PieceSizes]]) -> Tuple[PagedArray, PagedAr
   token_offsets.append(tokens)
   return PagedArray(seg_pages), PagedArray(doc_pages), token_offsets
 
+
+
+def segment_windows(corpus, sizes: Sequence[PieceSizes]
+                    ) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+  """(segment starts and end, whether each starts a document) per chunk with
+  segments, in corpus order, read from the corpus's paged index."""
+  doc_starts, num_docs = corpus.doc_starts, corpus.num_docs
+  d, g0 = 0, 0
+  for s in sizes:
+    if not s.segments:
+      continue
+    g1 = g0 + s.segments
+    first = np.zeros(s.segments, bool)
+    while d < num_docs:  # the documents starting in [g0, g1)
+      block = np.asarray(doc_starts[d:min(num_docs, d + 4096)])
+      inside = block[block < g1]
+      first[inside - g0] = True
+      d += len(inside)
+      if len(inside) < len(block):
+        break
+    yield np.asarray(corpus.seg_starts[g0:g1 + 1]), first
+    g0 = g1
+
+
+def plan_packing(corpus, sizes: Sequence[PieceSizes], max_seq_length: int, mode: str,
+                 write: Callable[[str, bytes], str]) -> "PagedPacking":
+  """`packing.pack` of the corpus, one window per chunk, each window's
+  instances written as a page object (`write(name, bytes)` -> its path).
+  Holds one chunk's index and the open instance's pieces at a time."""
+  pages = []
+  windows = segment_windows(corpus, sizes)
+  for i, page in enumerate(packing.pack_windows(windows, max_seq_length, mode)):
+    if page.num_instances:
+      buf = io.BytesIO()
+      np.savez(buf, piece_starts=page.piece_starts, doc_first=page.doc_first,
+               instances=page.instances)
+      pages.append((write("plan-%09d.npz" % i, buf.getvalue()), page.num_instances))
+  return PagedPacking(pages)
+
+
+class PagedPacking:
+  """A packing plan kept as page objects (`plan_packing`), read per task.
+
+  Supports what the tasks use of a `packing.Packing`: `num_instances` and
+  `window(k0, k1)`, which loads only the pages holding instances [k0, k1).
+  """
+
+  def __init__(self, pages: Sequence[Tuple[str, int]]):
+    self.pages = list(pages)
+    self.starts = np.zeros(len(self.pages) + 1, np.int64)
+    np.cumsum([n for _, n in self.pages], out=self.starts[1:])
+
+  @property
+  def num_instances(self) -> int:
+    return int(self.starts[-1])
+
+  def window(self, k0: int, k1: int) -> packing.Packing:
+    """Instances [k0, k1) (k1 > k0) as a Packing of only the pieces they cover."""
+    p0 = int(np.searchsorted(self.starts, k0, "right")) - 1
+    p1 = int(np.searchsorted(self.starts, k1 - 1, "right")) - 1
+    starts, firsts, rows, pieces = [], [], [], 0
+    for p in range(p0, p1 + 1):
+      with np.load(io.BytesIO(storage.read_bytes(self.pages[p][0])), allow_pickle=False) as z:
+        starts.append(z["piece_starts"][:-1])
+        firsts.append(z["doc_first"])
+        rows.append(z["instances"] + pieces)
+        end = z["piece_starts"][-1:]
+      pieces += len(firsts[-1])
+    joined = packing.Packing(np.concatenate(starts + [end]), np.concatenate(firsts),
+                             np.concatenate(rows))
+    return joined.window(k0 - int(self.starts[p0]), k1 - int(self.starts[p0]))

@@ -15,10 +15,13 @@ packed like a sentence (no text is dropped). Packing has no randomness: every
 dupe round packs the same way, and only the masks differ. Instances are
 described as piece ranges `[p0, p1)` of the corpus's piece boundaries, so
 they can be cut into fixed-size blocks for the workers without any
-dependence on the worker count.
+dependence on the worker count. `pack_windows` makes the same plan from
+consecutive windows of segments, holding only the open instance's pieces
+between windows (Beam runs plan per input chunk).
 """
 
 import dataclasses
+from typing import Iterable, Iterator, Tuple
 
 import numpy as np
 
@@ -53,6 +56,12 @@ class Packing:
     inner = np.flatnonzero(self.doc_first[p0 + 1:p1]) + p0 + 1
     return self.piece_starts[inner]
 
+  def window(self, k0: int, k1: int) -> "Packing":
+    """Instances [k0, k1) (k1 > k0) as a Packing of only the pieces they cover."""
+    inst = self.instances[k0:k1]
+    a, b = int(inst[0, 0]), int(inst[-1, 1])
+    return Packing(self.piece_starts[a:b + 1], self.doc_first[a:b], inst - a)
+
 
 def pieces(seg_starts: np.ndarray, doc_starts: np.ndarray, budget: int):
   """Sentences cut to at most `budget` tokens: (piece_starts, doc_first).
@@ -61,7 +70,14 @@ def pieces(seg_starts: np.ndarray, doc_starts: np.ndarray, budget: int):
   >>> s.tolist(), f.tolist()
   ([0, 3, 7, 10, 12], [True, False, False, True])
   """
-  seg_starts = np.asarray(seg_starts, np.int64)
+  seg_first = np.zeros(len(seg_starts) - 1, bool)
+  seg_first[np.asarray(doc_starts[:-1], np.int64)] = True
+  return _cut(np.asarray(seg_starts, np.int64), seg_first, budget)
+
+
+def _cut(seg_starts: np.ndarray, seg_first: np.ndarray, budget: int):
+  """`pieces` of segments given as their starts (and end) and whether each
+  starts a document."""
   lengths = np.diff(seg_starts)
   parts = np.maximum(1, -(-lengths // budget))          # ceil, at least one
   first_piece = np.zeros(len(parts) + 1, np.int64)
@@ -70,8 +86,6 @@ def pieces(seg_starts: np.ndarray, doc_starts: np.ndarray, budget: int):
   within = np.arange(int(first_piece[-1])) - first_piece[seg_of_piece]
   starts = seg_starts[:-1][seg_of_piece] + within * budget
   piece_starts = np.append(starts, seg_starts[-1])
-  seg_first = np.zeros(len(parts), bool)
-  seg_first[np.asarray(doc_starts[:-1], np.int64)] = True
   doc_first = seg_first[seg_of_piece] & (within == 0)
   return piece_starts, doc_first
 
@@ -93,12 +107,60 @@ def pack(seg_starts: np.ndarray, doc_starts: np.ndarray, max_seq_length: int,
     >>> pack(np.array([0, 3, 5, 10]), np.array([0, 1, 3]), 9, "full_sentences").instances.tolist()
     [[0, 2], [2, 3]]
   """
-  if mode not in PACKING_MODES:
-    raise ValueError(f"packing mode {mode!r}: must be one of {PACKING_MODES}")
+  _check_mode(mode)
   budget = max_seq_length - 2
   piece_starts, doc_first = pieces(seg_starts, doc_starts, budget)
+  instances, _ = _greedy(piece_starts, doc_first, budget, mode == "full_sentences", True)
+  return Packing(piece_starts, doc_first, instances)
+
+
+def pack_windows(windows: Iterable[Tuple[np.ndarray, np.ndarray]], max_seq_length: int,
+                 mode: str) -> Iterator[Packing]:
+  """`pack` of a corpus given as consecutive windows of its segments.
+
+  Args:
+    windows: (segment starts and the window's end, in corpus tokens; whether
+      each segment starts a document) per window, in corpus order, each
+      window starting where the previous one ended.
+    max_seq_length, mode: as `pack`.
+  Yields:
+    one Packing per window: the instances closed once that window was seen
+    (the last one closes all), each over only the pieces it covers. Laid end
+    to end they are `pack`'s instances; between windows only the pieces of
+    the instance still open are held.
+
+  >>> w = [(np.array([0, 3]), np.array([True])), (np.array([3, 5, 10]), np.array([False, True]))]
+  >>> [p.instances.tolist() for p in pack_windows(w, 8, "full_sentences")]
+  [[], [[0, 2], [2, 3]]]
+  """
+  _check_mode(mode)
+  budget, full = max_seq_length - 2, mode == "full_sentences"
+  starts, first = np.zeros(1, np.int64), np.zeros(0, bool)  # the open instance's pieces
+  todo = iter(windows)
+  window = next(todo, None)
+  while window is not None:
+    following = next(todo, None)
+    seg_starts, seg_first = window
+    more_starts, more_first = _cut(np.asarray(seg_starts, np.int64), seg_first, budget)
+    if len(first):
+      more_starts = np.concatenate([starts[:-1], more_starts])
+      more_first = np.concatenate([first, more_first])
+    instances, s = _greedy(more_starts, more_first, budget, full, following is None)
+    yield Packing(more_starts[:s + 1], more_first[:s], instances)
+    starts, first, window = more_starts[s:], more_first[s:], following
+
+
+def _check_mode(mode: str):
+  if mode not in PACKING_MODES:
+    raise ValueError(f"packing mode {mode!r}: must be one of {PACKING_MODES}")
+
+
+def _greedy(piece_starts: np.ndarray, doc_first: np.ndarray, budget: int, full: bool,
+            final: bool) -> Tuple[np.ndarray, int]:
+  """The greedy instances of pieces: ((n, 2) rows [p0, p1), first piece not
+  in one). Unless `final`, stops at the first instance whose end depends on
+  pieces after these."""
   n = len(doc_first)
-  full = mode == "full_sentences"
   # Cost of pieces [s, e): their tokens, plus one [SEP] before each piece
   # that starts a document, except the first one (full_sentences).
   cost = np.diff(piece_starts) + (doc_first if full else 0)
@@ -110,12 +172,15 @@ def pack(seg_starts: np.ndarray, doc_starts: np.ndarray, max_seq_length: int,
   search = cum.searchsorted
   while s < n:
     limit = cum[s] + (int(doc_first[s]) if full else 0) + budget
-    e = max(s + 1, int(search(limit, side="right")) - 1)
+    last = int(search(limit, side="right")) - 1
+    e = max(s + 1, last)
     if not full:
       e = min(e, int(doc_end[s]))
+    if not final and e == n and last == n:  # the next pieces could still fit
+      break
     out.append((s, e))
     s = e
-  return Packing(piece_starts, doc_first, np.asarray(out, np.int64).reshape(-1, 2))
+  return np.asarray(out, np.int64).reshape(-1, 2), s
 
 
 def _doc_ends(doc_first: np.ndarray) -> np.ndarray:

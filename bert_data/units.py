@@ -133,7 +133,7 @@ class TaskContext:
   mask: Optional[masking.MaskingParams]
   encoder: Optional[records.BertRecordEncoder]
   clean: bool = False  # no [CLS]/[SEP] inside the documents
-  packed: Optional[packing.Packing] = None  # --packing: the packed instances
+  packed: Optional[packing.Packing] = None  # --packing: the plan (or a PagedPacking)
   dynamic: Optional[records.DynamicRecordEncoder] = None  # --masking=dynamic
 
 
@@ -270,9 +270,9 @@ def packed_task_records(ctx: TaskContext, dupe: int, k0: int, k1: int):
   key come from (seed, dupe, k, a digest of its token ids).
   """
   c = ctx.config
-  ids, lengths, special = packing.instance_ids(ctx.corpus.tokens, ctx.packed, range(k0, k1),
-                                               ctx.mask.cls_id, ctx.mask.sep_id,
-                                               c.max_seq_length)
+  ids, lengths, special = packing.instance_ids(ctx.corpus.tokens, ctx.packed.window(k0, k1),
+                                               range(k1 - k0), ctx.mask.cls_id,
+                                               ctx.mask.sep_id, c.max_seq_length)
   keys = np.asarray([seeding.order_key(c.random_seed, dupe, "packed", k,
                                        seeding.content_digest(ids[k - k0]))
                      for k in range(k0, k1)], np.uint64)

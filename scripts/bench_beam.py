@@ -19,7 +19,9 @@ Usage (the corpora are not part of the repository):
       --w2v_corpus=../shared/data/ptb.train.txt --mt_corpus=../shared/data/fra.txt
 
 `--portable_mb=25,100` instead: w2v_data (or `--portable_package=mt_data`:
-source<TAB>target pairs) on corpora of those sizes that the script
+source<TAB>target pairs; `--portable_package=bert_data`: documents of
+sentences of the test vocab's words, `--dupe_factor=1`, more flags with
+`--portable_flags`) on corpora of those sizes that the script
 generates (Zipf-distributed words, seed 0), each run locally (2
 workers) and on a portable-runner cluster on this machine (Beam's job
 service and an EXTERNAL worker pool; its FnApiRunner asks the pool for one
@@ -126,6 +128,37 @@ def write_pairs(path: str, mb: float, seed: int = 0) -> int:
       f.write(text)
       size += len(text)
   return size
+
+
+def write_documents(path: str, mb: float, seed: int = 0) -> int:
+  """A bert corpus of about `mb` MB: documents of 20-90 sentences of 5-30
+  Zipf-distributed words of the test vocab, a blank line after each."""
+  rng = random.Random(seed)
+  with open(VOCAB, encoding="utf-8") as f:
+    words = [w for w in (l.strip() for l in f) if w.isalpha() and w.isascii()][:20000]
+  cum = list(itertools.accumulate(1.0 / (i + 1) for i in range(len(words))))
+  size, want = 0, int(mb * 1e6)
+  with open(path, "w", encoding="utf-8") as f:
+    while size < want:
+      text = "".join("".join(" ".join(rng.choices(words, cum_weights=cum,
+                                                   k=rng.randint(5, 30))) + " .\n"
+                             for _ in range(rng.randint(20, 90))) + "\n"
+                     for _ in range(50))
+      f.write(text)
+      size += len(text)
+  return size
+
+
+CORPORA = {"w2v_data": write_corpus, "mt_data": write_pairs, "bert_data": write_documents}
+
+
+def _package_flags(package: str, out: str) -> list:
+  """The output and package-specific flags of one portable-bench run."""
+  if package == "bert_data":
+    return [f"--output_file={os.path.join(out, 't.tfrecord')}", f"--vocab_file={VOCAB}",
+            "--dupe_factor=1"]
+  extra = ["--num_train=0", "--num_val=5000"] if package == "mt_data" else []
+  return [f"--output_dir={out}", *extra]
 
 
 def _bundles(probe_dir: str):
@@ -242,7 +275,7 @@ def _free_port():
   return port
 
 
-def _run_both(package, corpus, tmp, options, servers, probe_dir):
+def _run_both(package, corpus, tmp, options, servers, probe_dir, flags=()):
   """The local and the Beam run of one corpus: (row per run, same files?, bundle log)."""
   jobs = servers[0]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -253,10 +286,10 @@ def _run_both(package, corpus, tmp, options, servers, probe_dir):
                         ["--engine=beam", f"--beam_pipeline_options={options}"])):
     out = os.path.join(tmp, "out")
     shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
     cmd = [sys.executable, "-m", f"{package}.create", f"--input_file={corpus}",
-           f"--output_dir={out}", "--num_shards=4", "--num_workers=2", "--quiet", *extra]
-    if package == "mt_data":
-      cmd += ["--num_train=0", "--num_val=5000"]
+           *_package_flags(package, out), "--num_shards=4", "--num_workers=2", "--quiet",
+           *flags, *extra]
     wall, cpu, tree = _measure(cmd, env, servers if extra else [])
     workers = [r for pid, r in tree.rss.items() if "SdkHarness" in tree.names.get(pid, "")]
     launcher = max(r for pid, r in tree.rss.items()
@@ -272,7 +305,7 @@ def _run_both(package, corpus, tmp, options, servers, probe_dir):
   return rows, bundles
 
 
-def portable(sizes, tmp, package="w2v_data", bundle_log=False):
+def portable(sizes, tmp, package="w2v_data", bundle_log=False, flags=()):
   """Local (2 workers) vs the portable runner per corpus size; prints the tables."""
   probe_dir = os.path.join(tmp, "bundles") if bundle_log else None
   if probe_dir:
@@ -283,8 +316,8 @@ def portable(sizes, tmp, package="w2v_data", bundle_log=False):
     servers = [psutil.Process(p.pid) for p in procs]
     for mb in sizes:
       corpus = os.path.join(tmp, f"corpus{mb}.txt")
-      (write_pairs if package == "mt_data" else write_corpus)(corpus, mb)
-      got, log = _run_both(package, corpus, tmp, options, servers, probe_dir)
+      CORPORA[package](corpus, mb)
+      got, log = _run_both(package, corpus, tmp, options, servers, probe_dir, flags)
       rows += got
       bundles += [log] if log else []
       os.remove(corpus)
@@ -295,7 +328,7 @@ def portable(sizes, tmp, package="w2v_data", bundle_log=False):
       except ProcessLookupError:
         pass
       p.wait()
-  _print_portable(package, rows, bundles)
+  _print_portable(" ".join([package, *flags]), rows, bundles)
 
 
 def _print_portable(package, rows, bundles):
@@ -378,8 +411,11 @@ def main():
   ap.add_argument("--mt_corpus", help="source<TAB>target lines (e.g. fra.txt)")
   ap.add_argument("--portable_mb", help="comma-separated w2v corpus sizes (MB) for the "
                   "local vs portable-runner comparison (the other flags are then ignored)")
-  ap.add_argument("--portable_package", default="w2v_data", choices=["w2v_data", "mt_data"],
+  ap.add_argument("--portable_package", default="w2v_data", choices=sorted(CORPORA),
                   help="the generator --portable_mb runs")
+  ap.add_argument("--portable_flags", default="",
+                  help="with --portable_mb: space-separated flags added to both runs "
+                  "(e.g. '--packing=full_sentences')")
   ap.add_argument("--bundle_log", action="store_true",
                   help="with --portable_mb: log the SDK workers' bundles (scripts/beam_probe)")
   args = ap.parse_args()
@@ -387,7 +423,7 @@ def main():
   try:
     if args.portable_mb:
       portable([float(x) for x in args.portable_mb.split(",")], tmp, args.portable_package,
-               args.bundle_log)
+               args.bundle_log, args.portable_flags.split())
       return
     results = _named_benches(args, tmp)
   finally:

@@ -313,13 +313,13 @@ def test_mt_beam_reads_byte_ranges_like_local(tmp_path, monkeypatch):
 def test_bert_beam_index_from_byte_ranges_like_local(tmp_path, monkeypatch):
   """Files cut into many byte ranges (300-byte chunks: documents and runs of
   blank lines cross chunk ends): the corpus index laid end to end from the
-  chunks' pieces gives the local run's bytes, packing included."""
+  chunks' pieces gives the local run's bytes, packing (planned per chunk) included."""
   from bert_data import beam_pipeline as bert_beam  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(bert_beam, "CHUNK_BYTES", 300)
   corpus = write_varied_corpus(tmp_path / "corpus.txt", 2)
   blanks = tmp_path / "blanks.txt"
   blanks.write_text("\n\nthe cat sat\n\n\n\na dog ran\nand sat\n\n" * 8 + "the end", encoding="utf-8")
-  for packing in ("", "full_sentences"):
+  for packing in ("", "full_sentences", "doc_sentences"):
 
     def run(out, engine, packing=packing):
       os.makedirs(out)
