@@ -23,7 +23,7 @@ def record_schema(meta: dict):
   v2 = bool(meta.get("flags", {}).get("use_v2_feature_names", False))
   masking = meta.get("masking")
   next_sentence = meta.get("sentence_task") != "none"
-  if masking and masking.get("mode") == "dynamic":
+  if _dynamic(meta):
     return S.dynamic_schema(meta["max_seq_length"], registry.rule_of_meta(masking).WORDS, v2,
                             next_sentence=next_sentence)
   return S.bert_schema(meta["max_seq_length"], meta["max_predictions_per_seq"], v2,
@@ -117,12 +117,15 @@ def _one_dataset(location: str, split: str, opts: ReadOptions, reading):
   parse = reading(meta)
   plan = opts.plan([e.records for e in entries])
   ds = tf_input.planned_batches(entries, meta["compression"], plan, opts.log)
-  if opts.training:  # dynamic masks drawn afresh every epoch
+  if not _dynamic(meta):  # masked at create time: no salt
+    salted = lambda e, b: parse(b, None)  # noqa: E731
+  elif opts.training:  # dynamic masks drawn afresh every epoch
     seed = plan.stream.seed
     salted = lambda e, b: parse(b, tf_order.epoch_salt(tf, seed, e))  # noqa: E731
   else:
     salted = lambda e, b: parse(b, tf.constant(opts.seed or 0, tf.int64))  # noqa: E731
-  return ds.map(salted, num_parallel_calls=tf.data.AUTOTUNE,
+  return ds.map(tf.autograph.experimental.do_not_convert(salted),
+                num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=True).prefetch(tf.data.AUTOTUNE)
 
 
@@ -167,7 +170,7 @@ def _masker(meta, max_seq_length, max_predictions_per_seq, masked_lm_prob):
   if max_seq_length is not None and max_seq_length != meta["max_seq_length"]:
     raise UserError(f"{meta['_path']}: records have max_seq_length={meta['max_seq_length']}, "
                     f"but max_seq_length={max_seq_length} was asked for")
-  if (meta.get("masking") or {}).get("mode") == "dynamic":
+  if _dynamic(meta):
     from bert_data import dynamic_masking  # pylint: disable=import-outside-toplevel
     return dynamic_masking.masker_from_metadata(
         meta, masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq)
@@ -180,6 +183,11 @@ def _masker(meta, max_seq_length, max_predictions_per_seq, masked_lm_prob):
     raise UserError(f"{meta['_path']}: masked_lm_prob={masked_lm_prob} needs records "
                     "written with --masking=dynamic; these were masked at create time")
   return None
+
+
+def _dynamic(meta) -> bool:
+  """Whether the records are masked when read (`--masking=dynamic`)."""
+  return (meta.get("masking") or {}).get("mode") == "dynamic"
 
 
 def _feature_names(feature_names: Optional[str], v2_names: bool) -> str:

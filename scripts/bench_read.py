@@ -2,6 +2,7 @@ r"""Times the three make_dataset readers against a baseline checkout, same run.
 
     git worktree add /tmp/base <base commit>     # or any copy of the older tree
     python scripts/bench_read.py --baseline=/tmp/base [--rounds=3] [--epochs=3] [--scale=1]
+        [--packages=bert_data,w2v_data,mt_data]
 
 For each tree (this one and --baseline) a subprocess (PYTHONPATH = that tree)
 writes one dataset per package from the bundled test corpora (repeated to a
@@ -33,6 +34,7 @@ TESTDATA = os.path.join(HERE, "tests", "testdata")
 CHILD = r"""
 import json, os, sys, time
 work, testdata, epochs, scale = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+packages = sys.argv[5].split(",")
 
 def repeated(src, dst, times, sep="\n"):
   text = open(src, encoding="utf-8").read().strip()
@@ -53,21 +55,25 @@ if not os.path.exists(os.path.join(work, "done")):
   except ImportError:  # a tree before mt_data/pipeline.py
     from mt_data import create as mt_make
   os.makedirs(os.path.dirname(bert_out))
-  corpus = repeated(os.path.join(testdata, "bert_sample_text.txt"),
-                    os.path.join(work, "bert.txt"), 40 * scale, "\n\n")
-  pipeline.create(BertConfig(input_files=(corpus,), output_files=(bert_out,),
-                             vocab_file=os.path.join(testdata, "vocab_uncased.txt"),
-                             max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2,
-                             num_shards=4, num_workers=1, quiet=True))
-  w2v_pipeline.create(W2vConfig(
-      input_file=repeated(os.path.join(testdata, "w2v_tiny.txt"), os.path.join(work, "w.txt"),
-                          20 * scale),
-      output_dir=os.path.join(work, "w2v"), min_freq=2, num_workers=1, num_shards=4, quiet=True))
-  mt_make.create(mt_config.MTConfig(
-      input_file=repeated(os.path.join(testdata, "mt_pairs.txt"), os.path.join(work, "m.txt"),
-                          200 * scale),
-      output_dir=os.path.join(work, "mt"), num_train=0, num_val=100, num_shards=4,
-      num_workers=1), log=lambda m: None)
+  if "bert_data" in packages:
+    corpus = repeated(os.path.join(testdata, "bert_sample_text.txt"),
+                      os.path.join(work, "bert.txt"), 40 * scale, "\n\n")
+    pipeline.create(BertConfig(input_files=(corpus,), output_files=(bert_out,),
+                               vocab_file=os.path.join(testdata, "vocab_uncased.txt"),
+                               max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2,
+                               num_shards=4, num_workers=1, quiet=True))
+  if "w2v_data" in packages:
+    w2v_pipeline.create(W2vConfig(
+        input_file=repeated(os.path.join(testdata, "w2v_tiny.txt"),
+                            os.path.join(work, "w.txt"), 20 * scale),
+        output_dir=os.path.join(work, "w2v"), min_freq=2, num_workers=1, num_shards=4,
+        quiet=True))
+  if "mt_data" in packages:
+    mt_make.create(mt_config.MTConfig(
+        input_file=repeated(os.path.join(testdata, "mt_pairs.txt"),
+                            os.path.join(work, "m.txt"), 200 * scale),
+        output_dir=os.path.join(work, "mt"), num_train=0, num_val=100, num_shards=4,
+        num_workers=1), log=lambda m: None)
   open(os.path.join(work, "done"), "w").close()
 
 import bert_data, mt_data, w2v_data
@@ -86,6 +92,7 @@ readers = {
                                               seed=0, drop_remainder=True),
     "mt_data": mt_reader,
 }
+readers = {name: make for name, make in readers.items() if name in packages}
 for make in readers.values():
   make()  # verifies the checksums (once per process), outside the timing
 for name, make in readers.items():
@@ -107,15 +114,17 @@ print(json.dumps(out))
 """
 
 
-def run_tree(tree: str, work: str, epochs: int, scale: int) -> dict:
+def run_tree(tree: str, work: str, epochs: int, scale: int, packages: str) -> dict:
   env = dict(os.environ, PYTHONPATH=tree, TF_CPP_MIN_LOG_LEVEL="3")
-  p = subprocess.run([sys.executable, "-c", CHILD, work, TESTDATA, str(epochs), str(scale)],
+  p = subprocess.run([sys.executable, "-c", CHILD, work, TESTDATA, str(epochs), str(scale),
+                      packages],
                      cwd=tree, env=env, capture_output=True, text=True, check=False)
   if p.returncode != 0:
     sys.exit(f"error: {tree}: {p.stderr.strip().splitlines()[-1:]}")
   return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+PACKAGES = ("bert_data", "w2v_data", "mt_data")
 FIGURES = ("seconds", "start_s", "pass_s", "pass_cpu_s")
 
 
@@ -134,13 +143,20 @@ def main():
   ap.add_argument("--rounds", type=int, default=3)
   ap.add_argument("--epochs", type=int, default=3, help="passes per run (>= 2 for pass_s)")
   ap.add_argument("--scale", type=int, default=1, help="times the default corpora")
+  ap.add_argument("--packages", default=",".join(PACKAGES),
+                  help="comma-separated packages to time (default all three)")
   args = ap.parse_args()
+  unknown = set(args.packages.split(",")) - set(PACKAGES)
+  if unknown:
+    sys.exit(f"error: --packages: unknown {', '.join(sorted(unknown))}; "
+             f"choose from {', '.join(PACKAGES)}")
   trees = {"this": HERE, "baseline": os.path.abspath(args.baseline)}
   runs = {t: {} for t in trees}
   with tempfile.TemporaryDirectory() as tmp:
     for _ in range(args.rounds):
       for t, tree in trees.items():
-        for pkg, r in run_tree(tree, os.path.join(tmp, t), args.epochs, args.scale).items():
+        for pkg, r in run_tree(tree, os.path.join(tmp, t), args.epochs, args.scale,
+                                    args.packages).items():
           runs[t].setdefault(pkg, []).append(r)
   report = {}
   for pkg in runs["this"]:

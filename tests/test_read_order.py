@@ -67,6 +67,29 @@ def test_tf_order_equals_numpy_order(training, drop, g, replicas, pipelines, sta
       assert plan.num_batches() == len(want)
 
 
+@pytest.mark.parametrize("training,g,replicas,pipelines,start,repeat", [
+    (True, 8, 4, 2, 0, False), (True, 8, 4, 4, 5, True), (False, 6, 2, 1, 4, False),
+    (True, 12, 4, 2, 3, False)])
+def test_first_epoch_read_in_sequence_equals_numpy_order(training, g, replicas, pipelines,
+                                                         start, repeat):
+  # plan_dataset with read_files (drop_remainder): the first epoch's files read
+  # as one sequence and its windows cut by numpy positions.
+  counts = (37, 5, 60, 1)
+  base = np.concatenate(([0], np.cumsum(counts)))
+  read = lambda i: tf.data.Dataset.range(tf.gather(base, i), tf.gather(base, i + 1))  # noqa: E731
+  read_files = lambda files: tf.data.Dataset.from_tensor_slices(files).flat_map(read)  # noqa: E731
+  stream = R.Stream(counts, training, 7, R.used_records(sum(counts), g, True),
+                    R.window_records(20, g))
+  for p in range(pipelines):
+    plan = R.Plan(stream, R.Sharing(g, replicas, pipelines, p), True, start, repeat)
+    e0, k0 = plan.start()
+    assert tf_order._first_epoch_batches(tf, plan, read_files, e0, k0 * g // stream.window,
+                                         0) is not None
+    want = list(itertools.islice(plan.batches(), 40))
+    got = list(itertools.islice(tf_order.plan_dataset(plan, read, read_files), 40))
+    assert [(e, b.tolist()) for e, b in want] == [(int(e), b.numpy().tolist()) for e, b in got]
+
+
 def test_elastic_global_batches_and_equal_steps():
   counts, g = (50, 3, 71), 8
   stream = R.Stream(counts, True, 11, R.used_records(sum(counts), g, True),

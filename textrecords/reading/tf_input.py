@@ -194,12 +194,14 @@ def planned_batches(entries, compression: str, plan, log=print):
   if compression and plan.start_step:
     log(f"note: {compression} records cannot be entered at an offset: resuming at step "
         f"{plan.start_step} reads the records before it in their file")
-  ds = tf_order.plan_dataset(plan, file_reader(files, compression))
+  read = file_reader(files, compression)
+  ds = tf_order.plan_dataset(plan, read, read_files=read)
   return with_cardinality(ds, plan.num_batches())
 
 
 def file_reader(files: List[str], compression: str) -> Callable:
-  """read_file(i): a TFRecordDataset of files[i] (i an int64 tensor)."""
+  """read_file(i): a TFRecordDataset of files[i] (i an int64 tensor; a
+  vector of them reads those files in sequence)."""
   tf = require_tf()
   check_readable_by_tf(files)
   quiet_reader_log()

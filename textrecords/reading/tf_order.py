@@ -17,7 +17,7 @@ time, for readers that hold their records.
 """
 
 import itertools
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from textrecords.tf_import import require_tf
 
 
 _CONSTANT_STATES = 1 << 15  # window keys kept as graph constants (at most 256 kB)
+_CONSTANT_RECORDS = 1 << 18  # first-epoch window positions as constants (at most 1 MiB)
 
 
 class TfOps:
@@ -216,16 +217,91 @@ def _epoch_batches(tf, plan: R.Plan, read_file: Callable, epoch, first_window: i
   return batches.skip(skip_batches * len(plan.sharing.local_replicas))
 
 
-def plan_dataset(plan: R.Plan, read_file: Callable):
+def _constant_rows(plan: R.Plan, epoch: int, first_window: int):
+  """Per window from `first_window` on, the window positions of this
+  pipeline's per-replica batches (int32 [batches, per_replica] rows, the
+  windows' rows concatenated), computed in numpy; None where they would not
+  fit `_CONSTANT_RECORDS` or batches may be partial (no drop_remainder:
+  the batch dimension stays unknown)."""
+  stream, sharing = plan.stream, plan.sharing
+  g, r, b = sharing.global_batch, sharing.replicas, sharing.per_replica
+  lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
+  first = first_window * stream.window
+  if not plan.drop_remainder or stream.used - first > _CONSTANT_RECORDS:
+    return None
+  rows = []
+  for j in range(first_window, stream.num_windows()):
+    size = min(stream.window, stream.used - j * stream.window)
+    order = stream.window_order(epoch, j, size)
+    order = np.arange(size) if order is None else order
+    rows.append(order.reshape(-1, r, b)[:, lo:hi].reshape(-1, b))
+  return np.concatenate(rows).astype(np.int32) if rows else np.zeros((0, b), np.int32)
+
+
+def _contiguous_read(tf, stream: R.Stream, read_files: Callable, epoch: int, first: int):
+  """Stream records `first` on of `epoch` as one read of its files in
+  sequence (None when the segments are not one run: only the first starts
+  inside its file, only the last stops early)."""
+  segs = stream.segments(epoch, first, stream.used - first).reshape(-1, 3)
+  if not len(segs) or segs[1:, 1].any():
+    return None
+  counts = np.asarray(stream.counts, np.int64)[segs[:-1, 0]]
+  if (segs[:-1, 1] + segs[:-1, 2] != counts).any():
+    return None
+  return read_files(tf.constant(segs[:, 0], tf.int64)).skip(int(segs[0, 1])).take(
+      int(segs[:, 2].sum()))
+
+
+def _first_epoch_batches(tf, plan: R.Plan, read_files: Callable, epoch: int,
+                         first_window: int, skip_batches: int):
+  """`_epoch_batches` of a Python `epoch` with every draw made now: the
+  files read as one sequence, each window cut into this pipeline's batches
+  by one gather of numpy positions (None where that does not apply)."""
+  rows = _constant_rows(plan, epoch, first_window)
+  stream = plan.stream
+  recs = None if rows is None else _contiguous_read(tf, stream, read_files, epoch,
+                                                     first_window * stream.window)
+  if recs is None:
+    return None
+  per_window = stream.window // plan.sharing.global_batch * len(plan.sharing.local_replicas)
+  positions = tf.data.Dataset.from_tensor_slices(tf.constant(rows)).batch(per_window)
+  e = tf.constant(epoch, tf.int64)
+
+  def cut(at, *w):
+    return tf.fill(tf.shape(at)[:1], e), tf.nest.map_structure(
+        lambda t: tf.gather(t, at), _whole(*w))
+
+  batches = tf.data.Dataset.zip((positions, recs.batch(stream.window))).map(
+      _plain(cut)).prefetch(1).unbatch()
+  if not skip_batches:
+    return batches
+  return batches.skip(skip_batches * len(plan.sharing.local_replicas))
+
+
+def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callable] = None):
   """(epoch, serialized records) per-replica batches of one dataset's `Plan`.
 
   The first epoch's file order and rotation are computed here (numpy); a
-  repeating plan draws those of the epochs after it in-graph."""
+  repeating plan draws those of the epochs after it in-graph. With
+  `read_files` (file numbers, an int64 vector -> the records of those files
+  in sequence) and drop_remainder, the first epoch is read without a
+  function per file and its windows are cut by numpy positions (up to
+  `_CONSTANT_RECORDS` records: less to trace and to start per iterator).
+
+  Args:
+    plan: the read order.
+    read_file: file number (int64 scalar tensor) -> a dataset of its records.
+    read_files: optional, as above.
+  """
   tf = require_tf()
   stream, g = plan.stream, plan.sharing.global_batch
   e0, k0 = plan.start()
   _, j0, s0 = _start_of(stream, k0 * g)
-  ds = _epoch_batches(tf, plan, read_file, e0, j0, s0 // g)
+  ds = None
+  if read_files is not None:
+    ds = _first_epoch_batches(tf, plan, read_files, e0, j0, s0 // g)
+  if ds is None:
+    ds = _epoch_batches(tf, plan, read_file, e0, j0, s0 // g)
   if not plan.repeat:
     return ds
   later = tf.data.Dataset.range(e0 + 1, tf.int64.max).flat_map(
