@@ -2,7 +2,7 @@ r"""Times the three make_dataset readers against a baseline checkout, same run.
 
     git worktree add /tmp/base <base commit>     # or any copy of the older tree
     python scripts/bench_read.py --baseline=/tmp/base [--rounds=3] [--epochs=3] [--scale=1]
-        [--packages=bert_data,w2v_data,mt_data]
+        [--packages=bert_data,w2v_data,mt_data] [--w2v_negatives=stored]
 
 For each tree (this one and --baseline) a subprocess (PYTHONPATH = that tree)
 writes one dataset per package from the bundled test corpora (repeated to a
@@ -34,7 +34,7 @@ TESTDATA = os.path.join(HERE, "tests", "testdata")
 CHILD = r"""
 import json, os, sys, time
 work, testdata, epochs, scale = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-packages = sys.argv[5].split(",")
+packages, w2v_negatives = sys.argv[5].split(","), sys.argv[6]
 
 def repeated(src, dst, times, sep="\n"):
   text = open(src, encoding="utf-8").read().strip()
@@ -89,7 +89,8 @@ readers = {
     "bert_data": lambda: bert_data.make_dataset(bert_out, 32, training=True, seed=0,
                                                 drop_remainder=True),
     "w2v_data": lambda: w2v_data.make_dataset(os.path.join(work, "w2v"), 256, training=True,
-                                              seed=0, drop_remainder=True),
+                                              seed=0, drop_remainder=True,
+                                              negatives=w2v_negatives),
     "mt_data": mt_reader,
 }
 readers = {name: make for name, make in readers.items() if name in packages}
@@ -114,10 +115,11 @@ print(json.dumps(out))
 """
 
 
-def run_tree(tree: str, work: str, epochs: int, scale: int, packages: str) -> dict:
+def run_tree(tree: str, work: str, epochs: int, scale: int, packages: str,
+             w2v_negatives: str) -> dict:
   env = dict(os.environ, PYTHONPATH=tree, TF_CPP_MIN_LOG_LEVEL="3")
   p = subprocess.run([sys.executable, "-c", CHILD, work, TESTDATA, str(epochs), str(scale),
-                      packages],
+                      packages, w2v_negatives],
                      cwd=tree, env=env, capture_output=True, text=True, check=False)
   if p.returncode != 0:
     sys.exit(f"error: {tree}: {p.stderr.strip().splitlines()[-1:]}")
@@ -145,6 +147,8 @@ def main():
   ap.add_argument("--scale", type=int, default=1, help="times the default corpora")
   ap.add_argument("--packages", default=",".join(PACKAGES),
                   help="comma-separated packages to time (default all three)")
+  ap.add_argument("--w2v_negatives", default="stored", choices=("stored", "fresh"),
+                  help="w2v_data's negatives= (fresh: new noise words every epoch)")
   args = ap.parse_args()
   unknown = set(args.packages.split(",")) - set(PACKAGES)
   if unknown:
@@ -156,7 +160,7 @@ def main():
     for _ in range(args.rounds):
       for t, tree in trees.items():
         for pkg, r in run_tree(tree, os.path.join(tmp, t), args.epochs, args.scale,
-                                    args.packages).items():
+                                    args.packages, args.w2v_negatives).items():
           runs[t].setdefault(pkg, []).append(r)
   report = {}
   for pkg in runs["this"]:
@@ -167,6 +171,7 @@ def main():
         "ratio": {k: _ratio(this[k], base[k]) for k in FIGURES},
         "batches": [runs["this"][pkg][-1]["batches"], runs["baseline"][pkg][-1]["batches"]]}
   print(json.dumps({"rounds": args.rounds, "epochs": args.epochs, "scale": args.scale,
+                    "w2v_negatives": args.w2v_negatives,
                     "load": os.getloadavg(), **report}, indent=1))
 
 

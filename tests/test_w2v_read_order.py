@@ -30,7 +30,8 @@ def w2v(tmp_path_factory):
   base = tmp_path_factory.mktemp("w2v_order")
   out = {}
   for name, kw in (("two", {}), ("one", dict(num_shards=1)), ("eight", dict(num_shards=8)),
-                   ("center", dict(layout="center")), ("other_seed", dict(random_seed=4))):
+                   ("center", dict(layout="center")), ("other_seed", dict(random_seed=4)),
+                   ("gzip", dict(compression="GZIP"))):
     d = str(base / name)
     cfg = dict(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"), output_dir=d, min_freq=2,
                subsample_t=3e-2, max_window_size=3, num_noise_words=K, random_seed=3,
@@ -120,6 +121,19 @@ def test_elastic_global_batches(w2v, kw):
       width = (1 + K) * int(want[2].sum(1).max())
       assert np.array_equal(got[0], want[0])
       assert all(np.array_equal(g[:, :width], w) for g, w in zip(got[1:], want[1:]))
+
+
+def test_gzip_streamed_resume_reads_through_with_a_note(w2v):
+  # GZIP records cannot be entered at an offset: a streamed resume says so
+  # in one line and still gives the uncompressed dataset's batches.
+  plain = _arrays(w2v_data.make_dataset(w2v["two"], 8, seed=5, in_memory=False).take(8))
+  for in_memory, notes in ((False, 1), (None, 0)):  # held rows read everything anyway
+    logged = []
+    resumed = _arrays(w2v_data.make_dataset(w2v["gzip"], 8, seed=5, in_memory=in_memory,
+                                            start_step=5, log=logged.append).take(3))
+    assert _same(resumed, plain[5:8]), in_memory
+    lines = [m for m in logged if m.startswith("note: GZIP")]
+    assert len(lines) == notes and all("step 5" in m and "\n" not in m for m in lines), logged
 
 
 def test_start_step_resumes_without_reading_what_came_before(w2v, monkeypatch):

@@ -221,6 +221,7 @@ def _one_dataset(tf, location: str, opts, choice: _Choices):
   if src.holds(choice.in_memory):
     held = tf_centers.HeldRows(tf, src.files, src.compression, parse, src.num_records)
   else:
+    tf_input.note_compressed_resume(src.compression, plan, opts.log)
     read_file = tf_centers.streamed_reader(tf, src.files, src.compression, parse,
                                            src.centers)
   units = tf_centers.planned_units(tf, plan, held, read_file)

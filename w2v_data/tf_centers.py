@@ -10,8 +10,8 @@ Each center is a unit: (center number, parts), parts being the parsed
 per-center tensors (skip-gram: center, dense row, n; CBOW / PV: the x dict).
 Units come two ways, giving the same batches:
   held       every record parsed once into per-center tensors, kept by
-             tf.data's in-memory cache; the order's center numbers (a
-             window at a time, `tf_order.plan_ids`) gather them. The graph
+             tf.data's in-memory cache; the order's center numbers gather
+             a window of them at a time (`tf_order.plan_windows`). The graph
              holds the file names and parsing ops, not the rows.
   streamed   file i read and parsed into units (`tf_order.plan_dataset`
              then skips and takes units): a stream entering a file (a
@@ -54,13 +54,16 @@ class HeldRows:
       records = tf.data.Dataset.from_tensors(tf.constant([], tf.string))
     self.rows = records.map(lambda s: parse(s)[0]).cache()
 
-  def attach(self, ds):
-    """`ds` ((key, center numbers) elements) -> (key, (numbers, parts))."""
+  def windows(self, stream, epoch, first_window):
+    """(center numbers, parts) of each window of `stream`'s `epoch` from
+    `first_window` on (`tf_order.id_windows`): a window's rows gathered at
+    once, in parallel with the next window's."""
     tf = self._tf
-    gather = lambda ids, rows: tf.nest.map_structure(  # noqa: E731
-        lambda t: tf.gather(t, ids), rows)
-    return tf.data.Dataset.zip((ds, self.rows.repeat())).map(
-        lambda head, rows: (head[0], (head[1], gather(head[1], rows))))
+    ids = tf_order.id_windows(tf, stream, epoch, first_window)
+    gather = lambda ids, rows: (ids, tf.nest.map_structure(  # noqa: E731
+        lambda t: tf.gather(t, ids), rows))
+    return tf.data.Dataset.zip((ids, self.rows.repeat())).map(
+        gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def streamed_reader(tf, files: List[str], compression: str, parse: Callable,
@@ -82,7 +85,7 @@ def planned_units(tf, plan, held, read_file):
   """(epoch, (center numbers, parts)) per-replica batches of a `Plan` over
   centers: gathered from `held` (a HeldRows), else read by `read_file`."""
   if held is not None:
-    ds = held.attach(tf_order.plan_ids(plan))
+    ds = tf_order.plan_windows(plan, lambda e, j: held.windows(plan.stream, e, j))
   else:
     ds = tf_order.plan_dataset(plan, read_file)
   return tf_input.with_cardinality(ds, plan.num_batches())

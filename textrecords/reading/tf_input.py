@@ -191,12 +191,19 @@ def planned_batches(entries, compression: str, plan, log=print):
   from textrecords.reading import tf_order  # pylint: disable=import-outside-toplevel
   files = [e.path for e in entries]
   check_readable_by_tf(files)
-  if compression and plan.start_step:
-    log(f"note: {compression} records cannot be entered at an offset: resuming at step "
-        f"{plan.start_step} reads the records before it in their file")
+  note_compressed_resume(compression, plan, log)
   read = file_reader(files, compression)
   ds = tf_order.plan_dataset(plan, read, read_files=read)
   return with_cardinality(ds, plan.num_batches())
+
+
+def note_compressed_resume(compression: str, plan, log=print):
+  """Logs one line when `plan` resumes (start_step) in compressed records:
+  they cannot be entered at an offset, so the records before the step in
+  its file are read through."""
+  if compression and plan.start_step:
+    log(f"note: {compression} records cannot be entered at an offset: resuming at step "
+        f"{plan.start_step} reads the records before it in their file")
 
 
 def file_reader(files: List[str], compression: str) -> Callable:

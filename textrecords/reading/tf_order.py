@@ -13,10 +13,9 @@ constants: nothing to trace or optimize); a repeating plan draws those of
 later epochs in-graph. A resume opens no file before its start and reads at
 most one file's record headers plus one window before its first batch.
 `plan_ids` gives a plan's batches as record numbers, computed a window at a
-time, for readers that hold their records.
+time (`id_windows`), for readers that hold their records.
 """
 
-import itertools
 from typing import Callable, List, Optional
 
 import numpy as np
@@ -205,11 +204,11 @@ def _replica_batches(tf, window, epoch, sharing: R.Sharing, drop_remainder: bool
       lambda ab: (epoch, tf.nest.map_structure(lambda t: t[ab[0]:ab[1]], rest)))))
 
 
-def _epoch_batches(tf, plan: R.Plan, read_file: Callable, epoch, first_window: int,
+def _epoch_batches(tf, plan: R.Plan, windows_of: Callable, epoch, first_window: int,
                    skip_batches: int):
   """(epoch, per-replica batch) of one epoch of `plan`, from window
   `first_window` on, its first `skip_batches` global batches left out."""
-  windows = _windows(tf, plan.stream, read_file, epoch, first_window).prefetch(1)
+  windows = windows_of(epoch, first_window).prefetch(1)
   batches = windows.flat_map(_plain(lambda *w: _replica_batches(
       tf, _whole(*w), epoch, plan.sharing, plan.drop_remainder)))
   if not skip_batches:
@@ -279,12 +278,11 @@ def _first_epoch_batches(tf, plan: R.Plan, read_files: Callable, epoch: int,
 
 
 def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callable] = None):
-  """(epoch, serialized records) per-replica batches of one dataset's `Plan`.
+  """(epoch, serialized records) per-replica batches of one dataset's `Plan`
+  (`plan_windows` over the records read by `read_file`).
 
-  The first epoch's file order and rotation are computed here (numpy); a
-  repeating plan draws those of the epochs after it in-graph. With
-  `read_files` (file numbers, an int64 vector -> the records of those files
-  in sequence) and drop_remainder, the first epoch is read without a
+  With `read_files` (file numbers, an int64 vector -> the records of those
+  files in sequence) and drop_remainder, the first epoch is read without a
   function per file and its windows are cut by numpy positions (up to
   `_CONSTANT_RECORDS` records: less to trace and to start per iterator).
 
@@ -294,18 +292,37 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
     read_files: optional, as above.
   """
   tf = require_tf()
+  first = None
+  if read_files is not None:
+    e0, k0 = plan.start()
+    _, j0, s0 = _start_of(plan.stream, k0 * plan.sharing.global_batch)
+    first = _first_epoch_batches(tf, plan, read_files, e0, j0,
+                                 s0 // plan.sharing.global_batch)
+  return plan_windows(plan, lambda e, j: _windows(tf, plan.stream, read_file, e, j), first)
+
+
+def plan_windows(plan: R.Plan, windows_of: Callable, first=None):
+  """(epoch, per-replica batch) of a `Plan` whose windows come whole.
+
+  `windows_of(epoch, first_window)`: a dataset of `epoch`'s windows from
+  `first_window` on, each a structure of tensors of its records in reading
+  order (permuted when training; e.g. `_windows`, or a window's record
+  numbers with what a reader holds for them); each is cut into this
+  pipeline's per-replica batches by slicing. The first epoch's file order
+  and rotation are computed here (numpy); a repeating plan draws those of
+  the epochs after it in-graph. `first`: the first epoch's batches, when
+  the caller has them another way (else from `windows_of`)."""
+  tf = require_tf()
   stream, g = plan.stream, plan.sharing.global_batch
   e0, k0 = plan.start()
   _, j0, s0 = _start_of(stream, k0 * g)
-  ds = None
-  if read_files is not None:
-    ds = _first_epoch_batches(tf, plan, read_files, e0, j0, s0 // g)
+  ds = first
   if ds is None:
-    ds = _epoch_batches(tf, plan, read_file, e0, j0, s0 // g)
+    ds = _epoch_batches(tf, plan, windows_of, e0, j0, s0 // g)
   if not plan.repeat:
     return ds
   later = tf.data.Dataset.range(e0 + 1, tf.int64.max).flat_map(
-      _plain(lambda e: _epoch_batches(tf, plan, read_file, e, 0, 0)))
+      _plain(lambda e: _epoch_batches(tf, plan, windows_of, e, 0, 0)))
   return ds.concatenate(later)
 
 
@@ -315,60 +332,43 @@ def _plain(fn: Callable) -> Callable:
   return require_tf().autograph.experimental.do_not_convert(fn)
 
 
-def _shared(tf, batches, sharing: R.Sharing, drop_remainder: bool):
-  """Global batches -> this pipeline's per-replica batches (`Sharing.slices`);
-  a batch may be a structure of tensors of one length (records per element)."""
-  lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
-  r, b = sharing.replicas, sharing.per_replica
-  each = tf.nest.map_structure
-  whole = lambda *g: g[0] if len(g) == 1 else g  # noqa: E731  (tuples arrive unpacked)
-  if drop_remainder:
-    return batches.map(lambda *g: each(
-        lambda t: tf.reshape(t, tf.concat([[r, b], tf.shape(t)[1:]], 0))[lo:hi],
-        whole(*g))).unbatch()
-
-  def slices(g):
-    size = tf.shape(tf.nest.flatten(g)[0], out_type=tf.int64)[0]
-    i = tf.range(lo, hi, dtype=tf.int64)
-    bounds = tf.stack([i * size // r, (i + 1) * size // r], 1)
-    return tf.data.Dataset.from_tensor_slices(bounds).filter(
-        lambda ab: ab[1] > ab[0]).map(lambda ab: each(lambda t: t[ab[0]:ab[1]], g))
-
-  return batches.flat_map(lambda *g: slices(whole(*g)))
+def _record_positions(tf, stream: R.Stream, epoch):
+  """(stream position where each segment of `epoch` starts, its first
+  record number, positions in all): the epoch's reading order as int64
+  vectors, numpy constants for a Python epoch."""
+  base = np.concatenate(([0], np.cumsum(np.asarray(stream.counts, np.int64))))[:-1]
+  if isinstance(epoch, int):
+    segs = stream.segments(epoch, 0, stream.used).reshape(-1, 3)
+    at = np.concatenate(([0], np.cumsum(segs[:, 2])))[:-1]
+    return tf.constant(at, tf.int64), tf.constant(base[segs[:, 0]] + segs[:, 1], tf.int64)
+  segs = segments(tf, stream, epoch, 0, stream.used)
+  at = tf.cumsum(segs[:, 2], exclusive=True)
+  return at, tf.gather(tf.constant(base, tf.int64), segs[:, 0]) + segs[:, 1]
 
 
-def _by_epoch(tf, plan: R.Plan, global_batches: Callable):
-  """(epoch, per-replica batch) of `plan`'s epochs; global_batches(e, window,
-  skip): the global batches of epoch e from that window, `skip` records
-  into it."""
-  stream, g = plan.stream, plan.sharing.global_batch
-  e0, k0 = plan.start()
-  _, j0, s0 = _start_of(stream, k0 * g)
-  stop = tf.int64.max if plan.repeat else e0 + 1
+def id_windows(tf, stream: R.Stream, epoch, first_window):
+  """`Stream.window_ids` of `epoch`'s windows from `first_window` on: a
+  dataset of int64 vectors, a window's record numbers in reading order.
 
-  def one_epoch(e):
-    first = tf.where(e == e0, tf.constant(j0, tf.int64), 0)
-    skip = tf.where(e == e0, tf.constant(s0, tf.int64), 0)
-    batches = _shared(tf, global_batches(e, first, skip), plan.sharing, plan.drop_remainder)
-    return batches.map(lambda *b: (e, b[0] if len(b) == 1 else b))
-
-  return tf.data.Dataset.range(e0, stop).flat_map(one_epoch)
-
-
-def window_ids(tf, stream: R.Stream, epoch, j):
-  """`Stream.window_ids` in-graph: the record numbers of window j of
-  `epoch` in reading order (an int64 vector)."""
-  first = j * stream.window
-  segs = segments(tf, stream, epoch, first,
-                  tf.minimum(tf.constant(stream.window, tf.int64), stream.used - first))
-  base = tf.constant([0] + list(itertools.accumulate(stream.counts))[:-1], tf.int64)
-  starts = tf.gather(base, segs[:, 0]) + segs[:, 1]
-  ids = tf.ragged.range(starts, starts + segs[:, 2]).flat_values
-  if not stream.training:
-    return ids
+  The epoch's segments and window keys are computed once per epoch (numpy
+  constants for a Python epoch); a window costs a few vector ops."""
+  at, first_id = _record_positions(tf, stream, epoch)
+  w, used = stream.window, stream.used
   ops = TfOps(tf)
-  return tf.gather(ids, _permutation(ops, tf.size(ids, out_type=tf.int64), stream, R.WINDOW,
-                                     epoch, j))
+
+  def ids(j, state=None):
+    pos = tf.range(j * w, tf.minimum((j + 1) * w, used), dtype=tf.int64)
+    seg = tf.searchsorted(at, pos, side="right") - 1
+    out = tf.gather(first_id, seg) + pos - tf.gather(at, seg)
+    if state is None:
+      return out
+    return tf.gather(out, R.permutation(ops, tf.size(out, out_type=tf.int64), state=state))
+
+  js = tf.data.Dataset.range(first_window, stream.num_windows())
+  if not stream.training:
+    return js.map(_plain(ids))
+  return tf.data.Dataset.zip((js, _window_states(tf, stream, epoch, first_window))).map(
+      _plain(ids))
 
 
 def plan_ids(plan: R.Plan):
@@ -376,14 +376,7 @@ def plan_ids(plan: R.Plan):
   `plan_dataset` as numbers, a window at a time (no element per record),
   for readers that hold their records in memory and gather them."""
   tf = require_tf()
-  stream = plan.stream
-
-  def global_batches(e, first, skip):
-    ids = tf.data.Dataset.range(first, stream.num_windows()).map(
-        lambda j: window_ids(tf, stream, e, j)[tf.where(j == first, skip, 0):])
-    return ids.rebatch(plan.sharing.global_batch, drop_remainder=plan.drop_remainder)
-
-  return _by_epoch(tf, plan, global_batches)
+  return plan_windows(plan, lambda e, j: id_windows(tf, plan.stream, e, j))
 
 
 def mixture_dataset(mix: R.Mixture, read_files: List[Callable]):
