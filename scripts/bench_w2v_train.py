@@ -9,7 +9,8 @@ trains in its own child process, timed by the CPU seconds of its training
 (tf.data's, numba's and gensim's threads included; process start and
 imports are reported apart):
   ours, with the training scripts' default settings (`w2v_data.training`:
-      epochs, rate, subsampling; --ours_epochs overrides the epochs): on
+      epochs, rate, window, subsampling threshold: PV's is 3e-5, not
+      --subsample_t; --ours_epochs overrides the epochs): on
       the 1-worker records with --threads=1 and on the 4-worker records with
       --threads=2 (the two vectors must be byte-identical);
   gensim (when --gensim_python names an interpreter with gensim; skipped
@@ -18,9 +19,9 @@ imports are reported apart):
       --gensim_workers (and a rerun of workers=1 with --gensim_rerun), and
       (--gensim_like_ours) workers=1 at our epochs and window, on the same
       tokens restricted to our vocabulary (min_count=1 then gives the same
-      vocabulary), the same noise words, dimension and subsampling threshold
-      (gensim's formula is word2vec's, our default), each side's own default
-      rate.
+      vocabulary), the same noise words and dimension, subsampling at
+      --subsample_t (gensim's formula is word2vec's, our default), each
+      side's own default rate.
 With --seeds, both sides run every seed (ours threads=2 / 4 workers, gensim's
 other worker counts and rerun: the first seed only) and a summary gives each
 run kind's mean, sample standard deviation and range over the seeds:
@@ -59,10 +60,10 @@ def _ours(args) -> dict:
   training.set_threads(args.threads)
   import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   imported = time.process_time()
-  default_epochs, rate, window = training.SGD_MODEL_DEFAULTS["pv" if args.sg < 0 else (
-      "skipgram" if args.sg else "cbow")]
+  script = "pv" if args.sg < 0 else ("skipgram" if args.sg else "cbow")
+  default_epochs, rate, window = training.SGD_MODEL_DEFAULTS[script]
   d = training.SGD_DEFAULTS
-  settings = epochs.DrawSettings(subsample_t=d["subsample_t"],
+  settings = epochs.DrawSettings(subsample_t=training.default_subsample_t(script),
                                  subsample_formula=d["subsample_formula"],
                                  max_window_size=window)
   num_epochs = args.ours_epochs or default_epochs

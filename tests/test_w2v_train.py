@@ -391,6 +391,20 @@ def test_a_bad_engine_is_one_line_naming_the_flag(tmp_path, capsys, name):
   assert os.listdir(tmp_path) == []
 
 
+def test_sgd_defaults_per_script():
+  from w2v_data import training  # pylint: disable=import-outside-toplevel
+  got = {}
+  for script in ("skipgram", "cbow", "pv"):
+    p = training.parser("x")
+    training.add_flags(p, sgd_model=script)
+    a = training.resolve(p.parse_args(["--data_dir=d"]))
+    got[script] = (a.epochs, a.learning_rate, a._sgd_window, a._sgd_subsample_t)  # pylint: disable=protected-access
+  assert got == {name: (*training.SGD_MODEL_DEFAULTS[name], training.default_subsample_t(name))
+                 for name in got}
+  assert training.default_subsample_t("cbow") == training.SGD_DEFAULTS["subsample_t"]
+  assert training.default_subsample_t("pv") < training.SGD_DEFAULTS["subsample_t"]
+
+
 def test_sgd_flag_errors_are_one_line(tmp_path, capsys):
   sub = _create(tmp_path / "sub")  # subsampled records: no fresh subsampling
   mod = _script()

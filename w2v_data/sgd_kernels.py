@@ -63,7 +63,8 @@ def _noise(state, prob, alias):
 def _score(h, out, target, label, rate, grad):
   """One (h, target) logistic step: updates out[target] and adds h's error to grad.
 
-  Returns the example's loss, -log sigmoid(+-logit) (float32 arithmetic throughout).
+  Returns the example's likelihood, sigmoid(+-logit) (float32 arithmetic
+  throughout): the caller takes one log of a product of these.
   """
   row = out[target]
   f = np.float32(0.0)
@@ -76,21 +77,25 @@ def _score(h, out, target, label, rate, grad):
     grad[d] += g * row[d]
   for d in range(h.shape[0]):
     row[d] += g * h[d]
-  return -np.log(p if label > 0.5 else np.float32(1.0) - p)
+  return p if label > 0.5 else np.float32(1.0) - p
 
 
 @numba.njit(**_JIT)
 def _targets(h, out, positive, k, prob, alias, state, rate, grad):
-  """The positive word and k noise words against h; returns (loss sum, terms)."""
+  """The positive word and k noise words against h; returns (loss sum, terms).
+
+  The loss is -log of the product of the terms' likelihoods, one log an
+  example (each likelihood is at least sigmoid(-_MAX_LOGIT): no underflow).
+  """
   grad[:] = 0.0
-  loss = _score(h, out, positive, 1.0, rate, grad)
+  likelihood = np.float64(_score(h, out, positive, 1.0, rate, grad))
   terms = 1
   for _ in range(k):
     w = _noise(state, prob, alias)
     if w != positive:
-      loss += _score(h, out, w, 0.0, rate, grad)
+      likelihood *= _score(h, out, w, 0.0, rate, grad)
       terms += 1
-  return loss, terms
+  return -np.log(likelihood), terms
 
 
 @numba.njit(**_JIT)

@@ -22,8 +22,16 @@ SGD_DEFAULTS = {"batch_size": 4096, "learning_rate": 0.025, "subsample_t": 1e-4,
                 "subsample_formula": "word2vec", "engine": "auto"}
 # The sgd trainer's defaults per script: (epochs, starting learning rate, max window;
 # None: the records').
-SGD_MODEL_DEFAULTS = {"skipgram": (25, 0.025, 10), "cbow": (30, 0.05, None),
+SGD_MODEL_DEFAULTS = {"skipgram": (25, 0.025, 10), "cbow": (30, 0.05, 8),
                       "pv": (100, 0.025, None)}
+# The sgd trainer's fresh subsampling threshold where a script's differs from
+# SGD_DEFAULTS': PV-DBOW's short documents gain from keeping fewer frequent words.
+SGD_MODEL_SUBSAMPLE_T = {"pv": 3e-5}
+
+
+def default_subsample_t(sgd_model: str) -> float:
+  """The sgd trainer's default subsampling threshold for a script's model."""
+  return SGD_MODEL_SUBSAMPLE_T.get(sgd_model, SGD_DEFAULTS["subsample_t"])
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -84,7 +92,8 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
   p.add_argument("--save_vectors", default=None,
                  help=f"write {vectors_help} here (word2vec text format)")
   p.set_defaults(_keras_defaults=(epochs, learning_rate),
-                 _sgd_defaults=(sgd_epochs, sgd_learning_rate), _sgd_window=sgd_window)
+                 _sgd_defaults=(sgd_epochs, sgd_learning_rate), _sgd_window=sgd_window,
+                 _sgd_subsample_t=default_subsample_t(sgd_model))
 
 
 def resolve(args):
@@ -125,7 +134,7 @@ def sgd_train(args, expect):
   set_threads(args.threads)
   t = args.subsample_t
   if t is None and epochs_lib.records_keep_every_token(models.read_meta(args.data_dir)):
-    t = SGD_DEFAULTS["subsample_t"]
+    t = args._sgd_subsample_t  # pylint: disable=protected-access
   settings = epochs_lib.DrawSettings(subsample_t=t, subsample_formula=args.subsample_formula,
                                      max_window_size=args.window or args._sgd_window,  # pylint: disable=protected-access
                                      num_noise_words=args.noise_words)

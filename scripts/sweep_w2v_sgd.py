@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Our word2vec trainer (w2v_data.sgd, kernel engine) over settings and seeds, scored.
+
+For choosing the trainer's defaults: trains every --configs entry with every
+seed of --seeds on one w2v_data dataset (records of every token:
+`w2v_data.create --subsample_t=1`), one after another in this process on
+one thread, and prints a line a run: the settings, the seed, the training
+CPU seconds and the quality (word models: WordSim353 Spearman and analogy
+accuracy on --pairs / --analogies; PV: sibling retrieval,
+`vector_eval.sibling_accuracy`, for documents made by
+`vector_eval.split_documents` as bench_w2v_train.py makes them). Compare CPU
+seconds only within one run on a shared machine; for gensim and the
+defaults side by side use bench_w2v_train.py.
+
+Example:
+  python scripts/sweep_w2v_sgd.py --data_dir=out/ptb_all --seeds=1,2 \\
+      --pairs=wordsim353.tsv --analogies=questions-words.txt \\
+      --configs='[{"epochs": 30, "rate": 0.05, "window": 8}]'
+Config keys: epochs, rate (required); window, noise_words, subsample_t
+(default 1e-4).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _quality(names, m, model: str, pairs, analogies) -> str:
+  from w2v_data import vector_eval  # pylint: disable=import-outside-toplevel
+  if model in ("pv_dbow", "pv_dm"):
+    return f"retrieval {vector_eval.sibling_accuracy(names, m):.3f}"
+  p = vector_eval.pair_score(names, m, pairs).spearman
+  a = vector_eval.analogy_accuracy(names, m, analogies)["accuracy"]
+  return f"WS353 {p:.3f} analogy {a * 100:.2f}%"
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--data_dir", required=True)
+  p.add_argument("--configs", required=True, help="a JSON list of settings (see above)")
+  p.add_argument("--seeds", default="1", help="comma-separated")
+  p.add_argument("--pairs", default="", help="word models: WordSim353-style file")
+  p.add_argument("--analogies", default="", help="word models: analogy file")
+  a = p.parse_args(argv)
+  from w2v_data import epochs, models, sgd, training, vector_eval  # pylint: disable=import-outside-toplevel
+  training.set_threads(1)
+  model = models.read_meta(a.data_dir).get("model", "skipgram")
+  word = model in ("skipgram", "cbow")
+  if word and not (a.pairs and a.analogies):
+    print("error: --pairs and --analogies are needed for word models", file=sys.stderr)
+    return 2
+  pairs = vector_eval.read_pairs(a.pairs) if word else None
+  analogies = vector_eval.read_analogies(a.analogies) if word else None
+  for cfg in json.loads(a.configs):
+    for seed in [int(s) for s in a.seeds.split(",")]:
+      settings = epochs.DrawSettings(
+          subsample_t=cfg.get("subsample_t", 1e-4), subsample_formula="word2vec",
+          max_window_size=cfg.get("window"), num_noise_words=cfg.get("noise_words"))
+      start = time.process_time()
+      _, names, m, _ = sgd.train(a.data_dir, seed=seed, settings=settings, dim=100,
+                                 epochs=cfg["epochs"], learning_rate=cfg["rate"], verbose=0,
+                                 engine="kernel")
+      cpu = time.process_time() - start
+      print(f"{json.dumps(cfg)} seed {seed}: {cpu:.1f} CPU s, "
+            f"{_quality(names, m, model, pairs, analogies)} (load {os.getloadavg()[0]:.1f})",
+            flush=True)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
