@@ -224,12 +224,15 @@ def _one_dataset(tf, location: str, opts, choice: _Choices):
     tf_input.note_compressed_resume(src.compression, plan, opts.log)
     read_file = tf_centers.streamed_reader(tf, src.files, src.compression, parse,
                                            src.centers)
-  units = tf_centers.planned_units(tf, plan, held, read_file)
   fresh = None
   if choice.negatives == "fresh" and src.k > 0:
     noise_seed = plan.stream.seed if opts.training else read_order.resolve_seed(opts.seed)
     fresh = (fresh_noise.noise_table(tf, src.meta["vocab"]["counts"],
                                      src.meta["noise"]["power"]), noise_seed)
+  redraw = None
+  if held is not None and fresh is not None:  # a window at a time (the same draws)
+    redraw, fresh = _redraw(tf, src.k, fresh), None
+  units = tf_centers.planned_units(tf, plan, held, read_file, redraw)
   return _to_batches(tf, units, src, choice.pad_to, fresh)
 
 
@@ -262,6 +265,17 @@ def check_mixable(srcs):
       raise UserError(f"{s.location}: another vocabulary or num_noise_words than "
                       f"{first.location}; a w2v_data mixture reads datasets of one vocabulary "
                       "and K")
+
+
+def _redraw(tf, k: int, fresh):
+  """redraw(epoch, center numbers, (center, row, n)): the parts with new
+  noise words (`fresh_noise.fresh_row`; fresh = (table, seed))."""
+
+  def redraw(epoch, ids, parts):
+    center, row, n = parts
+    return center, fresh_noise.fresh_row(tf, row, n, k, fresh[0], fresh[1], epoch, ids), n
+
+  return redraw
 
 
 def _to_batches(tf, units, src: _Source, pad_to, fresh):

@@ -54,14 +54,18 @@ class HeldRows:
       records = tf.data.Dataset.from_tensors(tf.constant([], tf.string))
     self.rows = records.map(lambda s: parse(s)[0]).cache()
 
-  def windows(self, stream, epoch, first_window):
+  def windows(self, stream, epoch, first_window, redraw=None):
     """(center numbers, parts) of each window of `stream`'s `epoch` from
     `first_window` on (`tf_order.id_windows`): a window's rows gathered at
-    once, in parallel with the next window's."""
+    once, in parallel with the next window's (then `redraw(epoch, numbers,
+    parts)` -> parts, if given)."""
     tf = self._tf
     ids = tf_order.id_windows(tf, stream, epoch, first_window)
-    gather = lambda ids, rows: (ids, tf.nest.map_structure(  # noqa: E731
-        lambda t: tf.gather(t, ids), rows))
+
+    def gather(ids, rows):
+      parts = tf.nest.map_structure(lambda t: tf.gather(t, ids), rows)
+      return ids, parts if redraw is None else redraw(tf.cast(epoch, tf.int64), ids, parts)
+
     return tf.data.Dataset.zip((ids, self.rows.repeat())).map(
         gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
@@ -81,11 +85,12 @@ def streamed_reader(tf, files: List[str], compression: str, parse: Callable,
   return read_file
 
 
-def planned_units(tf, plan, held, read_file):
+def planned_units(tf, plan, held, read_file, redraw=None):
   """(epoch, (center numbers, parts)) per-replica batches of a `Plan` over
-  centers: gathered from `held` (a HeldRows), else read by `read_file`."""
+  centers: gathered from `held` (a HeldRows; `redraw(epoch, numbers,
+  parts)` -> parts applied a window at a time), else read by `read_file`."""
   if held is not None:
-    ds = tf_order.plan_windows(plan, lambda e, j: held.windows(plan.stream, e, j))
+    ds = tf_order.plan_windows(plan, lambda e, j: held.windows(plan.stream, e, j, redraw))
   else:
     ds = tf_order.plan_dataset(plan, read_file)
   return tf_input.with_cardinality(ds, plan.num_batches())
