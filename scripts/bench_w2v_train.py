@@ -192,17 +192,26 @@ def seed_list(seeds: str, seed: int):
   return out
 
 
-def _ours_runs(a, model: str, text: str, out_dir: str, seed: int, first: bool, common: list):
+def _ours_specs(a, model: str, text: str, out_dir: str, seed: int, first: bool,
+                common: list):
   """Ours for one seed: threads=1 on 1-worker records; the first seed also threads=2, 4."""
-  runs = []
+  specs = []
   for threads, workers in ((1, 1), (2, 4))[:2 if first else 1]:
     d = _make_records(text, out_dir, model, a, workers)
     vec = os.path.join(out_dir, f"ours_{model}_t{threads}_w{workers}_s{seed}.vec")
-    res = _child(sys.executable, "ours", common,
-                 [f"--data_dir={d}", f"--threads={threads}", f"--vectors_out={vec}",
-                  f"--ours_epochs={a.ours_epochs}"])
-    runs.append((f"ours threads={threads} records of {workers} workers", res, vec))
-  return runs
+    specs.append((f"ours threads={threads} records of {workers} workers", sys.executable,
+                  "ours", common, [f"--data_dir={d}", f"--threads={threads}",
+                                   f"--vectors_out={vec}", f"--ours_epochs={a.ours_epochs}"],
+                  vec))
+  return specs
+
+
+def _ours_settings(a, model: str) -> dict:
+  """Our epochs and window for `model` (the training scripts' defaults, --ours_epochs)."""
+  sys.path.insert(0, ROOT)
+  from w2v_data import training  # pylint: disable=import-outside-toplevel
+  epochs, _, window = training.SGD_MODEL_DEFAULTS["pv" if model == "pv_dbow" else model]
+  return {"epochs": a.ours_epochs or epochs, "window": window or a.window}
 
 
 def _gensim_configs(a, model: str, first: bool, ours: dict):
@@ -225,22 +234,30 @@ def _gensim_configs(a, model: str, first: bool, ours: dict):
   return configs
 
 
-def _runs(a, model: str, out_dir: str, gensim_ok: bool, seed: int, first: bool):
-  """[(label, result, vectors path)] of one model and seed: ours, then gensim's configs."""
+def _specs(a, model: str, out_dir: str, gensim_ok: bool, seed: int, first: bool):
+  """[(label, python, role, common, extra, vectors path)]: one model and seed's children."""
   text = _pv_text(a.pv_text, out_dir) if model == "pv_dbow" else a.text
   sg = {"skipgram": 1, "cbow": 0, "pv_dbow": -1}[model]
   common = [f"--text={text}", f"--dim={a.dim}", f"--negative={a.negative}",
             f"--subsample_t={a.subsample_t}", f"--seed={seed}", f"--sg={sg}"]
-  runs = _ours_runs(a, model, text, out_dir, seed, first, [*common, f"--window={a.window}"])
+  specs = _ours_specs(a, model, text, out_dir, seed, first, [*common, f"--window={a.window}"])
   if not gensim_ok:
-    return runs
-  for i, (label, w, epochs, window) in enumerate(_gensim_configs(a, model, first, runs[0][1])):
+    return specs
+  configs = _gensim_configs(a, model, first, _ours_settings(a, model))
+  for i, (label, w, epochs, window) in enumerate(configs):
     vec = os.path.join(out_dir, f"gensim_{model}_w{w}_s{seed}_{i}.vec")
-    res = _child(a.gensim_python, "gensim", [*common, f"--window={window}"],
-                 [f"--data_dir={_make_records(text, out_dir, model, a, 1)}", f"--workers={w}",
-                  f"--vectors_out={vec}", f"--epochs={epochs}"])
-    runs.append((label, res, vec))
-  return runs
+    specs.append((label, a.gensim_python, "gensim", [*common, f"--window={window}"],
+                  [f"--data_dir={_make_records(text, out_dir, model, a, 1)}",
+                   f"--workers={w}", f"--vectors_out={vec}", f"--epochs={epochs}"], vec))
+  return specs
+
+
+def _run_specs(specs: list, jobs: int) -> list:
+  """Runs the children of `specs`, `jobs` at a time; [(label, result, vectors path)]."""
+  from concurrent import futures  # pylint: disable=import-outside-toplevel
+  with futures.ThreadPoolExecutor(max(1, jobs)) as pool:
+    results = list(pool.map(lambda s: _child(s[1], s[2], s[3], s[4]), specs))
+  return [(s[0], res, s[5]) for s, res in zip(specs, results)]
 
 
 def _row(model: str, seed: int, label: str, res: dict, vec: str, pairs: str,
@@ -346,6 +363,9 @@ def main(argv=None) -> int:
   p.add_argument("--seeds", default="",
                  help="N: N seeds from --seed on; or a list, e.g. 1,2,3; both sides run "
                  "each and the summary gives mean, sd and range per run kind (empty: --seed)")
+  p.add_argument("--jobs", type=int, default=1,
+                 help="children run at once (each times its own CPU seconds; more at once "
+                 "share the cores)")
   p.add_argument("--gensim_like_ours", type=int, default=1,
                  help="1: also gensim workers=1 at our epochs and window, every seed")
   p.add_argument("--json_out", default="")
@@ -385,11 +405,13 @@ def _bench(a) -> int:
   if (not pairs or not analogies) and set(models) - {"pv_dbow"}:
     print("error: give --pairs and --analogies (or --gensim_python)", file=sys.stderr)
     return 2
+  plan = [(model, seed, _specs(a, model, out_dir, bool(data), seed, i == 0))
+          for model in models for i, seed in enumerate(seeds)]
+  done = _run_specs([spec for _, _, specs in plan for spec in specs], a.jobs)
   table = []
-  for model in models:
-    for i, seed in enumerate(seeds):
-      _print_model(model, seed, _runs(a, model, out_dir, bool(data), seed, i == 0), pairs,
-                   analogies, table)
+  for model, seed, specs in plan:
+    runs, done = done[:len(specs)], done[len(specs):]
+    _print_model(model, seed, runs, pairs, analogies, table)
   summary = summarize(table)
   _print_summary(summary)
   if a.json_out:

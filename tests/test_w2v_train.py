@@ -304,8 +304,14 @@ def test_sgd_skipgram_learns_cooccurrence(tmp_path):
   d = str(tmp_path / "out")
   pipeline.create(W2vConfig(input_file=str(tmp_path / "in.txt"), output_dir=d, min_freq=1,
                             subsample_t=1.0, max_window_size=3, num_noise_words=5, quiet=True))
-  _, names, m, _ = sgd.train(d, seed=1, settings=epochs.DrawSettings(), dim=16,
-                             batch_size=64, epochs=5, verbose=0)
+  model, names, m, _ = sgd.train(d, seed=1, settings=epochs.DrawSettings(), dim=16,
+                                 batch_size=64, epochs=5, verbose=0)
+  # in+out: the input plus the output vectors (<unk>'s row 0 left out as for "in")
+  both = model.words_in.numpy() + model.words_out.numpy()
+  assert np.array_equal(sgd.vectors(model, "in+out")[1], both)
+  assert np.array_equal(sgd.vectors(model)[1][1:], m) and len(names) == len(both) - 1
+  with pytest.raises(ValueError, match="word_vectors"):
+    sgd.vectors(model, "out")
   unit = m / np.linalg.norm(m, axis=1, keepdims=True)
   group = np.array([n[0] for n in names])
   sim = unit @ unit.T
@@ -438,8 +444,9 @@ def test_bench_seeds_configs_and_summary():
       ("gensim workers=2", 2, 50, 5), ("gensim workers=1 like ours", 1, 25, 10)]
   assert bench._gensim_configs(a, "skipgram", False, ours) == [  # pylint: disable=protected-access
       ("gensim workers=1", 1, 50, 5), ("gensim workers=1 like ours", 1, 25, 10)]
-  assert bench._gensim_configs(a, "pv_dbow", False, {"epochs": 100, "window": 5}) == [  # pylint: disable=protected-access
-      ("gensim workers=1", 1, 100, 5)]  # like ours would repeat it
+  pv_ours = {"epochs": 100, "window": 5}  # like ours would repeat gensim workers=1
+  configs = bench._gensim_configs  # pylint: disable=protected-access
+  assert configs(a, "pv_dbow", False, pv_ours) == [("gensim workers=1", 1, 100, 5)]
   rows = [{"model": "skipgram", "run": "ours", "epochs": 2, "window": 3, "seed": s,
            "train_cpu_s": c, "wall_s": 1.0, "wordsim_spearman": w, "analogy_accuracy": 0.5}
           for s, c, w in ((1, 10.0, 0.2), (2, 14.0, 0.4))]
@@ -460,7 +467,8 @@ def test_bench_runs_every_seed_and_checks_identity_once(tmp_path, capsys):
   bench = _script("bench_w2v_train")
   assert bench.main([f"--text={TINY}", "--models=skipgram", "--seeds=2", "--seed=3",
                      "--ours_epochs=1", "--dim=8", "--min_freq=2", f"--out_dir={out}",
-                     f"--pairs={tmp_path / 'pairs.tsv'}", f"--analogies={tmp_path / 'an.txt'}",
+                     "--jobs=2", f"--pairs={tmp_path / 'pairs.tsv'}",
+                     f"--analogies={tmp_path / 'an.txt'}",
                      f"--json_out={tmp_path / 'b.json'}"]) == 0
   text = capsys.readouterr().out
   assert "gensim is not installed" in text

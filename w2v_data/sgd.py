@@ -176,10 +176,24 @@ def _model_class():
   return Word2Vec
 
 
-def vectors(model):
-  """(kind of names, float32 matrix): word vectors (input side) or document vectors (PV)."""
+WORD_VECTORS = ("in", "in+out")
+
+
+def vectors(model, word_vectors: str = "in"):
+  """(kind of names, float32 matrix): word vectors or document vectors (PV).
+
+  Args:
+    word_vectors: skip-gram and CBOW: "in" (the input vectors, what word2vec.c
+      and gensim save) or "in+out" (the input plus the output vectors: every
+      word's two roles in one vector, better on word-similarity tasks).
+  """
+  if word_vectors not in WORD_VECTORS:
+    raise ValueError(f"word_vectors={word_vectors!r}: expected one of {WORD_VECTORS}")
   if model.kind in WORD_MODELS:
-    return "words", np.asarray(model.words_in.numpy(), np.float32)
+    matrix = np.asarray(model.words_in.numpy(), np.float32)
+    if word_vectors == "in+out":
+      matrix = matrix + np.asarray(model.words_out.numpy(), np.float32)
+    return "words", matrix
   return "docs", np.asarray(model.docs.numpy(), np.float32)
 
 
@@ -206,7 +220,7 @@ def resolve_engine(engine: str) -> str:
 def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: int = 100,
           batch_size: int = 1024, epochs: int = 5, learning_rate: float = 0.025,
           expect=None, verbose: int = 2, jit_compile: bool = True,
-          log=print, parallel: int = 2, engine: str = "auto"):
+          log=print, parallel: int = 2, engine: str = "auto", word_vectors: str = "in"):
   """Trains on fresh draws of every epoch; returns (model, names, vectors, words trained).
 
   Names and vectors: the vocab without <unk> and the word vectors (skip-gram,
@@ -216,6 +230,7 @@ def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: i
     engine: "kernel" (`w2v_data.kernel_sgd`: word2vec.c's per-example
       updates; batch_size is not used), "xla" (a batch's updates summed, in an
       XLA step), or "auto" (kernel when numba is installed).
+    word_vectors: the word vectors returned (`vectors`): "in" or "in+out".
 
   Raises:
     UserError: records of a model not in `expect`, or bad settings.
@@ -241,7 +256,7 @@ def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: i
       for e in range(epochs):
         model.fit(draws.dataset(e, epochs, parallel=parallel), initial_epoch=e,
                   epochs=e + 1, verbose=verbose, shuffle=False)
-  kind, matrix = vectors(model)
+  kind, matrix = vectors(model, word_vectors)
   if not np.isfinite(matrix).all():
     raise UserError(f"{data_dir}: training diverged (non-finite vectors): a batch sums the "
                     "updates of a word's every occurrence; lower --batch_size (small "

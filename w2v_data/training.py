@@ -85,6 +85,10 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
   p.add_argument("--window", type=int, default=None, help="sgd: max window (default: "
                  f"{sgd_window or 'the records'})")
   p.add_argument("--noise_words", type=int, default=None, help="sgd: K (default: the records')")
+  if sgd_model != "pv":
+    p.add_argument("--word_vectors", choices=("in", "in+out"), default="in",
+                   help="sgd: the saved vectors: in (the input vectors, as word2vec.c and "
+                   "gensim) or in+out (input plus output vectors)")
   p.add_argument("--threads", type=int, default=0,
                  help="TensorFlow intra- and inter-op threads (0: TF's default)")
   p.add_argument("--seed", type=int, default=None,
@@ -141,7 +145,8 @@ def sgd_train(args, expect):
   _, names, matrix, _ = sgd.train(
       args.data_dir, seed=0 if args.seed is None else args.seed, settings=settings,
       dim=args.embed_size, batch_size=args.batch_size, epochs=args.epochs,
-      learning_rate=args.learning_rate, expect=tuple(expect), verbose=2, engine=args.engine)
+      learning_rate=args.learning_rate, expect=tuple(expect), verbose=2, engine=args.engine,
+      word_vectors=getattr(args, "word_vectors", "in"))
   return names, matrix
 
 
