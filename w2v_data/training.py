@@ -22,7 +22,7 @@ SGD_DEFAULTS = {"batch_size": 4096, "learning_rate": 0.025, "subsample_t": 1e-4,
                 "subsample_formula": "word2vec", "engine": "auto"}
 # The sgd trainer's defaults per script: (epochs, starting learning rate, max window;
 # None: the records').
-SGD_MODEL_DEFAULTS = {"skipgram": (25, 0.025, 10), "cbow": (30, 0.05, 8),
+SGD_MODEL_DEFAULTS = {"skipgram": (50, 0.025, 5), "cbow": (30, 0.05, 8),
                       "pv": (100, 0.025, None)}
 # The sgd trainer's fresh subsampling threshold where a script's differs from
 # SGD_DEFAULTS': PV-DBOW's short documents gain from keeping fewer frequent words.
