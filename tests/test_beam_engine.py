@@ -310,6 +310,38 @@ def test_mt_beam_reads_byte_ranges_like_local(tmp_path, monkeypatch):
   assert meta["counts"]["skipped_lines"] == 3
 
 
+@pytest.mark.parametrize("mode", ["replace", "skip_line"])
+def test_w2v_beam_reads_invalid_utf8_in_byte_ranges_like_local(tmp_path, monkeypatch, mode):
+  """A file with invalid UTF-8 in many 64-byte ranges (each decoded line by
+  line where it is read): the local run's bytes (read in one range) and
+  decode counts; a line with no noise word left is named by its line in the file."""
+  from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  tiny = open(os.path.join(TESTDATA, "w2v_tiny.txt"), encoding="utf-8").read().split("\n")
+  messy, _ = _bad_utf8_file(tmp_path / "messy.txt", [l for l in tiny if l][:40])
+  data = open(messy, "rb").read().split(b"\n")
+  data[10] += b" \xff\xfe"
+  open(messy, "wb").write(b"\n".join(data))
+  inputs = ",".join([os.path.join(TESTDATA, "w2v_tiny.txt"), messy])
+
+  def run(out, engine):
+    if engine is not LOCAL:
+      monkeypatch.setattr(corpus_lib, "CHUNK_BYTES", 64)
+    w2v_pipeline.create(W2vConfig(input_file=inputs, output_dir=out, num_shards=2, min_freq=1,
+                                  on_decode_error=mode), engine)
+
+  local, beam = _both(tmp_path, run, IN_MEMORY)
+  assert _without_indexes(local, False) == 4 and local == beam
+  meta = json.load(open(tmp_path / "out" / "meta.json", encoding="utf-8"))
+  assert meta["counts"]["replaced_lines" if mode == "replace" else "skipped_lines"] == 4
+  if mode == "skip_line":
+    two = tmp_path / "two.txt"
+    two.write_bytes(b"a\nbad \xff\n" * 20 + b"a b a b a\n")
+    with pytest.raises(UserError, match=r"two.txt:41: a center.s contexts cover every one"):
+      w2v_pipeline.create(W2vConfig(input_file=str(two), output_dir=str(tmp_path / "o"),
+                                    min_freq=1, subsample_t=1.0, on_decode_error=mode),
+                          EngineOptions("beam", IN_MEMORY))
+
+
 def test_bert_beam_index_from_byte_ranges_like_local(tmp_path, monkeypatch):
   """Files cut into many byte ranges (300-byte chunks: documents and runs of
   blank lines cross chunk ends): the corpus index laid end to end from the

@@ -197,9 +197,7 @@ def test_read_chunks_and_workers_do_not_change_the_corpus(tmp_path, text):
   counted = corpus_lib.count_corpus([str(p)] * 2, 1, "replace", num_workers=2, chunk_bytes=3,
                                     ids_dir=str(ids_dir))
   held = [ids for _, ids in counted.pieces]
-  clean = b"\xff" not in text
-  assert all(isinstance(ids, str) for ids in held) if clean else \
-      not any(isinstance(ids, str) for ids in held)  # the line-by-line path holds arrays
+  assert all(isinstance(ids, str) for ids in held)  # ranges read line by line too
   ids = [corpus_lib.PieceIds(g, local).lines(0, n)
          for (g, local), n in zip(counted.pieces, counted.piece_lines)]
   assert np.concatenate([i for i, _ in ids]).tolist() == ref.ids.tolist()
@@ -209,21 +207,119 @@ def test_read_chunks_and_workers_do_not_change_the_corpus(tmp_path, text):
   assert all(data[b - 1:b] == b"\n" for _, b in corpus_lib.file_chunks(str(p), 4)[:-1])
 
 
-def test_slot_counts_undo_takes_a_files_chunks_back_out():
+def test_slot_counts_merge_in_first_occurrence_order():
   from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
   m = corpus_lib._SlotCounts()  # pylint: disable=protected-access
   m.add(["a", "b"], np.array([2, 1]))
-  before_slots, before_total = dict(m.slot), m.total[:2].copy()
-  mark = m.mark()
-  chunks = [corpus_lib.ChunkCounts(tokens=t, counts=np.array(c), local_ids=np.zeros(0, np.int32),
-                                   num_lines=1)
-            for t, c in ((["b", "c"], [4, 1]), (["d", "a", "c"], [1, 1, 2]))]
-  slots = [m.add(c.tokens, c.counts) for c in chunks]
-  assert m.total[:4].tolist() == [3, 5, 3, 1]
-  m.undo(mark, chunks, slots)
-  assert m.slot == before_slots and list(m.slot) == ["a", "b"]
-  assert m.total[:2].tolist() == before_total.tolist() and not m.total[2:].any()
+  assert m.add(["d", "a", "c"], np.array([1, 1, 2])).tolist() == [2, 0, 3]
+  assert list(m.slot) == ["a", "b", "d", "c"] and m.total[:4].tolist() == [3, 1, 1, 2]
   # Growing past the first table keeps what was counted.
   many = [f"w{i}" for i in range(3000)]
   m.add(many, np.ones(3000, np.int64))
-  assert m.total[:2].tolist() == [2, 1] and m.total[2:3002].sum() == 3000
+  assert m.total[:4].tolist() == [3, 1, 1, 2] and m.total[4:3004].sum() == 3000
+
+
+def _messy_lines(n=90):
+  """Lines (bytes) with invalid UTF-8 in several places, one ending in CR."""
+  lines = []
+  for i in range(n):
+    words = f"w{i % 7} w{i % 5} the cat".encode()
+    lines.append(words + b" \xff\xfe x" if i % 9 == 4 else b"\xc3" if i % 13 == 6 else
+                 words + b"\r" if i == 20 else words)
+  return lines
+
+
+def _small_read_chunks(monkeypatch, size=64):
+  from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(corpus_lib, "CHUNK_BYTES", size)
+  monkeypatch.setattr(corpus_lib, "MIN_CHUNK_BYTES", size)
+
+
+@pytest.mark.parametrize("mode", ["replace", "skip_line"])
+def test_a_file_with_invalid_utf8_is_read_in_byte_ranges_like_the_clean_text(tmp_path, mode):
+  """Invalid lines in many byte ranges, read by 1 or 2 workers: the corpus
+  of the text as decoded line by line (U+FFFD, or the line left out), with
+  the file's own line numbers and decode counts."""
+  from textrecords.files import text_input  # pylint: disable=import-outside-toplevel
+  from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  lines = _messy_lines()
+  p, clean = tmp_path / "m.txt", tmp_path / "clean.txt"
+  p.write_bytes(b"\n".join(lines) + b"\n")
+  kept = []
+  for i, raw in enumerate(lines):
+    try:
+      kept.append((i + 1, raw.decode("utf-8")))
+    except UnicodeDecodeError:
+      if mode == "replace":
+        kept.append((i + 1, raw.decode("utf-8", errors="replace")))
+  clean.write_text("".join(t + "\n" for _, t in kept), encoding="utf-8")
+  ref = corpus_lib.load_corpus([str(clean)], 1)
+  ref_lines = [n for n, _ in kept] + [len(lines) + 1]  # d2l's empty sentence after the end
+  assert len(corpus_lib.file_chunks(str(p), 40)) > 20
+  for workers, chunk_bytes in ((1, 1 << 20), (1, 40), (2, 40), (2, 97)):
+    counts = text_input.DecodeErrorCounts()
+    c = corpus_lib.load_corpus([str(p)], 1, mode, num_workers=workers,
+                               chunk_bytes=chunk_bytes, counts=counts)
+    assert c.tokens == ref.tokens and c.counts.tolist() == ref.counts.tolist()
+    assert c.ids.tolist() == ref.ids.tolist() and c.lengths.tolist() == ref.lengths.tolist()
+    assert [c.line_of[i] for i in range(c.num_sentences)] == [(str(p), n) for n in ref_lines]
+    bad = len(lines) - sum(1 for raw in lines if raw.isascii())
+    assert counts.as_tuple() == ((bad, 0) if mode == "replace" else (0, bad))
+
+
+@pytest.mark.parametrize("model,mode", [("skipgram", "replace"), ("cbow", "skip_line"),
+                                        ("pv_dbow", "skip_line"), ("pv_dm", "replace")])
+def test_invalid_utf8_in_many_ranges_same_bytes_for_1_and_2_workers(tmp_path, monkeypatch,
+                                                                    model, mode):
+  src = tmp_path / "messy.txt"
+  src.write_bytes(b"\n".join(_messy_lines()) + b"\n")
+
+  def run(workers):
+    out = str(tmp_path / f"messy_{model}_{workers}")
+    meta = pipeline.create(W2vConfig(input_file=str(src), output_dir=out, model=model,
+                                     num_workers=workers, num_shards=2, quiet=True, min_freq=1,
+                                     random_seed=3, on_decode_error=mode)).meta
+    return out, meta
+
+  one, meta_one = run(1)
+  _small_read_chunks(monkeypatch)
+  two, meta_two = run(2)
+  assert meta_one["counts"] == meta_two["counts"]
+  bad = sum(1 for raw in _messy_lines() if not raw.isascii())
+  assert meta_one["counts"]["replaced_lines" if mode == "replace" else "skipped_lines"] == bad
+  for name in visible(one):
+    if name != layout.META_NAME:
+      with open(os.path.join(one, name), "rb") as a, open(os.path.join(two, name), "rb") as b:
+        assert a.read() == b.read(), name
+
+
+def test_errors_in_later_byte_ranges_name_the_files_line(tmp_path, monkeypatch):
+  _small_read_chunks(monkeypatch)
+  lines = [f"w{i % 7} w{i % 5} the cat on the mat".encode() for i in range(600)]  # 15 kB
+  cases = [(dict(), 401, b"bad \xff", "invalid UTF-8 at byte 4 of the line"),
+           (dict(on_decode_error="replace"), 502, b"a \x00 b", "NUL byte in the line"),
+           (dict(model="pv_dbow", on_decode_error="skip_line"), 550, b"   ",
+            "empty document text")]
+  for kw, lineno, line, message in cases:
+    bad = list(lines)
+    bad[lineno - 1] = line
+    for i in range(3, 500, 50):  # skipped or replaced lines before it
+      bad[i] = b"x \xfe"
+    if kw.get("on_decode_error") is None:
+      bad = lines[:lineno - 1] + [line] + lines[lineno:]
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"\n".join(bad) + b"\n")
+    with pytest.raises(UserError, match=f"in.txt:{lineno}: {message}"):
+      pipeline.create(W2vConfig(input_file=str(src), output_dir=str(tmp_path / "o"),
+                                num_workers=2, quiet=True, min_freq=1, **kw))
+    assert not os.path.exists(tmp_path / "o")
+
+
+def test_no_noise_word_error_names_the_line_after_skipped_lines(tmp_path, monkeypatch):
+  _small_read_chunks(monkeypatch, 16)
+  src = tmp_path / "two.txt"
+  src.write_bytes(b"a\nbad \xff\n" * 20 + b"a b a b a\n")
+  with pytest.raises(UserError, match=r"two.txt:41: a center.s contexts cover every one"):
+    pipeline.create(W2vConfig(input_file=str(src), output_dir=str(tmp_path / "o"), min_freq=1,
+                              subsample_t=1.0, num_workers=2, quiet=True,
+                              on_decode_error="skip_line"))

@@ -3,11 +3,12 @@
 The same bytes as the local run, for any runner parallelism:
   1. Each input file is cut into byte chunks at line ends (`corpus.file_chunks`)
      and each chunk is read and counted by the local run's read unit
-     (`corpus.read_chunk`); a file with a chunk that is not clean UTF-8 is
-     read line by line instead (`corpus.slow_file`), as locally. Each
-     chunk's tokens and local ids go to a hidden object under the output
-     location; only its key, that object's path and its line count flow on.
-  2. Per-chunk line counts (side input) number the sentences globally; the
+     (`corpus.read_chunk`; a chunk that is not clean UTF-8 is decoded line
+     by line there, as locally). Each chunk's tokens and local ids go to a
+     hidden object under the output location; only its key, that object's
+     path and its line counts flow on.
+  2. Per-chunk line counts (side input) number the sentences globally (and
+     give each chunk its first line in its file, for errors); the
      vocabulary is a first-occurrence-ordered count combiner, run per file
      where the chunks are read and then over the files, then the shared
      rule (`corpus.vocab_and_counts`).
@@ -28,7 +29,6 @@ import apache_beam as beam
 import numpy as np
 
 from textrecords.files import storage
-from textrecords.files import text_input
 from textrecords.files import tfrecord
 from textrecords.datasets import vocab as vocab_lib
 from textrecords.engine import beam as beam_engine
@@ -50,10 +50,11 @@ def _units(item):
     yield file_index, i, path, start, end, i == len(chunks) - 1
 
 
-def _stage_chunk(dataset, key, counts_in, linenos=None) -> str:
+def _stage_chunk(dataset, key, counts_in) -> str:
   """Writes a read chunk's tokens and local ids (and, read line by line, its
   line numbers) as a hidden object under the output location; returns its
   path. Only this reference flows on: no step holds all token ids."""
+  linenos = counts_in.linenos
   buf = io.BytesIO()
   np.savez(buf, tokens=np.frombuffer("\n".join(counts_in.tokens).encode("utf-8"), np.uint8),
            local_ids=counts_in.local_ids,
@@ -69,48 +70,30 @@ def _load_chunk(staged: str):
     return (text.split("\n") if text else []), z["local_ids"], (linenos if len(linenos) else None)
 
 
-def _read(unit, dataset):
-  """A byte range -> (key, staged object, input path, lines, decode errors),
-  (file, unclean?) tagged "unclean", and its token counts tagged "counts"
-  (order key, distinct tokens, counts) keyed by file."""
+def _read(unit, dataset, on_decode_error):
+  """A byte range -> (key, staged object, input path, sentences, decode
+  errors, lines in the file), and its token counts tagged "counts" (order
+  key, distinct tokens, counts) keyed by file."""
   file_index, i, path, start, end, last = unit
   key = (file_index, i)
-  counts_in = corpus_lib.read_chunk(path, start, end, last)
-  yield beam.pvalue.TaggedOutput("unclean", (file_index, counts_in.unclean))
+  counts_in = corpus_lib.read_chunk(path, start, end, last, corpus_lib.SENTENCES,
+                                    on_decode_error)
   if counts_in.unclean:
-    return
+    corpus_lib.raise_unclean_error(path, on_decode_error)
   yield beam.pvalue.TaggedOutput("counts", (file_index, (key, counts_in.tokens, counts_in.counts)))
-  yield key, _stage_chunk(dataset, key, counts_in), path, counts_in.num_lines, (0, 0)
-
-
-def _fast(item, slow_files):
-  """Drops what was read from a file that is read line by line instead."""
-  file_index = item[0][0] if isinstance(item[0], tuple) else item[0]
-  if not slow_files.get(file_index, False):
-    yield item
-
-
-def _slow(item, slow_files, on_decode_error, dataset):
-  """A file that is not clean UTF-8, read line by line (as locally): one chunk."""
-  file_index, path = item
-  if slow_files.get(file_index, False):
-    decode_errors = text_input.DecodeErrorCounts()
-    counts, linenos = corpus_lib.slow_file(path, on_decode_error, corpus_lib.SENTENCES,
-                                           decode_errors)
-    key = (file_index, 0)
-    yield beam.pvalue.TaggedOutput("counts", (file_index, (key, counts.tokens, counts.counts)))
-    yield (key, _stage_chunk(dataset, key, counts, linenos), path, counts.num_lines,
-           (decode_errors.replaced, decode_errors.skipped))
+  yield (key, _stage_chunk(dataset, key, counts_in), path, counts_in.num_lines,
+         counts_in.decode_errors, counts_in.lines_in_file())
 
 
 def _offsets(per_chunk):
-  """Chunk key -> (first sentence, first sentence of its file); and the total."""
-  out, total, file_first, current = {}, 0, 0, None
-  for key, lines in sorted(per_chunk):
+  """Chunk key -> (first sentence, lines of its file before it); and the total."""
+  out, total, file_lines, current = {}, 0, 0, None
+  for key, sentences, lines in sorted(per_chunk):
     if key[0] != current:
-      current, file_first = key[0], total
-    out[key] = (total, file_first)
-    total += lines
+      current, file_lines = key[0], 0
+    out[key] = (total, file_lines)
+    total += sentences
+    file_lines += lines
   return out, total
 
 
@@ -135,10 +118,10 @@ class _SampleChunk(beam.DoFn):
     self.finished = frozenset(finished_shards)
 
   def process(self, chunk, offsets, vocab, sampler):
-    key, staged, path, _, _ = chunk
+    key, staged, path = chunk[:3]
     local_tokens, local_ids, linenos = _load_chunk(staged)
     starts, total = offsets
-    first, file_first = starts[key]
+    first, lines_before = starts[key]
     tokens, _, index, _ = vocab
     ids, lengths = corpus_lib.global_ids(local_tokens, local_ids, index)
     bounds = np.zeros(len(lengths) + 1, np.int64)
@@ -154,8 +137,8 @@ class _SampleChunk(beam.DoFn):
         data, counts = units.sample_chunk(sampler, ids[bounds[i0]:bounds[i1]],
                                           lengths[i0:i1], g, self.config.layout, write)
       except sampling.NoNoiseWordError as e:
-        offset = e.sentence_index - file_first
-        line = linenos[offset] if linenos is not None else offset + 1
+        offset = e.sentence_index - first
+        line = lines_before + (int(linenos[offset]) if linenos is not None else offset + 1)
         raise units.no_noise_error(path, line, len(tokens)) from None
       counts["tokens"] = int(lengths[i0:i1].sum())
       if write:
@@ -198,33 +181,23 @@ class _SmallFiles:
 def _read_chunks(p, files, config, writer):
   """Input files -> (chunks, per-file token counts, decode-error counts).
 
-  A chunk is (key, staged object, input path, lines, decode errors); a file
-  that is not clean UTF-8 is one chunk read line by line instead.
+  A chunk is (key, staged object, input path, sentences, decode errors,
+  lines in the file).
   """
-  single = beam.pvalue.AsSingleton
   # workers run in other folders (or machines): local paths absolute
   file_list = p | "files" >> beam.Create(list(enumerate(map(storage.absolute, files))))
   read = (file_list | "chunks" >> beam.FlatMap(_units)
           | "spread" >> beam.Reshuffle()
-          | "read" >> beam.FlatMap(_read, writer).with_outputs("unclean", "counts", main="chunks"))
-  slow_files = (read.unclean | "unclean per file" >> beam.CombinePerKey(any)
-                | "slow files" >> beam.combiners.ToDict())
-  slow = file_list | "slow" >> beam.FlatMap(_slow, single(slow_files), config.on_decode_error,
-                                            writer).with_outputs("counts", main="chunks")
-  chunks = ((read.chunks | "fast" >> beam.FlatMap(_fast, single(slow_files)), slow.chunks)
-            | "all chunks" >> beam.Flatten())
+          | "read" >> beam.FlatMap(_read, writer, config.on_decode_error).with_outputs(
+              "counts", main="chunks"))
   # counts are combined per file where they are made (a worker holds a
-  # vocabulary, never the corpus); then files read line by line replace theirs
-  fast_counts = (read.counts
+  # vocabulary, never the corpus)
+  file_counts = (read.counts
                  | "count per file" >> beam.CombinePerKey(beam_engine.FirstSeenCounts(counter=False))
-                 | "fast counts" >> beam.FlatMap(_fast, single(slow_files)))
-  slow_counts = slow.counts | "count slow file" >> beam.CombinePerKey(
-      beam_engine.FirstSeenCounts(counter=False))
-  file_counts = ((fast_counts, slow_counts) | "all counts" >> beam.Flatten()
                  | "drop file" >> beam.Values())
   decode_errors = beam_engine.decode_error_counts(
-      chunks | "decode errors" >> beam.Map(lambda c: c[4]))
-  return chunks, file_counts, decode_errors
+      read.chunks | "decode errors" >> beam.Map(lambda c: c[4]))
+  return read.chunks, file_counts, decode_errors
 
 
 def _vocab_steps(file_counts, config, files):
@@ -253,7 +226,7 @@ def _pipeline(config, files, writer, fingerprint, finished):
   def build(p):
     single = beam.pvalue.AsSingleton
     chunks, file_counts, decode_errors = _read_chunks(p, files, config, writer)
-    offsets = (chunks | "lines" >> beam.Map(lambda c: (c[0], c[3]))
+    offsets = (chunks | "lines" >> beam.Map(lambda c: (c[0], c[3], c[5]))
                | "all line counts" >> beam.combiners.ToList()
                | "offsets" >> beam.Map(_offsets))
     vocab, sampler = _vocab_steps(file_counts, config, files)

@@ -13,6 +13,9 @@ array); each chunk's local ids are then mapped with one array lookup. No Python
 string of the corpus outlives its chunk: the corpus is held as int32 ids plus
 per-sentence lengths (4 bytes a token), which is what the vectorised sampler
 consumes. The result does not depend on the chunk size or worker count.
+A chunk that is not clean UTF-8 is decoded line by line in its worker
+(`decoded_chunk`: lines replaced or skipped as `--on_decode_error` says, and
+their line numbers in the file kept for errors).
 
 Two ways of reading lines:
   "sentences" (skip-gram, CBOW): every line is a sentence, as d2l's
@@ -25,6 +28,7 @@ Two ways of reading lines:
 
 import bisect
 import collections
+import contextlib
 import dataclasses
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -86,29 +90,31 @@ class Corpus(_Vocabulary):
 
 
 class LineMap:
-  """(file, line) of each sentence index, stored per file.
+  """(file, line) of each sentence index, stored per read chunk.
 
   >>> m = LineMap(); m.add("a.txt", 0, 3, None); m.add("b.txt", 3, 2, [4, 9])
-  >>> m[1], m[4], m.count
-  (('a.txt', 2), ('b.txt', 9), 5)
+  >>> m.add("b.txt", 5, 2, None, base=9)
+  >>> m[1], m[4], m[6], m.count
+  (('a.txt', 2), ('b.txt', 9), ('b.txt', 11), 7)
   """
 
   def __init__(self):
     self._starts: List[int] = []
-    self._files: List[Tuple[str, Optional[List[int]]]] = []
+    self._files: List[Tuple[str, Optional[List[int]], int]] = []
     self.count = 0
 
-  def add(self, path: str, first: int, count: int, lines: Optional[List[int]]):
-    """Sentences first..first+count-1 are lines 1..count of `path`, or `lines`."""
+  def add(self, path: str, first: int, count: int, lines: Optional[List[int]],
+          base: int = 0):
+    """Sentences first..first+count-1 are lines base+1..base+count of `path`, or `lines`."""
     self._starts.append(first)
-    self._files.append((path, lines))
+    self._files.append((path, lines, base))
     self.count = first + count
 
   def __getitem__(self, index: int) -> Tuple[str, int]:
     k = bisect.bisect_right(self._starts, index) - 1
-    path, lines = self._files[k]
+    path, lines, base = self._files[k]
     offset = index - self._starts[k]
-    return path, offset + 1 if lines is None else lines[offset]
+    return path, base + offset + 1 if lines is None else lines[offset]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,8 +140,13 @@ class ChunkCounts:
     doc_names: documents with ids: each line's id; else None.
     error: (0-based line within the chunk, message) if a line is bad; the
       other fields are then empty.
-    unclean: the bytes are not clean UTF-8 (or hold NUL): read the file
-      line by line instead.
+    unclean: the bytes hold NUL or (with on_decode_error="strict") invalid
+      UTF-8: the file is in error (`raise_unclean_error` names the line).
+    linenos: read line by line (invalid UTF-8 replaced or skipped): each
+      sentence's 1-based line number within the chunk; None: lines 1, 2, ...
+    file_lines: the chunk's lines in the file, skipped ones included (None:
+      `num_lines`).
+    decode_errors: (lines replaced, lines skipped) as invalid UTF-8.
   """
   tokens: List[str]
   counts: np.ndarray
@@ -144,6 +155,13 @@ class ChunkCounts:
   doc_names: Optional[List[str]] = None
   error: Optional[Tuple[int, str]] = None
   unclean: bool = False
+  linenos: Optional[np.ndarray] = None
+  file_lines: Optional[int] = None
+  decode_errors: Tuple[int, int] = (0, 0)
+
+  def lines_in_file(self) -> int:
+    """Lines of the file the chunk covers (skipped lines included)."""
+    return self.num_lines if self.file_lines is None else self.file_lines
 
 
 def _lines_to_counts(text: str, num_lines: int, doc_names=None) -> ChunkCounts:
@@ -188,9 +206,12 @@ def space_table() -> np.ndarray:
   return _SPACE[0]
 
 
+def _empty(**kw) -> ChunkCounts:
+  return ChunkCounts([], np.zeros(0, np.int64), np.zeros(0, np.int32), 0, **kw)
+
+
 def _bad(line: int, message: str) -> ChunkCounts:
-  return ChunkCounts([], np.zeros(0, np.int64), np.zeros(0, np.int32), 0,
-                     error=(line, message))
+  return _empty(error=(line, message))
 
 
 def count_chunk(data: bytes, last: bool, mode: ReadMode = SENTENCES) -> ChunkCounts:
@@ -211,11 +232,11 @@ def count_chunk(data: bytes, last: bool, mode: ReadMode = SENTENCES) -> ChunkCou
   ['7', '8']
   """
   if b"\x00" in data:
-    return ChunkCounts([], np.zeros(0, np.int64), np.zeros(0, np.int32), 0, unclean=True)
+    return _empty(unclean=True)
   try:
     text = None if data.isascii() else data.decode("utf-8")
   except UnicodeDecodeError:
-    return ChunkCounts([], np.zeros(0, np.int64), np.zeros(0, np.int32), 0, unclean=True)
+    return _empty(unclean=True)
   if mode.kind == "sentences":
     # d2l: after the file's final newline comes one more (empty) sentence.
     if not last or data.endswith(b"\n"):
@@ -305,6 +326,7 @@ class _ReadUnit:
   end: int
   last: bool
   mode: ReadMode
+  on_decode_error: str = "strict"
   ids_path: Optional[str] = None  # where the worker leaves the chunk's local ids
 
 
@@ -316,7 +338,8 @@ def _read_unit(unit: _ReadUnit) -> ChunkCounts:
   holds the corpus's ids, and a result is a few kB to send instead of 4
   bytes a token.
   """
-  result = read_chunk(unit.path, unit.start, unit.end, unit.last, unit.mode)
+  result = read_chunk(unit.path, unit.start, unit.end, unit.last, unit.mode,
+                      unit.on_decode_error)
   if unit.ids_path is not None and result.error is None and not result.unclean:
     result.local_ids.tofile(unit.ids_path)
     result.local_ids = unit.ids_path
@@ -331,11 +354,13 @@ def local_ids_of(local_ids) -> np.ndarray:
 
 
 def read_chunk(path: str, start: int, end: int, last: bool,
-               mode: ReadMode = SENTENCES) -> ChunkCounts:
+               mode: ReadMode = SENTENCES, on_decode_error: str = "strict") -> ChunkCounts:
   """`count_chunk` of bytes [start, end) of `path` (the read unit of both engines).
 
   Counts with the compiled splitter if it is loaded or quick to load (built
-  ahead of time: a Beam worker loads it here once).
+  ahead of time: a Beam worker loads it here once). A range that is not
+  clean UTF-8 is decoded line by line (`decoded_chunk`) unless
+  `on_decode_error` is "strict" or it holds NUL bytes (then `unclean`).
   """
   kernel_loader.load_if_built()
   try:
@@ -346,33 +371,57 @@ def read_chunk(path: str, start: int, end: int, last: bool,
     return _bad(0, f"cannot read: {e.strerror}")
   if start == 0:
     data = text_input.drop_bom(data)
-  return count_chunk(data, last, mode)
+  result = count_chunk(data, last, mode)
+  if result.unclean and on_decode_error != "strict" and b"\x00" not in data:
+    ends_line = data.endswith(b"\n")
+    return decoded_chunk(text_input.LineChunk(path, start, end), last and ends_line, mode,
+                         on_decode_error)
+  return result
 
 
-def slow_file(path: str, on_decode_error: str, mode: ReadMode,
-              counts: Optional[text_input.DecodeErrorCounts] = None):
-  """A file that is not clean UTF-8, line by line: (ChunkCounts, line numbers).
+def decoded_chunk(chunk: "text_input.LineChunk", extra: bool, mode: ReadMode,
+                  on_decode_error: str) -> ChunkCounts:
+  """A range with invalid UTF-8 (no NUL), decoded line by line
+  (`text_input.chunk_lines`: lines replaced or skipped): what `count_chunk`
+  gives for its kept lines, with their line numbers and the decode counts.
 
-  `counts`, if given, counts the lines replaced or skipped as invalid UTF-8.
+  Args:
+    chunk: the byte range (whole lines).
+    extra: sentences: the file ends here after a newline (d2l's empty
+      sentence after it).
+    mode: how lines become sentences or documents.
+    on_decode_error: "replace" or "skip_line".
   """
-  lines, linenos = [], []
-  for lineno, text in text_input.read_lines(path, on_decode_error, counts=counts):
+  decode = text_input.DecodeErrorCounts()
+  positions = []
+  lines, file_lines = text_input.chunk_lines(chunk, on_decode_error, counts=decode,
+                                             positions=positions)
+  skipped = np.array([p[0] for p in positions if p[2]], np.int64)
+  kept = np.arange(len(lines), dtype=np.int64)
+  linenos = kept + 1 + np.searchsorted(skipped, kept, side="right")
+  if mode.kind == "sentences" and extra:
+    lines.append("")
+    linenos = np.append(linenos, file_lines + 1)
+  if not lines:
+    result = _empty()
+  elif mode.kind == "sentences":
+    result = _bytes_to_counts("\n".join(lines).encode("utf-8"), len(lines))
+  else:
+    result = count_chunk("".join(line + "\n" for line in lines).encode("utf-8"), True, mode)
+    if result.error is not None:  # as a line of the chunk, skipped lines counted
+      result.error = (int(linenos[result.error[0]]) - 1, result.error[1])
+  result.linenos, result.file_lines = linenos, file_lines
+  result.decode_errors = decode.as_tuple()
+  return result
+
+
+def raise_unclean_error(path: str, on_decode_error: str):
+  """Raises the UserError of a file with a chunk `read_chunk` found unclean:
+  NUL bytes, or invalid UTF-8 under "strict", naming the first such line."""
+  for lineno, text in text_input.read_lines(path, on_decode_error):
     if _END in text:
       raise UserError(f"{path}:{lineno}: NUL byte in the line; expected UTF-8 text")
-    lines.append(text)
-    linenos.append(lineno)
-  if mode.kind == "sentences":
-    with storage.open_read(path) as f:
-      f.seek(-1, os.SEEK_END)
-      if f.read(1) == b"\n":  # d2l's extra empty sentence
-        lines.append("")
-        linenos.append((linenos[-1] if linenos else 0) + 1)
-    return _lines_to_counts("\n".join(lines), len(lines)), linenos
-  data = "".join(line + "\n" for line in lines).encode("utf-8")
-  result = count_chunk(data, True, mode) if data else _lines_to_counts("", 0)
-  if result.error is not None:
-    raise UserError(f"{path}:{linenos[result.error[0]]}: {result.error[1]}")
-  return result, linenos
+  raise UserError(f"{path}: changed while it was read (not valid UTF-8 at first)")
 
 
 def build_vocab(counter: "collections.Counter", min_freq: int) -> List[str]:
@@ -529,7 +578,7 @@ def load_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "str
 
 class _SlotCounts:
   """Token counts merged chunk by chunk: token -> slot (first-occurrence
-  order) and each slot's count; a file's chunks can be taken back out.
+  order) and each slot's count.
 
   >>> m = _SlotCounts()
   >>> m.add(["a", "b"], np.array([2, 1])).tolist(), m.add(["b", "c"], np.array([1, 5])).tolist()
@@ -553,16 +602,6 @@ class _SlotCounts:
     self.total[slots] += counts  # a chunk's tokens are distinct
     return slots
 
-  def mark(self) -> int:
-    return len(self.slot)
-
-  def undo(self, mark: int, chunks: Sequence[ChunkCounts], slots: Sequence[np.ndarray]):
-    """Takes back the counts of `chunks` (added since `mark` with those slots)."""
-    for chunk, s in zip(chunks, slots):
-      self.total[s] -= chunk.counts
-    while len(self.slot) > mark:  # the slots first used since the mark, last first
-      self.slot.popitem()
-
 
 def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "strict",
                  num_workers: int = 1, mode: ReadMode = SENTENCES,
@@ -582,15 +621,18 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
   """
   if kernel_loader.loaded() is not None:
     space_table()  # built once, before the workers fork
-  units = _read_units(files, num_workers, mode, chunk_bytes, ids_dir)
+  units = _read_units(files, num_workers, mode, chunk_bytes, ids_dir, on_decode_error)
   acc = _Accumulator(_DocNames() if mode.kind == "documents" else None)
   results = parallel.ordered_map(_read_unit, units, num_workers, reuse_memory=True)
-  for i, (unit, result) in enumerate(zip(units, results)):
-    if i == 0 and started is not None:
-      started()
-    acc.add_chunk(unit.path, result)
-    if unit.last:
-      acc.end_file(unit.path, on_decode_error, mode, counts)
+  with contextlib.closing(results):  # a bad line stops the workers before it raises on
+    for i, (unit, result) in enumerate(zip(units, results)):
+      if i == 0 and started is not None:
+        started()
+      acc.add_chunk(unit.path, result, on_decode_error)
+      if counts is not None:
+        counts.add(result.decode_errors)
+      if unit.last:
+        acc.file_lines = 0
   merged = acc.merged
   slot, total = merged.slot, merged.total[:len(merged.slot)]
   tokens, counts, global_of_slot = _slot_vocab(slot, total, min_freq, files)
@@ -604,8 +646,7 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
 class _Accumulator:
   """The read chunks merged in input order, as each arrives (while the
   workers read on): token -> slot in first-occurrence order and the slots'
-  counts (one array add per chunk), the pieces, line map and document ids.
-  A file with invalid UTF-8 or NUL bytes is counted again, line by line."""
+  counts (one array add per chunk), the pieces, line map and document ids."""
 
   def __init__(self, docs: Optional["_DocNames"]):
     self.merged = _SlotCounts()
@@ -613,42 +654,31 @@ class _Accumulator:
     self.piece_lines: List[int] = []
     self.line_of = LineMap()
     self.docs = docs
-    self.in_file: List[ChunkCounts] = []  # the current file's chunks so far
-    self.file_slots: List[np.ndarray] = []  # their slots, while the file reads clean
-    self.file_start = self.merged.mark()
+    self.file_lines = 0  # lines of the current file before the next chunk
 
-  def add_chunk(self, path: str, result: ChunkCounts):
-    """Merges one chunk of the current file (a clean file's first error raises)."""
-    clean = not any(r.unclean for r in self.in_file)
-    if result.error is not None and clean:
-      before = sum(r.num_lines for r in self.in_file)
-      raise UserError(f"{path}:{before + result.error[0] + 1}: {result.error[1]}")
-    self.in_file.append(result)
-    if clean and not result.unclean:
-      self.file_slots.append(self.merged.add(result.tokens, result.counts))
+  def add_chunk(self, path: str, result: ChunkCounts, on_decode_error: str):
+    """Merges the next chunk of the current file (its first error raises).
 
-  def end_file(self, path: str, on_decode_error: str, mode: ReadMode, counts):
-    """Closes the current file: its pieces, lines and document ids kept."""
-    first = self.line_of.count
-    if any(r.unclean for r in self.in_file):  # invalid UTF-8 or NUL bytes somewhere
-      self.merged.undo(self.file_start, self.in_file[:len(self.file_slots)], self.file_slots)
-      slow, linenos = slow_file(path, on_decode_error, mode, counts)
-      self.in_file = [slow]
-      self.file_slots = [self.merged.add(slow.tokens, slow.counts)]
-      self.line_of.add(path, first, len(linenos), linenos)
-    else:
-      self.line_of.add(path, first, sum(r.num_lines for r in self.in_file), None)
-    for r, slots in zip(self.in_file, self.file_slots):
-      self.pieces.append((slots, r.local_ids))
-      self.piece_lines.append(r.num_lines)
-      if self.docs is not None:
-        self.docs.add(r.doc_names, r.num_lines, self.line_of)
-    self.in_file, self.file_slots = [], []
-    self.file_start = self.merged.mark()
+    Raises:
+      UserError: a bad line, NUL bytes or (strict) invalid UTF-8, naming
+        the line in the file.
+    """
+    if result.unclean:
+      raise_unclean_error(path, on_decode_error)
+    if result.error is not None:
+      raise UserError(f"{path}:{self.file_lines + result.error[0] + 1}: {result.error[1]}")
+    linenos = None if result.linenos is None else (result.linenos + self.file_lines).tolist()
+    self.line_of.add(path, self.line_of.count, result.num_lines, linenos, self.file_lines)
+    self.pieces.append((self.merged.add(result.tokens, result.counts), result.local_ids))
+    self.piece_lines.append(result.num_lines)
+    if self.docs is not None:
+      self.docs.add(result.doc_names, result.num_lines, self.line_of)
+    self.file_lines += result.lines_in_file()
 
 
 def _read_units(files: Sequence[str], num_workers: int, mode: ReadMode,
-                chunk_bytes: Optional[int], ids_dir: Optional[str]) -> list:
+                chunk_bytes: Optional[int], ids_dir: Optional[str],
+                on_decode_error: str = "strict") -> list:
   """The read work: each file cut into chunks of whole lines (`_ReadUnit`s,
   in input order), each with its ids file in `ids_dir` when workers read."""
   if not chunk_bytes:
@@ -656,7 +686,7 @@ def _read_units(files: Sequence[str], num_workers: int, mode: ReadMode,
   units = []
   for path in files:
     chunks = file_chunks(path, chunk_bytes)
-    units.extend(_ReadUnit(path, a, b, i == len(chunks) - 1, mode)
+    units.extend(_ReadUnit(path, a, b, i == len(chunks) - 1, mode, on_decode_error)
                  for i, (a, b) in enumerate(chunks))
   if ids_dir is not None and num_workers > 1:
     units = [dataclasses.replace(u, ids_path=os.path.join(ids_dir, f"ids-{i:07d}"))
