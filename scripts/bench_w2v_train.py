@@ -9,8 +9,8 @@ trains in its own child process, timed by the CPU seconds of its training
 (tf.data's, numba's and gensim's threads included; process start and
 imports are reported apart):
   ours, with the training scripts' default settings (`w2v_data.training`:
-      epochs, rate, window, subsampling threshold: PV's is 3e-5, not
-      --subsample_t; --ours_epochs overrides the epochs): on
+      epochs, rate, window, subsampling threshold: PV's is 3e-5 and
+      CBOW's 5e-4, not --subsample_t; --ours_epochs overrides the epochs): on
       the 1-worker records with --threads=1 and on the 4-worker records with
       --threads=2 (the two vectors must be byte-identical);
   gensim (when --gensim_python names an interpreter with gensim; skipped

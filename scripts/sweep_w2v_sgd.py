@@ -17,7 +17,8 @@ Example:
       --pairs=wordsim353.tsv --analogies=questions-words.txt \\
       --configs='[{"epochs": 30, "rate": 0.05, "window": 8}]'
 Config keys: epochs, rate (required); window, noise_words, subsample_t
-(default 1e-4).
+(default 1e-4). --also_in_out: word models also score the input plus output
+vectors (`--word_vectors=in+out`) of the same run.
 """
 
 import argparse
@@ -45,8 +46,10 @@ def main(argv=None) -> int:
   p.add_argument("--seeds", default="1", help="comma-separated")
   p.add_argument("--pairs", default="", help="word models: WordSim353-style file")
   p.add_argument("--analogies", default="", help="word models: analogy file")
+  p.add_argument("--also_in_out", action="store_true",
+                 help="word models: also score the in+out vectors of each run")
   a = p.parse_args(argv)
-  from w2v_data import epochs, models, sgd, training, vector_eval  # pylint: disable=import-outside-toplevel
+  from w2v_data import epochs, models, sgd, training, vector_eval, vectors as vectors_lib  # pylint: disable=import-outside-toplevel
   training.set_threads(1)
   model = models.read_meta(a.data_dir).get("model", "skipgram")
   word = model in ("skipgram", "cbow")
@@ -61,13 +64,17 @@ def main(argv=None) -> int:
           subsample_t=cfg.get("subsample_t", 1e-4), subsample_formula="word2vec",
           max_window_size=cfg.get("window"), num_noise_words=cfg.get("noise_words"))
       start = time.process_time()
-      _, names, m, _ = sgd.train(a.data_dir, seed=seed, settings=settings, dim=100,
+      trained, names, m, _ = sgd.train(a.data_dir, seed=seed, settings=settings, dim=100,
                                  epochs=cfg["epochs"], learning_rate=cfg["rate"], verbose=0,
                                  engine="kernel")
       cpu = time.process_time() - start
       print(f"{json.dumps(cfg)} seed {seed}: {cpu:.1f} CPU s, "
             f"{_quality(names, m, model, pairs, analogies)} (load {os.getloadavg()[0]:.1f})",
             flush=True)
+      if word and a.also_in_out:
+        names, m = vectors_lib.without_unk(models.read_tokens(a.data_dir),
+                                           sgd.vectors(trained, "in+out")[1])
+        print(f"  in+out: {_quality(names, m, model, pairs, analogies)}", flush=True)
   return 0
 
 

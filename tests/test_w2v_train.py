@@ -407,7 +407,8 @@ def test_sgd_defaults_per_script():
     got[script] = (a.epochs, a.learning_rate, a._sgd_window, a._sgd_subsample_t)  # pylint: disable=protected-access
   assert got == {name: (*training.SGD_MODEL_DEFAULTS[name], training.default_subsample_t(name))
                  for name in got}
-  assert training.default_subsample_t("cbow") == training.SGD_DEFAULTS["subsample_t"]
+  assert training.default_subsample_t("skipgram") == training.SGD_DEFAULTS["subsample_t"]
+  assert training.default_subsample_t("cbow") > training.SGD_DEFAULTS["subsample_t"]
   assert training.default_subsample_t("pv") < training.SGD_DEFAULTS["subsample_t"]
 
 

@@ -25,8 +25,9 @@ SGD_DEFAULTS = {"batch_size": 4096, "learning_rate": 0.025, "subsample_t": 1e-4,
 SGD_MODEL_DEFAULTS = {"skipgram": (50, 0.025, 5), "cbow": (30, 0.05, 8),
                       "pv": (100, 0.025, None)}
 # The sgd trainer's fresh subsampling threshold where a script's differs from
-# SGD_DEFAULTS': PV-DBOW's short documents gain from keeping fewer frequent words.
-SGD_MODEL_SUBSAMPLE_T = {"pv": 3e-5}
+# SGD_DEFAULTS': PV-DBOW's short documents gain from keeping fewer frequent words,
+# CBOW's analogies from keeping more.
+SGD_MODEL_SUBSAMPLE_T = {"pv": 3e-5, "cbow": 5e-4}
 
 
 def default_subsample_t(sgd_model: str) -> float:
@@ -72,7 +73,7 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
                  f"{learning_rate} (keras, Adam)")
   p.add_argument("--subsample_t", type=float, default=None,
                  help="sgd: fresh subsampling threshold (records written with "
-                 f"--subsample_t=1); default {SGD_DEFAULTS['subsample_t']}, or the records' "
+                 f"--subsample_t=1); default {default_subsample_t(sgd_model)}, or the records' "
                  "own draw when they are subsampled")
   p.add_argument("--subsample_formula", choices=("sqrt", "word2vec"),
                  default=SGD_DEFAULTS["subsample_formula"],
