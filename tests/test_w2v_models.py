@@ -267,6 +267,32 @@ def test_a_file_with_invalid_utf8_is_read_in_byte_ranges_like_the_clean_text(tmp
     assert counts.as_tuple() == ((bad, 0) if mode == "replace" else (0, bad))
 
 
+def test_skip_line_drops_an_invalid_line_holding_a_nul_byte(tmp_path):
+  """skip_line drops a line that is not UTF-8 even when it also holds a NUL
+  byte (past the first 8 KiB): the corpus of the file without it; a NUL in
+  a line that is kept is still the one-line error naming that line, one in
+  the first 8 KiB the binary-file error."""
+  from textrecords.files import text_input  # pylint: disable=import-outside-toplevel
+  from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
+  lines = [f"w{i % 7} the cat on the mat".encode() for i in range(600)]  # 15 kB
+  for bad, name in ((b"x \xff", "ref.txt"), (b"x \xff \x00 y", "nul.txt")):
+    (tmp_path / name).write_bytes(b"\n".join(lines[:450] + [bad] + lines[451:]) + b"\n")
+  ref = corpus_lib.load_corpus([str(tmp_path / "ref.txt")], 1, "skip_line")
+  for chunk_bytes in (1 << 20, 2048):
+    counts = text_input.DecodeErrorCounts()
+    got = corpus_lib.load_corpus([str(tmp_path / "nul.txt")], 1, "skip_line",
+                                 chunk_bytes=chunk_bytes, counts=counts)
+    assert got.tokens == ref.tokens and got.ids.tolist() == ref.ids.tolist()
+    assert got.line_of[450] == (str(tmp_path / "nul.txt"), 452) and counts.skipped == 1
+  (tmp_path / "kept.txt").write_bytes(b"\n".join(lines[:450] + [b"x \x00 y", b"z \xff"]
+                                                 + lines[452:]) + b"\n")
+  with pytest.raises(UserError, match=r"kept.txt:451: NUL byte in the line"):
+    corpus_lib.load_corpus([str(tmp_path / "kept.txt")], 1, "skip_line", chunk_bytes=2048)
+  (tmp_path / "head.txt").write_bytes(b"\n".join([b"x \xff \x00 y"] + lines) + b"\n")
+  with pytest.raises(UserError, match=r"head.txt: looks like a binary file"):
+    corpus_lib.load_corpus([str(tmp_path / "head.txt")], 1, "skip_line", chunk_bytes=2048)
+
+
 @pytest.mark.parametrize("model,mode", [("skipgram", "replace"), ("cbow", "skip_line"),
                                         ("pv_dbow", "skip_line"), ("pv_dm", "replace")])
 def test_invalid_utf8_in_many_ranges_same_bytes_for_1_and_2_workers(tmp_path, monkeypatch,

@@ -140,8 +140,9 @@ class ChunkCounts:
     doc_names: documents with ids: each line's id; else None.
     error: (0-based line within the chunk, message) if a line is bad; the
       other fields are then empty.
-    unclean: the bytes hold NUL or (with on_decode_error="strict") invalid
-      UTF-8: the file is in error (`raise_unclean_error` names the line).
+    unclean: a line kept holds NUL, the file's first
+      `text_input.BINARY_PROBE_BYTES` hold one, or (on_decode_error="strict")
+      invalid UTF-8: the file is in error (`raise_unclean_error` names it).
     linenos: read line by line (invalid UTF-8 replaced or skipped): each
       sentence's 1-based line number within the chunk; None: lines 1, 2, ...
     file_lines: the chunk's lines in the file, skipped ones included (None:
@@ -359,8 +360,9 @@ def read_chunk(path: str, start: int, end: int, last: bool,
 
   Counts with the compiled splitter if it is loaded or quick to load (built
   ahead of time: a Beam worker loads it here once). A range that is not
-  clean UTF-8 is decoded line by line (`decoded_chunk`) unless
-  `on_decode_error` is "strict" or it holds NUL bytes (then `unclean`).
+  clean UTF-8 (or holds NUL bytes) is decoded line by line (`decoded_chunk`)
+  unless `on_decode_error` is "strict" or a NUL byte makes the file look
+  binary (then `unclean`).
   """
   kernel_loader.load_if_built()
   try:
@@ -369,10 +371,11 @@ def read_chunk(path: str, start: int, end: int, last: bool,
       data = f.read(end - start)
   except OSError as e:
     return _bad(0, f"cannot read: {e.strerror}")
+  binary = b"\x00" in data[:max(0, text_input.BINARY_PROBE_BYTES - start)]
   if start == 0:
     data = text_input.drop_bom(data)
   result = count_chunk(data, last, mode)
-  if result.unclean and on_decode_error != "strict" and b"\x00" not in data:
+  if result.unclean and on_decode_error != "strict" and not binary:
     ends_line = data.endswith(b"\n")
     return decoded_chunk(text_input.LineChunk(path, start, end), last and ends_line, mode,
                          on_decode_error)
@@ -381,9 +384,10 @@ def read_chunk(path: str, start: int, end: int, last: bool,
 
 def decoded_chunk(chunk: "text_input.LineChunk", extra: bool, mode: ReadMode,
                   on_decode_error: str) -> ChunkCounts:
-  """A range with invalid UTF-8 (no NUL), decoded line by line
+  """A range with invalid UTF-8 or NUL bytes, decoded line by line
   (`text_input.chunk_lines`: lines replaced or skipped): what `count_chunk`
-  gives for its kept lines, with their line numbers and the decode counts.
+  gives for its kept lines, with their line numbers and the decode counts
+  (`unclean` if a kept line holds NUL; a skipped one is dropped whole).
 
   Args:
     chunk: the byte range (whole lines).
@@ -396,6 +400,8 @@ def decoded_chunk(chunk: "text_input.LineChunk", extra: bool, mode: ReadMode,
   positions = []
   lines, file_lines = text_input.chunk_lines(chunk, on_decode_error, counts=decode,
                                              positions=positions)
+  if any(_END in line for line in lines):
+    return _empty(unclean=True)
   skipped = np.array([p[0] for p in positions if p[2]], np.int64)
   kept = np.arange(len(lines), dtype=np.int64)
   linenos = kept + 1 + np.searchsorted(skipped, kept, side="right")

@@ -16,6 +16,7 @@ from textrecords.errors import UserError
 
 DECODE_MODES = ("strict", "replace", "skip_line")
 BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark: dropped at the start of a file
+BINARY_PROBE_BYTES = 8192  # a NUL byte in a file's first bytes: a binary file, not text
 
 
 def drop_bom(data: bytes) -> bytes:
@@ -165,7 +166,7 @@ def _open_text_file(path: str):
       f = open(path, "rb")
     except OSError as e:
       raise UserError(f"cannot read {path}: {e.strerror}") from e
-  if b"\x00" in f.read(8192):
+  if b"\x00" in f.read(BINARY_PROBE_BYTES):
     f.close()
     raise UserError(f"{path}: looks like a binary file (NUL bytes), expected UTF-8 text")
   f.seek(0)
