@@ -100,6 +100,21 @@ def test_a_positive_pair_trained_alone_scores_higher():
   assert result[0] / result[1] < 0.5  # the mean loss per term
 
 
+def test_loss_stays_finite_with_many_saturated_noise_words():
+  """K up to the allowed 1000 noise words, every one at the logit clip
+  (likelihood ~4.5e-5 each, a product far below float64's range): the
+  example's loss is the sum of the terms' -log, not inf."""
+  h = np.full(DIM, 2.0, np.float32)
+  out = np.full((2, DIM), 2.0, np.float32)  # logit 32 for every word: clipped to +10
+  prob, alias = np.array([0.0, 1.0]), np.array([1, 1], np.int64)  # noise: always word 1
+  per_noise = -np.log(1.0 - 1.0 / (1.0 + np.exp(-10.0)))
+  for k in (5, 100, 1000):
+    grad = np.zeros(DIM, np.float32)
+    loss, terms = sgd_kernels._targets(h, out, 0, k, prob, alias, np.zeros(1, np.uint64),  # pylint: disable=protected-access
+                                       0.0, grad)
+    assert terms == k + 1 and loss == pytest.approx(k * per_noise, rel=1e-4), k
+
+
 @pytest.mark.parametrize("model", ["skipgram", "cbow", "pv_dbow", "pv_dm"])
 def test_kernel_runs_draw_anew_each_epoch_and_repeat_for_any_worker_count(tmp_path, model):
   pytest.importorskip("tensorflow")

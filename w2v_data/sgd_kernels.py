@@ -30,6 +30,7 @@ _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _MAX_LOGIT = 10.0  # sigmoid(+-10) is not 0 or 1 in float32: the loss stays finite
+_FOLD = 1e-280  # a likelihood product this small is logged before it can underflow
 _JIT = dict(nogil=True, cache=True, fastmath=True, error_model="numpy")
 
 
@@ -85,17 +86,23 @@ def _targets(h, out, positive, k, prob, alias, state, rate, grad):
   """The positive word and k noise words against h; returns (loss sum, terms).
 
   The loss is -log of the product of the terms' likelihoods, one log an
-  example (each likelihood is at least sigmoid(-_MAX_LOGIT): no underflow).
+  example; a product that falls below _FOLD (each likelihood is at least
+  sigmoid(-_MAX_LOGIT), but up to 1001 of them can underflow float64) has
+  its log taken then, and the product starts over.
   """
   grad[:] = 0.0
   likelihood = np.float64(_score(h, out, positive, 1.0, rate, grad))
+  loss = 0.0
   terms = 1
   for _ in range(k):
     w = _noise(state, prob, alias)
     if w != positive:
       likelihood *= _score(h, out, w, 0.0, rate, grad)
       terms += 1
-  return -np.log(likelihood), terms
+      if likelihood < _FOLD:
+        loss -= np.log(likelihood)
+        likelihood = 1.0
+  return loss - np.log(likelihood), terms
 
 
 @numba.njit(**_JIT)
