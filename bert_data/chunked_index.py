@@ -76,8 +76,9 @@ class PagedArray:
 
   A page is (values held here, or None) or (piece path, field of it, value
   added, entries skipped at its start, length). Supports what the instance
-  builders do with `Corpus.seg_starts` / `doc_starts`: `len`, integers and
-  slices; `np.asarray` gives the whole array (--packing only).
+  builders and `segment_windows` do with `Corpus.seg_starts` / `doc_starts`:
+  `len`, integers and slices; `np.asarray` gives the whole array (every
+  page loaded: no step of a run takes it whole).
 
   >>> a = PagedArray([(np.array([0, 4]), None, None, 0, 0, 2), (np.array([9]), None, None, 0, 0, 1)])
   >>> len(a), int(a[2]), a[1:3].tolist(), np.asarray(a).tolist()
@@ -167,7 +168,6 @@ def assemble(sizes: Sequence[Optional[PieceSizes]]) -> Tuple[PagedArray, PagedAr
     doc_pages.append((np.array([segments], np.int64), None, None, 0, 0, 1))
   token_offsets.append(tokens)
   return PagedArray(seg_pages), PagedArray(doc_pages), token_offsets
-
 
 
 def segment_windows(corpus, sizes: Sequence[PieceSizes]
