@@ -2,7 +2,7 @@ r"""Times the three make_dataset readers against a baseline checkout, same run.
 
     git worktree add /tmp/base <base commit>     # or any copy of the older tree
     python scripts/bench_read.py --baseline=/tmp/base [--rounds=3] [--epochs=3] [--scale=1]
-        [--packages=bert_data,w2v_data,mt_data] [--w2v_negatives=stored]
+        [--packages=bert_data,w2v_data,mt_data] [--w2v_negatives=stored] [--repeat]
 
 For each tree (this one and --baseline) a subprocess (PYTHONPATH = that tree)
 writes one dataset per package from the bundled test corpora (repeated to a
@@ -15,9 +15,12 @@ before):
   pass_s    the fastest full pass after the first (a new iterator over the
             built dataset, as Keras makes each epoch): the feed rate,
             with its CPU seconds (all threads) as pass_cpu_s.
+With --repeat, `make_dataset(..., repeat=True)` instead: --epochs epochs
+through one iterator (start_s to its first batch, pass_s the fastest epoch
+after the first: the later epochs' read path).
 The trees alternate round by round, so both see the same machine load; the
 report gives each tree's best figures and the ratios this/baseline per
-package.
+package, the ratios of the medians over the rounds, and each round's pass_s.
 """
 
 import argparse
@@ -35,6 +38,7 @@ CHILD = r"""
 import json, os, sys, time
 work, testdata, epochs, scale = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 packages, w2v_negatives = sys.argv[5].split(","), sys.argv[6]
+repeat = sys.argv[7] == "1"
 
 def repeated(src, dst, times, sep="\n"):
   text = open(src, encoding="utf-8").read().strip()
@@ -78,25 +82,24 @@ if not os.path.exists(os.path.join(work, "done")):
 
 import bert_data, mt_data, w2v_data
 
-def mt_reader():
-  kw = dict(training=True, seed=0, drop_remainder=True)
+def mt_reader(repeat=False):
+  kw = dict(training=True, seed=0, drop_remainder=True, repeat=repeat)
   try:
     return mt_data.make_dataset(os.path.join(work, "mt"), 64, split="train", **kw)
   except TypeError:  # a tree before issue 24: make_dataset(location, split, batch_size)
     return getattr(mt_data, "make_dataset")(os.path.join(work, "mt"), "train", 64, **kw)
 
 readers = {
-    "bert_data": lambda: bert_data.make_dataset(bert_out, 32, training=True, seed=0,
-                                                drop_remainder=True),
-    "w2v_data": lambda: w2v_data.make_dataset(os.path.join(work, "w2v"), 256, training=True,
-                                              seed=0, drop_remainder=True,
-                                              negatives=w2v_negatives),
+    "bert_data": lambda repeat=False: bert_data.make_dataset(
+        bert_out, 32, training=True, seed=0, drop_remainder=True, repeat=repeat),
+    "w2v_data": lambda repeat=False: w2v_data.make_dataset(
+        os.path.join(work, "w2v"), 256, training=True, seed=0, drop_remainder=True,
+        negatives=w2v_negatives, repeat=repeat),
     "mt_data": mt_reader,
 }
 readers = {name: make for name, make in readers.items() if name in packages}
-for make in readers.values():
-  make()  # verifies the checksums (once per process), outside the timing
-for name, make in readers.items():
+
+def timed_passes(make):  # (seconds, batches, start_s, passes): new iterators, one dataset
   t0 = time.perf_counter()
   ds = make()
   it = iter(ds)
@@ -108,7 +111,28 @@ for name, make in readers.items():
     t1, c1 = time.perf_counter(), time.process_time()
     batches += sum(1 for _ in ds)
     passes.append((time.perf_counter() - t1, time.process_time() - c1))
-  out[name] = {"seconds": time.perf_counter() - t0, "batches": batches, "start_s": start,
+  return time.perf_counter() - t0, batches, start, passes
+
+def timed_repeat(make, per_epoch):  # as timed_passes, epochs of one repeat=True iterator
+  t0 = time.perf_counter()
+  it = iter(make(repeat=True))
+  next(it)
+  start = time.perf_counter() - t0
+  for _ in range(per_epoch - 1):
+    next(it)
+  passes = []
+  for _ in range(epochs - 1):
+    t1, c1 = time.perf_counter(), time.process_time()
+    for _ in range(per_epoch):
+      next(it)
+    passes.append((time.perf_counter() - t1, time.process_time() - c1))
+  return time.perf_counter() - t0, epochs * per_epoch, start, passes
+
+for name, make in readers.items():
+  ds = make()  # verifies the checksums (once per process), outside the timing
+  seconds, batches, start, passes = (timed_repeat(make, sum(1 for _ in ds)) if repeat
+                                     else timed_passes(make))
+  out[name] = {"seconds": seconds, "batches": batches, "start_s": start,
                "pass_s": min(passes)[0] if passes else None,
                "pass_cpu_s": min(passes)[1] if passes else None}
 print(json.dumps(out))
@@ -116,10 +140,10 @@ print(json.dumps(out))
 
 
 def run_tree(tree: str, work: str, epochs: int, scale: int, packages: str,
-             w2v_negatives: str) -> dict:
+             w2v_negatives: str, repeat: bool = False) -> dict:
   env = dict(os.environ, PYTHONPATH=tree, TF_CPP_MIN_LOG_LEVEL="3")
   p = subprocess.run([sys.executable, "-c", CHILD, work, TESTDATA, str(epochs), str(scale),
-                      packages, w2v_negatives],
+                      packages, w2v_negatives, "1" if repeat else "0"],
                      cwd=tree, env=env, capture_output=True, text=True, check=False)
   if p.returncode != 0:
     sys.exit(f"error: {tree}: {p.stderr.strip().splitlines()[-1:]}")
@@ -135,6 +159,15 @@ def _best(runs):
   return {k: min((r[k] for r in runs if r[k] is not None), default=None) for k in FIGURES}
 
 
+def _median(runs):
+  """The median of each figure over the rounds (None where not measured)."""
+  out = {}
+  for k in FIGURES:
+    v = sorted(r[k] for r in runs if r[k] is not None)
+    out[k] = None if not v else (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+  return out
+
+
 def _ratio(a, b):
   return None if a is None or b is None else round(a / b, 3)
 
@@ -147,6 +180,9 @@ def main():
   ap.add_argument("--scale", type=int, default=1, help="times the default corpora")
   ap.add_argument("--packages", default=",".join(PACKAGES),
                   help="comma-separated packages to time (default all three)")
+  ap.add_argument("--repeat", action="store_true",
+                  help="time make_dataset(repeat=True): --epochs epochs through one iterator "
+                  "(pass_s: the fastest epoch after the first)")
   ap.add_argument("--w2v_negatives", default="stored", choices=("stored", "fresh"),
                   help="w2v_data's negatives= (fresh: new noise words every epoch)")
   args = ap.parse_args()
@@ -160,7 +196,7 @@ def main():
     for _ in range(args.rounds):
       for t, tree in trees.items():
         for pkg, r in run_tree(tree, os.path.join(tmp, t), args.epochs, args.scale,
-                                    args.packages, args.w2v_negatives).items():
+                                    args.packages, args.w2v_negatives, args.repeat).items():
           runs[t].setdefault(pkg, []).append(r)
   report = {}
   for pkg in runs["this"]:
@@ -169,8 +205,12 @@ def main():
         "this": {k: None if v is None else round(v, 3) for k, v in this.items()},
         "baseline": {k: None if v is None else round(v, 3) for k, v in base.items()},
         "ratio": {k: _ratio(this[k], base[k]) for k in FIGURES},
+        "ratio_of_medians": {k: _ratio(_median(runs["this"][pkg])[k],
+                                       _median(runs["baseline"][pkg])[k]) for k in FIGURES},
+        "pass_s_rounds": [[round(r["pass_s"], 3) for r in runs[t][pkg]] for t in trees],
         "batches": [runs["this"][pkg][-1]["batches"], runs["baseline"][pkg][-1]["batches"]]}
   print(json.dumps({"rounds": args.rounds, "epochs": args.epochs, "scale": args.scale,
+                    "repeat": args.repeat,
                     "w2v_negatives": args.w2v_negatives,
                     "load": os.getloadavg(), **report}, indent=1))
 

@@ -69,11 +69,12 @@ def test_tf_order_equals_numpy_order(training, drop, g, replicas, pipelines, sta
 
 @pytest.mark.parametrize("training,g,replicas,pipelines,start,repeat", [
     (True, 8, 4, 2, 0, False), (True, 8, 4, 4, 5, True), (False, 6, 2, 1, 4, False),
-    (True, 12, 4, 2, 3, False)])
+    (True, 12, 4, 2, 3, False), (False, 8, 2, 2, 3, True), (True, 4, 2, 1, 30, True)])
 def test_first_epoch_read_in_sequence_equals_numpy_order(training, g, replicas, pipelines,
                                                          start, repeat):
   # plan_dataset with read_files (drop_remainder): the first epoch's files read
-  # as one sequence and its windows cut by numpy positions.
+  # as one sequence and its windows cut by numpy positions; a repeating plan's
+  # later epochs read as one sequence each, cut by positions drawn in-graph.
   counts = (37, 5, 60, 1)
   base = np.concatenate(([0], np.cumsum(counts)))
   read = lambda i: tf.data.Dataset.range(tf.gather(base, i), tf.gather(base, i + 1))  # noqa: E731

@@ -106,6 +106,24 @@ def segments(tf, stream: R.Stream, epoch, first, length):
   return tf.concat(rows, 0)
 
 
+def _epoch_draws(tf, stream: R.Stream, epoch):
+  """(file order, rotation, window keys) of an epoch tensor, training: the
+  draws of `_file_order`, `_rotation` and `_window_states` (the same
+  numbers), all made by one vector hash of (kind, epoch, i), its kind folded
+  into the state in numpy (fewer ops to trace than one hash each)."""
+  ops = TfOps(tf)
+  nf, nw = len(stream.counts), stream.num_windows()
+  states = [_folded(ops, (*R.seed_parts(stream.seed), stream.key, kind), ())[0]
+            for kind in (R.FILES, R.ROTATION, R.WINDOW)]
+  state = tf.concat([tf.fill([n], tf.constant(s, tf.int64))
+                     for n, s in zip((nf, 2, nw), states)], 0)
+  i = tf.concat([ops.arange(nf), ops.arange(2), ops.arange(nw)], 0)
+  h = R.hash32(ops, ops.int64(epoch), i, state=state)
+  order = ops.argsort(h[:nf] * (1 << 31) + ops.arange(nf))
+  rotation = tf.math.floormod(ops.xor(h[nf] * (1 << 31), h[nf + 1]), max(1, stream.total))
+  return order, rotation, h[nf + 2:]
+
+
 def _stream_records(tf, stream: R.Stream, read_file: Callable, epoch, first: int):
   """The records of `epoch` in stream order (before the window permutation),
   from stream record `first` on: each file opened once, at its first record."""
@@ -277,14 +295,62 @@ def _first_epoch_batches(tf, plan: R.Plan, read_files: Callable, epoch: int,
   return batches.skip(skip_batches * len(plan.sharing.local_replicas))
 
 
+def _epoch_read(tf, stream: R.Stream, read_files: Callable, order, rotation):
+  """The `stream.used` records of an epoch as one read of its files in
+  sequence: from record `rotation` of the files concatenated in `order`
+  (int64 tensors), round to the first file after the last (what
+  `segments` gives from record 0, in fewer ops)."""
+  counts = tf.gather(tf.constant(stream.counts, tf.int64), order)
+  ends = tf.cumsum(counts)
+  f = tf.searchsorted(ends, tf.reshape(rotation, [1]), side="right")[0]
+  files = tf.concat([order[f:], order[:f + 1]], 0)
+  return read_files(files).skip(rotation - ends[f] + counts[f]).take(stream.used)
+
+
+def _later_epochs(tf, plan: R.Plan, read_files: Callable, epoch: int):
+  """(epoch, per-replica batch) of the epochs from `epoch` on, forever
+  (drop_remainder): each epoch's files read as one sequence (its segments
+  and window keys drawn in-graph, one small function per epoch), and each
+  window cut into this pipeline's batches by one gather of positions drawn
+  in-graph (one function for all epochs)."""
+  stream, sharing = plan.stream, plan.sharing
+  r, b = sharing.replicas, sharing.per_replica
+  lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
+  ops = TfOps(tf)
+
+  def windows(e):
+    if stream.training:
+      order, rotation, keys = _epoch_draws(tf, stream, e)
+    else:
+      order, rotation, keys = ops.arange(len(stream.counts)), ops.int64(0), ops.arange(
+          stream.num_windows())
+    return tf.data.Dataset.zip((tf.data.Dataset.from_tensors(e).repeat(),
+                                tf.data.Dataset.from_tensor_slices(keys),
+                                _epoch_read(tf, stream, read_files, order, rotation).batch(
+                                    stream.window)))
+
+  def cut(e, state, *w):
+    window = _whole(*w)
+    size = _length(tf, window)
+    order = R.permutation(ops, size, state=state) if stream.training else ops.arange(size)
+    at = tf.reshape(tf.reshape(order, [-1, r, b])[:, lo:hi], [-1, b])
+    return tf.fill(tf.shape(at)[:1], e), tf.nest.map_structure(lambda t: tf.gather(t, at),
+                                                               window)
+
+  return tf.data.Dataset.range(epoch, tf.int64.max).flat_map(_plain(windows)).map(
+      _plain(cut)).prefetch(1).unbatch()
+
+
 def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callable] = None):
   """(epoch, serialized records) per-replica batches of one dataset's `Plan`
   (`plan_windows` over the records read by `read_file`).
 
   With `read_files` (file numbers, an int64 vector -> the records of those
-  files in sequence) and drop_remainder, the first epoch is read without a
-  function per file and its windows are cut by numpy positions (up to
-  `_CONSTANT_RECORDS` records: less to trace and to start per iterator).
+  files in sequence) and drop_remainder, every epoch is read without a
+  function per file and its windows are cut by one gather each: the first
+  epoch's positions computed in numpy (up to `_CONSTANT_RECORDS` records:
+  less to trace and to start per iterator), a repeating plan's later
+  epochs' in-graph (`_later_epochs`).
 
   Args:
     plan: the read order.
@@ -292,13 +358,18 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
     read_files: optional, as above.
   """
   tf = require_tf()
-  first = None
-  if read_files is not None:
-    e0, k0 = plan.start()
-    _, j0, s0 = _start_of(plan.stream, k0 * plan.sharing.global_batch)
-    first = _first_epoch_batches(tf, plan, read_files, e0, j0,
-                                 s0 // plan.sharing.global_batch)
-  return plan_windows(plan, lambda e, j: _windows(tf, plan.stream, read_file, e, j), first)
+  windows_of = lambda e, j: _windows(tf, plan.stream, read_file, e, j)  # noqa: E731
+  if read_files is None or not plan.drop_remainder:
+    return plan_windows(plan, windows_of)
+  e0, k0 = plan.start()
+  _, j0, s0 = _start_of(plan.stream, k0 * plan.sharing.global_batch)
+  skip = s0 // plan.sharing.global_batch
+  first = _first_epoch_batches(tf, plan, read_files, e0, j0, skip)
+  if first is None:
+    first = _epoch_batches(tf, plan, windows_of, e0, j0, skip)
+  if not plan.repeat:
+    return first
+  return first.concatenate(_later_epochs(tf, plan, read_files, e0 + 1))
 
 
 def plan_windows(plan: R.Plan, windows_of: Callable, first=None):
