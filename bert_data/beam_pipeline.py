@@ -22,14 +22,15 @@ The same bytes as the local default mode, for any runner parallelism:
      under the output location, and only (bucket, reference) pairs go
      through the runner's shuffle (`_InstanceRef`), so no bundle carries
      records; per-bucket counts (a combiner, side input) give each bucket
-     its global offset. Each bucket is read back from its task objects,
-     sorted by (key, record) and framed; shard
-     i is the i-th range of buckets (or, with several --output_file paths,
+     its global offset. Each bucket is read back from its task objects
+     (`READ_THREADS` ranged reads at a time), sorted by (key, record) and
+     framed; shard i is the i-th range of buckets (or, with several --output_file paths,
      records go round-robin by global position), and each file is written
      from its buckets in key order. The metadata is written last.
 """
 
 import collections
+from concurrent import futures
 import dataclasses
 import io
 import os
@@ -49,6 +50,7 @@ from textrecords.errors import UserError
 
 
 CHUNK_BYTES = 1 << 20  # input bytes a tokenizing step reads (bytes do not depend on it)
+READ_THREADS = 16  # segments of a bucket read at once (`_read_segments`)
 
 
 class _Tokenize(beam.DoFn):
@@ -149,13 +151,45 @@ def _bucket_blob(items) -> bytes:
   return b"".join([keys.tobytes(), lengths.tobytes(), *(r for _, r in items)])
 
 
-def _read_bucket(refs) -> list:
-  """A bucket's (order key, record) pairs, read from its tasks' objects, sorted."""
-  items = []
-  for ref in sorted(refs):
-    with storage.open_read(ref.path) as f:
+def _read_segment(ref: _InstanceRef) -> bytes:
+  """One task's segment of a bucket: `ref.size` bytes at `ref.offset` of its object.
+
+  Raises:
+    UserError: the object cannot be read, or holds fewer bytes (named in the message).
+  """
+  with storage.open_read(ref.path) as f:
+    try:
       f.seek(ref.offset)
       blob = f.read(ref.size)
+    except OSError as e:
+      raise UserError(f"cannot read {ref.path}: {getattr(e, 'strerror', None) or e}") from e
+  if len(blob) != ref.size:
+    raise UserError(f"cannot read {ref.path}: {len(blob)} bytes at offset {ref.offset}, "
+                    f"expected {ref.size} (changed or removed while the run went on?)")
+  return blob
+
+
+def _read_segments(refs: list):
+  """Yields the segments of `refs` in their order, read up to `READ_THREADS`
+  at a time (an object store takes tens of ms a read); a segment is dropped
+  once yielded, so at most the bucket's bytes are held. The first error
+  cancels the reads not yet started and is raised."""
+  if len(refs) < 2:
+    yield from (_read_segment(r) for r in refs)
+    return
+  with futures.ThreadPoolExecutor(min(READ_THREADS, len(refs))) as pool:
+    try:
+      yield from pool.map(_read_segment, refs)
+    except BaseException:
+      pool.shutdown(wait=False, cancel_futures=True)
+      raise
+
+
+def _read_bucket(refs) -> list:
+  """A bucket's (order key, record) pairs, read from its tasks' objects, sorted."""
+  refs = sorted(refs)
+  items = []
+  for ref, blob in zip(refs, _read_segments(refs)):
     n = ref.count
     keys = np.frombuffer(blob, "<u8", n).tolist()
     ends = (np.cumsum(np.frombuffer(blob, "<u4", n, 8 * n), dtype=np.int64) + 12 * n).tolist()

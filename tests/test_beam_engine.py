@@ -364,3 +364,61 @@ def test_bert_beam_index_from_byte_ranges_like_local(tmp_path, monkeypatch):
     case.mkdir()
     local, beam = _both(case, run, IN_MEMORY)
     assert _without_indexes(local, False) == 3 and local == beam
+
+
+def _bucket_objects(tmp_path, tasks, per_task):
+  """`tasks` task objects of `per_task` one-record segments each (one per
+  bucket b); returns the refs of bucket 0... as {bucket: [refs]} and every
+  bucket's (key, record) pairs, sorted."""
+  from bert_data import beam_pipeline as bert_beam  # pylint: disable=import-outside-toplevel
+  refs, want = {}, {}
+  for t in range(tasks):
+    blobs, offset = [], 0
+    path = str(tmp_path / f"task{t}")
+    for b in range(per_task):
+      item = ((t * 7919 + b * 104729) % 1000, b"rec %d %d" % (t, b))
+      blobs.append(bert_beam._bucket_blob([item]))  # pylint: disable=protected-access
+      refs.setdefault(b, []).append(
+          bert_beam._InstanceRef((0, t, t + 1), path, offset, len(blobs[-1]), 1))  # pylint: disable=protected-access
+      want.setdefault(b, []).append(item)
+      offset += len(blobs[-1])
+    with open(path, "wb") as f:
+      f.write(b"".join(blobs))
+  return refs, {b: sorted(v) for b, v in want.items()}
+
+
+def test_bert_beam_bucket_segments_read_concurrently(tmp_path, monkeypatch):
+  """A bucket's segments are read several at a time (at most READ_THREADS),
+  and give the same sorted pairs; a missing or short object is a one-line
+  error naming it."""
+  import threading  # pylint: disable=import-outside-toplevel
+  from bert_data import beam_pipeline as bert_beam  # pylint: disable=import-outside-toplevel
+  refs, want = _bucket_objects(tmp_path, 40, 2)
+  read = bert_beam._read_segment  # pylint: disable=protected-access
+  lock, state, second = threading.Lock(), {"now": 0, "most": 0}, threading.Event()
+
+  def counted(ref):
+    with lock:
+      state["now"] += 1
+      state["most"] = max(state["most"], state["now"])
+      if state["now"] > 1:
+        second.set()
+    if not second.wait(5):  # the first read waits for a second one to start
+      second.set()  # (read one at a time: fail below, without waiting on each)
+    try:
+      return read(ref)
+    finally:
+      with lock:
+        state["now"] -= 1
+
+  monkeypatch.setattr(bert_beam, "_read_segment", counted)
+  for b, bucket_refs in refs.items():
+    assert bert_beam._read_bucket(bucket_refs[::-1]) == want[b]  # pylint: disable=protected-access
+  assert 1 < state["most"] <= bert_beam.READ_THREADS
+  monkeypatch.setattr(bert_beam, "_read_segment", read)
+  missing = refs[0][:5] + [refs[0][5]._replace(path=str(tmp_path / "gone"))] + refs[0][6:]
+  with pytest.raises(UserError, match="cannot read .*gone"):
+    bert_beam._read_bucket(missing)  # pylint: disable=protected-access
+  short = refs[1][:-1] + [refs[1][-1]._replace(size=refs[1][-1].size + 3)]
+  with pytest.raises(UserError, match="cannot read .*task39: .* expected"):
+    bert_beam._read_bucket(short)  # pylint: disable=protected-access
