@@ -14,7 +14,8 @@ The same bytes as the local default mode, for any runner parallelism:
      per-line index of the whole corpus. With --packing, the index step
      also makes the plan one chunk's window at a time
      (`chunked_index.plan_packing`) into page objects; tasks read theirs.
-  3. Tasks (dupe round, document range) run `units.default_task_records`,
+  3. Tasks (dupe round, document range; sized from the bucket count by
+     `_task_size`, so a bucket takes few reads) run `units.default_task_records`,
      the local engine's unit of work: every draw is keyed by (seed, dupe,
      document), every instance gets its keyed-hash order key.
   4. Instances go to hash buckets (contiguous key ranges, the local spill's
@@ -33,6 +34,7 @@ import collections
 from concurrent import futures
 import dataclasses
 import io
+import math
 import os
 
 import apache_beam as beam
@@ -51,6 +53,8 @@ from textrecords.errors import UserError
 
 CHUNK_BYTES = 1 << 20  # input bytes a tokenizing step reads (bytes do not depend on it)
 READ_THREADS = 16  # segments of a bucket read at once (`_read_segments`)
+SEGMENT_BYTES = 64 << 10  # records an average task writes to one bucket, at least...
+TASK_BYTES = 64 << 20  # ... unless a task would then make more records than this
 
 
 class _Tokenize(beam.DoFn):
@@ -105,6 +109,25 @@ def _index(batches, config, dataset):
 
 
 _InstanceRef = collections.namedtuple("_InstanceRef", "task path offset size count")
+
+
+def _task_size(config, corpus, num_buckets: int, packed) -> int:
+  """Documents (or packed instances) per instance task.
+
+  A task writes one segment per bucket it has records for, and a bucket is
+  read back one segment (ranged read) per task. So tasks are made big enough
+  that an average segment holds about `SEGMENT_BYTES` of records: then the
+  tasks number at most `units._BUCKET_BYTES` / `SEGMENT_BYTES` +
+  --dupe_factor (512 + dupe), and so do a bucket's reads. A task makes at
+  most about `TASK_BYTES` of records (64 MB; past ~1000 buckets the reads per
+  bucket grow again, as about buckets / 2), and never fewer units than the
+  local engine's tasks. No record depends on a task's extent.
+  """
+  default = units.DOCS_PER_TASK if packed is None else units.PACKED_PER_TASK
+  num_units = corpus.num_docs if packed is None else packed.num_instances
+  per_unit = units.estimate_record_bytes(config, corpus) / max(1, config.dupe_factor * num_units)
+  want = min(num_buckets * SEGMENT_BYTES, TASK_BYTES) / max(per_unit, 1.0)
+  return max(default, math.ceil(want))
 
 
 class _Instances(beam.DoFn):
@@ -257,8 +280,9 @@ def create(config, tok, vocab_sha, groups, writers, engine) -> list:
     index = (batches | "all pieces" >> beam.combiners.ToList()
              | "index" >> beam.Map(_index, config, writers[0]))
     instances = (index
-                 | "tasks" >> beam.FlatMap(lambda ix: units.run_tasks(units.TaskContext(
-                     config, ix[0], None, None, ix[1], ix[3])))
+                 | "tasks" >> beam.FlatMap(lambda ix: units.run_tasks(
+                     units.TaskContext(config, ix[0], None, None, ix[1], ix[3]),
+                     _task_size(config, ix[0], ix[2], ix[3])))
                  | "spread tasks" >> beam.Reshuffle()
                  | "instances" >> beam.ParDo(_Instances(on_worker, writers[0]), single(index)))
     counts = (instances | "per task" >> beam.Map(lambda kv: (kv[0], kv[1].count))

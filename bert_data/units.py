@@ -155,11 +155,11 @@ def task_records_fn(ctx: TaskContext):
   return packed_task_records if ctx.packed is not None else default_task_records
 
 
-def run_tasks(ctx: TaskContext):
-  """The (dupe, first, end) tasks of a run."""
+def run_tasks(ctx: TaskContext, per_task: Optional[int] = None):
+  """The (dupe, first, end) tasks of a run (`per_task` units each, or the default)."""
   if ctx.packed is not None:
-    return tasks(ctx.config, ctx.packed.num_instances, PACKED_PER_TASK)
-  return tasks(ctx.config, ctx.corpus.num_docs)
+    return tasks(ctx.config, ctx.packed.num_instances, per_task or PACKED_PER_TASK)
+  return tasks(ctx.config, ctx.corpus.num_docs, per_task or DOCS_PER_TASK)
 
 
 def tasks(config: BertConfig, num_units: int, per_task: int = DOCS_PER_TASK):
@@ -297,11 +297,16 @@ def packed_task_records(ctx: TaskContext, dupe: int, k0: int, k1: int):
 
 # ---------------------------------------------------------------- order buckets
 
+def estimate_record_bytes(config: BertConfig, corpus: Corpus) -> float:
+  """About the bytes of records a run makes (all --dupe_factor rounds)."""
+  est_records = corpus.num_tokens * config.dupe_factor / max(1, config.max_num_tokens * 0.8)
+  return est_records * (config.max_seq_length * 3 + config.max_predictions_per_seq * 8 + 200)
+
+
 def estimate_buckets(config: BertConfig, corpus: Corpus, num_shards: int) -> int:
   """How many hash buckets the instances are ordered in (a multiple of
   `num_shards`, each bucket about `_BUCKET_BYTES` of records)."""
-  est_records = corpus.num_tokens * config.dupe_factor / max(1, config.max_num_tokens * 0.8)
-  est_bytes = est_records * (config.max_seq_length * 3 + config.max_predictions_per_seq * 8 + 200)
+  est_bytes = estimate_record_bytes(config, corpus)
   per_shard = max(1, math.ceil(est_bytes / _BUCKET_BYTES / num_shards))
   return num_shards * per_shard
 

@@ -422,3 +422,41 @@ def test_bert_beam_bucket_segments_read_concurrently(tmp_path, monkeypatch):
   short = refs[1][:-1] + [refs[1][-1]._replace(size=refs[1][-1].size + 3)]
   with pytest.raises(UserError, match="cannot read .*task39: .* expected"):
     bert_beam._read_bucket(short)  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("extra", [{}, dict(packing="full_sentences", next_sentence=False)])
+def test_bert_beam_tasks_grow_with_the_bucket_count(tmp_path, monkeypatch, extra):
+  """Many buckets (forced: 32 KB each, ~50 records) and 1-document tasks by
+  default: Beam's tasks grow so an average segment holds about SEGMENT_BYTES
+  (here 4 KB), so a bucket takes at most _BUCKET_BYTES / SEGMENT_BYTES +
+  dupe_factor ranged reads (one per task), not about one per record; the
+  bytes stay the local run's."""
+  from bert_data import beam_pipeline as bert_beam  # pylint: disable=import-outside-toplevel
+  from bert_data import units  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(units, "_BUCKET_BYTES", 32 << 10)
+  monkeypatch.setattr(units, "DOCS_PER_TASK", 1)
+  monkeypatch.setattr(units, "PACKED_PER_TASK", 1)
+  monkeypatch.setattr(bert_beam, "SEGMENT_BYTES", 4 << 10)
+  read_bucket, reads = bert_beam._read_bucket, []  # pylint: disable=protected-access
+
+  def counted(refs):
+    reads.append([r.task for r in refs])
+    return read_bucket(refs)
+
+  monkeypatch.setattr(bert_beam, "_read_bucket", counted)
+  corpus = write_varied_corpus(tmp_path / "corpus.txt", 40)
+
+  def run(out, engine):
+    os.makedirs(out)
+    cfg = BertConfig(input_files=(corpus,), output_files=(f"{out}/t.tfrecord",),
+                     vocab_file=VOCAB, dupe_factor=2, num_shards=2, **extra)
+    bert_pipeline.create(cfg, engine)
+
+  local, beam = _both(tmp_path, run, IN_MEMORY)
+  assert _without_indexes(local, False) == 3 and local == beam
+  records = json.load(open(tmp_path / "out" / "t.tfrecord.meta.json",
+                           encoding="utf-8"))["counts"]["instances"]
+  tasks = {t for bucket in reads for t in bucket}
+  assert len(reads) >= 10  # many buckets
+  assert max(len(b) for b in reads) <= len(tasks) <= (32 << 10) // (4 << 10) + 2
+  assert sum(len(b) for b in reads) * 4 < records  # one-document tasks: a read a record
