@@ -73,7 +73,7 @@ def test_tf_order_equals_numpy_order(training, drop, g, replicas, pipelines, sta
 def test_first_epoch_read_in_sequence_equals_numpy_order(training, g, replicas, pipelines,
                                                          start, repeat):
   # plan_dataset with read_files (drop_remainder): the first epoch's files read
-  # as one sequence and its windows cut by numpy positions; a repeating plan's
+  # in parallel into windows cut by numpy positions; a repeating plan's
   # later epochs read as one sequence each, cut by positions drawn in-graph.
   counts = (37, 5, 60, 1)
   base = np.concatenate(([0], np.cumsum(counts)))
@@ -84,7 +84,7 @@ def test_first_epoch_read_in_sequence_equals_numpy_order(training, g, replicas, 
   for p in range(pipelines):
     plan = R.Plan(stream, R.Sharing(g, replicas, pipelines, p), True, start, repeat)
     e0, k0 = plan.start()
-    assert tf_order._first_epoch_batches(tf, plan, read_files, e0, k0 * g // stream.window,
+    assert tf_order._first_epoch_batches(tf, plan, read, e0, k0 * g // stream.window,
                                          0) is not None
     want = list(itertools.islice(plan.batches(), 40))
     got = list(itertools.islice(tf_order.plan_dataset(plan, read, read_files), 40))

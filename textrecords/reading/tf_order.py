@@ -26,6 +26,9 @@ from textrecords.tf_import import require_tf
 
 _CONSTANT_STATES = 1 << 15  # window keys kept as graph constants (at most 256 kB)
 _CONSTANT_RECORDS = 1 << 18  # first-epoch window positions as constants (at most 1 MiB)
+_PARALLEL_READS = 4  # files the first epoch reads at once
+_READ_CHUNK = 256  # records a file's reader hands over at a time
+_READ_AHEAD = 4  # chunks each of those readers reads ahead
 
 
 class TfOps:
@@ -255,30 +258,37 @@ def _constant_rows(plan: R.Plan, epoch: int, first_window: int):
   return np.concatenate(rows).astype(np.int32) if rows else np.zeros((0, b), np.int32)
 
 
-def _contiguous_read(tf, stream: R.Stream, read_files: Callable, epoch: int, first: int):
-  """Stream records `first` on of `epoch` as one read of its files in
-  sequence (None when the segments are not one run: only the first starts
-  inside its file, only the last stops early)."""
+def _parallel_windows(tf, stream: R.Stream, read_file: Callable, epoch: int, first: int):
+  """Stream records `first` on of `epoch` in windows of `stream.window`
+  records, the last maybe fewer (None when there are none): its segments'
+  files read in parallel, `_PARALLEL_READS` at a time, each up to
+  `_READ_AHEAD` chunks of `_READ_CHUNK` records ahead, handed over in
+  sequence (a whole segment before the next) and re-cut into windows."""
   segs = stream.segments(epoch, first, stream.used - first).reshape(-1, 3)
-  if not len(segs) or segs[1:, 1].any():
+  if not len(segs):
     return None
-  counts = np.asarray(stream.counts, np.int64)[segs[:-1, 0]]
-  if (segs[:-1, 1] + segs[:-1, 2] != counts).any():
-    return None
-  return read_files(tf.constant(segs[:, 0], tf.int64)).skip(int(segs[0, 1])).take(
-      int(segs[:, 2].sum()))
+  chunks = -(-int(segs[:, 2].max()) // _READ_CHUNK)  # a segment's chunks in one block
+  reads = min(_PARALLEL_READS, len(segs))
+
+  def chunked(row):
+    return read_file(row[0]).skip(row[1]).take(row[2]).batch(_READ_CHUNK).prefetch(_READ_AHEAD)
+
+  return tf.data.Dataset.from_tensor_slices(tf.constant(segs, tf.int64)).interleave(
+      _plain(chunked), cycle_length=reads, block_length=chunks, num_parallel_calls=reads,
+      deterministic=True).rebatch(stream.window)
 
 
-def _first_epoch_batches(tf, plan: R.Plan, read_files: Callable, epoch: int,
+def _first_epoch_batches(tf, plan: R.Plan, read_file: Callable, epoch: int,
                          first_window: int, skip_batches: int):
   """`_epoch_batches` of a Python `epoch` with every draw made now: the
-  files read as one sequence, each window cut into this pipeline's batches
-  by one gather of numpy positions (None where that does not apply)."""
+  files read in parallel into windows (`_parallel_windows`), each window cut
+  into this pipeline's batches by one gather of numpy positions (None where
+  that does not apply)."""
   rows = _constant_rows(plan, epoch, first_window)
   stream = plan.stream
-  recs = None if rows is None else _contiguous_read(tf, stream, read_files, epoch,
-                                                     first_window * stream.window)
-  if recs is None:
+  windows = None if rows is None else _parallel_windows(tf, stream, read_file, epoch,
+                                                        first_window * stream.window)
+  if windows is None:
     return None
   per_window = stream.window // plan.sharing.global_batch * len(plan.sharing.local_replicas)
   positions = tf.data.Dataset.from_tensor_slices(tf.constant(rows)).batch(per_window)
@@ -288,7 +298,7 @@ def _first_epoch_batches(tf, plan: R.Plan, read_files: Callable, epoch: int,
     return tf.fill(tf.shape(at)[:1], e), tf.nest.map_structure(
         lambda t: tf.gather(t, at), _whole(*w))
 
-  batches = tf.data.Dataset.zip((positions, recs.batch(stream.window))).map(
+  batches = tf.data.Dataset.zip((positions, windows)).map(
       _plain(cut)).prefetch(1).unbatch()
   if not skip_batches:
     return batches
@@ -346,11 +356,11 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
   (`plan_windows` over the records read by `read_file`).
 
   With `read_files` (file numbers, an int64 vector -> the records of those
-  files in sequence) and drop_remainder, every epoch is read without a
-  function per file and its windows are cut by one gather each: the first
-  epoch's positions computed in numpy (up to `_CONSTANT_RECORDS` records:
-  less to trace and to start per iterator), a repeating plan's later
-  epochs' in-graph (`_later_epochs`).
+  files in sequence) and drop_remainder, windows are cut by one gather
+  each: the first epoch's files read in parallel (`_parallel_windows`), its
+  positions computed in numpy (up to `_CONSTANT_RECORDS` records: less to
+  trace and to start per iterator); a repeating plan's later epochs each
+  read as one sequence, their positions drawn in-graph (`_later_epochs`).
 
   Args:
     plan: the read order.
@@ -364,7 +374,7 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
   e0, k0 = plan.start()
   _, j0, s0 = _start_of(plan.stream, k0 * plan.sharing.global_batch)
   skip = s0 // plan.sharing.global_batch
-  first = _first_epoch_batches(tf, plan, read_files, e0, j0, skip)
+  first = _first_epoch_batches(tf, plan, read_file, e0, j0, skip)
   if first is None:
     first = _epoch_batches(tf, plan, windows_of, e0, j0, skip)
   if not plan.repeat:
