@@ -108,6 +108,32 @@ def test_fresh_negatives(outputs):
   assert rel.max() < 5, (fresh[top], kept[top])
 
 
+def test_fresh_draws_are_keyed_by_seed_epoch_center_and_slot():
+  # fresh_noise's first-round draws: hash32(seed, 16, epoch, center, slot,
+  # round 0, 0 | 1) picks an alias-table column and decides it or its alias
+  # (computed here in numpy from the whole key; contexts outside the
+  # vocabulary, so no draw is redrawn).
+  from textrecords.reading import read_order as R  # pylint: disable=import-outside-toplevel
+  from w2v_data import fresh_noise  # pylint: disable=import-outside-toplevel
+  from w2v_data import sampling  # pylint: disable=import-outside-toplevel
+  counts = np.array([0, 5, 40, 7, 300, 1, 60, 2])
+  weights = counts ** 0.75
+  table = sampling.AliasTable(weights / weights.sum())
+  n, ids, seed, epoch, k = np.array([2, 0, 3]), np.array([7, 1 << 33, 12]), 3 << 40, 5, 2
+  row = np.where(np.arange(9)[None, :] < n[:, None], 99, 0).astype(np.int32)
+  got = fresh_noise.fresh_row(tf, tf.constant(row), tf.constant(n, tf.int64), k,
+                              fresh_noise.noise_table(tf, counts, 0.75), seed, epoch,
+                              tf.constant(ids, tf.int64)).numpy()
+  ops = R.NumpyOps
+  for b in range(3):
+    for slot in range(k * n[b]):
+      key = [ops.int64(v) for v in (*R.seed_parts(seed), 16, epoch, ids[b], slot, 0)]
+      col = int(R.hash32(ops, *key, ops.int64(0))[0]) * len(counts) >> 32
+      frac = int(R.hash32(ops, *key, ops.int64(1))[0]) / float(1 << 32)
+      assert got[b, n[b] + slot] == (col if frac < table.prob[col] else table.alias[col])
+    assert (got[b, :n[b]] == 99).all() and (got[b, (1 + k) * n[b]:] == 0).all()
+
+
 def _batches(ds):
   return [(x["center"].numpy(), x["contexts_negatives"].numpy(), y.numpy(), w.numpy())
           for x, y, w in ds]

@@ -20,6 +20,7 @@ from textrecords.reading import read_order as R  # pylint: disable=wrong-import-
 from textrecords.reading import tf_order  # pylint: disable=wrong-import-position
 from w2v_data import pipeline  # pylint: disable=wrong-import-position
 from w2v_data import reader  # pylint: disable=wrong-import-position
+from w2v_data import tf_centers  # pylint: disable=wrong-import-position
 from w2v_data.config import W2vConfig  # pylint: disable=wrong-import-position
 
 K = 3
@@ -84,6 +85,37 @@ def test_plan_ids_equal_the_numpy_order(training, drop, g, pipelines, start, rep
     want = list(itertools.islice(plan.batches(), 40))
     got = list(itertools.islice(tf_order.plan_ids(plan), 40))
     assert [(e, b.tolist()) for e, b in want] == [(int(e), b.numpy().tolist()) for e, b in got]
+
+
+@pytest.mark.parametrize("pipelines,start", [(1, 0), (2, 3), (4, 7)])
+def test_first_epoch_id_rows_equal_the_numpy_order(pipelines, start):
+  # tf_order.first_epoch_id_rows (drop_remainder: one element, the rows
+  # before the start step first) = the first epoch of read_order's batches.
+  counts, g = (37, 5, 60, 1), 8
+  stream = R.Stream(counts, True, 7, R.used_records(sum(counts), g, True),
+                    R.window_records(20, g))
+  for p in range(pipelines):
+    plan = R.Plan(stream, R.Sharing(g, pipelines, pipelines, p), True, start, False)
+    epoch, rows, per_window, skip = tf_order.first_epoch_id_rows(plan)
+    (got,) = [t.numpy() for t in rows]
+    assert epoch == 0 and per_window == stream.window // g
+    assert got[skip:].tolist() == [b.tolist() for _, b in plan.batches()]
+  plan = R.Plan(stream, R.Sharing(g, 1, 1, 0), False, 0, False)
+  assert tf_order.first_epoch_id_rows(plan) is None  # batches may be partial
+
+
+def test_held_rows_first_epoch_kept_or_not(w2v, monkeypatch):
+  # The first epoch's center numbers kept by the first iterator give the
+  # batches of the window-at-a-time path (tf_order.id_windows), in every
+  # later iterator too.
+  for kw in (dict(seed=3), dict(seed=3, start_step=4, negatives="fresh"),
+             dict(seed=3, start_step=2, repeat=True)):
+    ds = w2v_data.make_dataset(w2v["two"], 8, **kw)
+    kept = [_arrays(ds.take(40)) for _ in range(2)]
+    monkeypatch.setattr(tf_centers.HeldRows, "first_epoch", lambda *a, **k: None)
+    want = _arrays(w2v_data.make_dataset(w2v["two"], 8, **kw).take(40))
+    monkeypatch.undo()
+    assert len(want) > 5 and _same(kept[0], want) and _same(kept[1], want), kw
 
 
 @pytest.mark.parametrize("which,in_memory", [("one", None), ("two", False), ("center", None)])

@@ -26,13 +26,26 @@ def noise_table(tf, counts, power: float):
   return tf.constant(table.prob, tf.float64), tf.constant(table.alias, tf.int64)
 
 
-def _draw(tf, table, key, slot, round_index):
-  """Alias-table draws, one per (key, slot) pair (broadcast int64 tensors)."""
+def _center_states(tf, seed: int, epoch, ids):
+  """The draws' hash state of each center: (seed, _NOISE) hashed now, in
+  numpy, then (epoch, center number) in-graph (`hash32` goes part by part,
+  so a draw continues from it with the same value as hashing all parts)."""
+  np_ops = R.NumpyOps
+  state = int(R.hash32(np_ops, *(np_ops.int64(v) for v in (*R.seed_parts(seed), _NOISE)))[0])
+  ops = tf_order.TfOps(tf)
+  epoch = tf.broadcast_to(ops.int64(epoch), tf.shape(ids, out_type=tf.int64))
+  return R.hash32(ops, epoch, ops.int64(ids), state=state)
+
+
+def _draw(tf, table, state, slot, round_index):
+  """Alias-table draws, one per (center state, slot) pair (broadcast int64
+  tensors): hashes of (slot, round, 0) and (slot, round, 1) after `state`."""
   prob, alias = table
   ops = tf_order.TfOps(tf)
   vocab = tf.shape(prob, out_type=tf.int64)[0]
-  h_col = R.hash32(ops, *key, slot, round_index, ops.int64(0))
-  h_frac = R.hash32(ops, *key, slot, round_index, ops.int64(1))
+  drawn = R.hash32(ops, slot, round_index, state=state)
+  h_col = R.hash32(ops, ops.int64(0), state=drawn)
+  h_frac = R.hash32(ops, ops.int64(1), state=drawn)
   col = (h_col * vocab) // (1 << 32)
   frac = tf.cast(h_frac, tf.float64) / float(1 << 32)
   return tf.where(frac < tf.gather(prob, col), col, tf.gather(alias, col))
@@ -50,9 +63,7 @@ def fresh_row(tf, row, n, k: int, table, seed: int, epoch, ids):
     epoch: int64 scalar (or (B,)) folded into the draws.
     ids: center numbers (B,) (a mixture: any int64 key of the center).
   """
-  ops = tf_order.TfOps(tf)
-  base = tuple(ops.int64(v) for v in (*R.seed_parts(seed), _NOISE))
-  key = base + (tf.broadcast_to(ops.int64(epoch), tf.shape(ids, out_type=tf.int64)), ids)
+  state = _center_states(tf, seed, epoch, ids)
   max_n = tf.reduce_max(tf.concat([n, [0]], 0))
   width = k * max_n
   ctx_col = tf.range(max_n, dtype=tf.int64)[tf.newaxis, :]
@@ -65,13 +76,11 @@ def fresh_row(tf, row, n, k: int, table, seed: int, epoch, ids):
     return tf.where(hit & slot_ok)
 
   def body(i, noise, where):
-    at = tuple(tf.gather(part, where[:, 0]) for part in key[len(base):])
-    new = _draw(tf, table, base + at, where[:, 1], i + 1)
+    new = _draw(tf, table, tf.gather(state, where[:, 0]), where[:, 1], i + 1)
     noise = tf.tensor_scatter_nd_update(noise, where, new)
     return i + 1, noise, collisions(noise)
 
-  wide = tuple(part[:, tf.newaxis] for part in key[len(base):])
-  noise = _draw(tf, table, base + wide, tf.range(width, dtype=tf.int64)[tf.newaxis, :],
+  noise = _draw(tf, table, state[:, tf.newaxis], tf.range(width, dtype=tf.int64)[tf.newaxis, :],
                 tf.constant(0, tf.int64))
   _, noise, _ = tf.while_loop(lambda i, noise, where: tf.shape(where)[0] > 0, body,
                               (tf.constant(0, tf.int64), noise, collisions(noise)),

@@ -69,6 +69,44 @@ class HeldRows:
     return tf.data.Dataset.zip((ids, self.rows.repeat())).map(
         gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
+  def first_epoch(self, plan, redraw=None):
+    """The (epoch, (center numbers, parts)) per-replica batches of `plan`'s
+    first epoch, a window's batches gathered at once from center numbers
+    computed by the first iterator and kept (`tf_order.first_epoch_id_rows`:
+    later iterators instantiate no hash or permutation); None without
+    drop_remainder."""
+    got = tf_order.first_epoch_id_rows(plan)
+    if got is None:
+      return None
+    tf = self._tf
+    epoch, rows, per_window, skip = got
+    e = tf.constant(epoch, tf.int64)
+    b = plan.sharing.per_replica
+
+    def shaped(t):  # (n * b, ...) -> (n, b, ...), keeping the static row shape
+      out = tf.reshape(t, tf.concat([[-1, b], tf.shape(t)[1:]], 0))
+      out.set_shape(tf.TensorShape([None, b]).concatenate(t.shape[1:]))
+      return out
+
+    def gather(ids, held):
+      flat = tf.reshape(ids, [-1])
+      parts = tf.nest.map_structure(lambda t: tf.gather(t, flat), held)
+      if redraw is not None:
+        parts = redraw(e, flat, parts)
+      return tf.fill(tf.shape(ids)[:1], e), (ids, tf.nest.map_structure(shaped, parts))
+
+    windows = _kept(rows).unbatch().batch(max(1, per_window))
+    ds = tf.data.Dataset.zip((windows, self.rows.repeat())).map(
+        gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+    return ds.skip(skip) if skip else ds
+
+
+def _kept(one):
+  """A one-element dataset computed by its first iterator only: cached, and
+  read to its end at once (a cache read partly is dropped, with an error
+  line), its element then taken from the kept copy."""
+  return one.cache().repeat().skip(1).take(1)
+
 
 def streamed_reader(tf, files: List[str], compression: str, parse: Callable,
                     counts: Sequence[int]) -> Callable:
@@ -90,7 +128,8 @@ def planned_units(tf, plan, held, read_file, redraw=None):
   centers: gathered from `held` (a HeldRows; `redraw(epoch, numbers,
   parts)` -> parts applied a window at a time), else read by `read_file`."""
   if held is not None:
-    ds = tf_order.plan_windows(plan, lambda e, j: held.windows(plan.stream, e, j, redraw))
+    ds = tf_order.plan_windows(plan, lambda e, j: held.windows(plan.stream, e, j, redraw),
+                               held.first_epoch(plan, redraw))
   else:
     ds = tf_order.plan_dataset(plan, read_file)
   return tf_input.with_cardinality(ds, plan.num_batches())

@@ -452,6 +452,28 @@ def id_windows(tf, stream: R.Stream, epoch, first_window):
       _plain(ids))
 
 
+def first_epoch_id_rows(plan: R.Plan):
+  """(epoch, rows, rows per window, rows to skip) of a drop_remainder plan's
+  first epoch: `rows` a dataset of one element, the epoch's per-replica
+  batches of this pipeline from its start window on as rows of record
+  numbers (int64 [batches, per_replica]; `plan_ids`' batches, computed
+  in-graph by `id_windows`), of which the first `rows to skip` come before
+  the start step. For readers that hold their records and keep this element
+  (computed once, not per iterator). None without drop_remainder."""
+  if not plan.drop_remainder:
+    return None
+  tf = require_tf()
+  stream, sharing = plan.stream, plan.sharing
+  g, r, b = sharing.global_batch, sharing.replicas, sharing.per_replica
+  lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
+  e0, k0 = plan.start()
+  _, j0, s0 = _start_of(stream, k0 * g)
+  rows = (stream.used - j0 * stream.window) // g * (hi - lo)
+  mine = lambda ids: tf.reshape(tf.reshape(ids, [-1, r, b])[:, lo:hi], [-1, b])  # noqa: E731
+  ids = id_windows(tf, stream, e0, j0).map(_plain(mine)).unbatch().batch(max(1, rows))
+  return e0, ids, stream.window // g * (hi - lo), s0 // g * (hi - lo)
+
+
 def plan_ids(plan: R.Plan):
   """(epoch, record numbers) per-replica batches of a `Plan`: the batches of
   `plan_dataset` as numbers, a window at a time (no element per record),
