@@ -11,8 +11,11 @@ per-center tensors (skip-gram: center, dense row, n; CBOW / PV: the x dict).
 Units come two ways, giving the same batches:
   held       every record parsed once into per-center tensors, kept by
              tf.data's in-memory cache; the order's center numbers gather
-             a window of them at a time (`tf_order.plan_windows`). The graph
-             holds the file names and parsing ops, not the rows.
+             a window of them at a time (`tf_order.plan_windows`); the
+             first epoch's numbers (drop_remainder) are computed by the
+             first iterator and kept in memory too, so a new iterator (a
+             Keras epoch) starts without instantiating the order's hashes.
+             The graph holds the file names and parsing ops, not the rows.
   streamed   file i read and parsed into units (`tf_order.plan_dataset`
              then skips and takes units): a stream entering a file (a
              rotation, a resume) parses that file's records before its
