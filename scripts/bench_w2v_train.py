@@ -10,7 +10,8 @@ trains in its own child process, timed by the CPU seconds of its training
 imports are reported apart):
   ours, with the training scripts' default settings (`w2v_data.training`:
       epochs, rate, window, subsampling threshold: PV's is 3e-5 and
-      CBOW's 5e-4, not --subsample_t; --ours_epochs overrides the epochs): on
+      CBOW's 5e-4, not --subsample_t; saved word vectors: CBOW's are the
+      input plus output vectors; --ours_epochs overrides the epochs): on
       the 1-worker records with --threads=1 and on the 4-worker records with
       --threads=2 (the two vectors must be byte-identical);
   gensim (when --gensim_python names an interpreter with gensim; skipped
@@ -67,9 +68,11 @@ def _ours(args) -> dict:
                                  subsample_formula=d["subsample_formula"],
                                  max_window_size=window)
   num_epochs = args.ours_epochs or default_epochs
+  word_vectors = "in" if script == "pv" else training.default_word_vectors(script)
   _, names, matrix, tokens = sgd.train(args.data_dir, seed=args.seed, settings=settings,
                                        dim=args.dim, batch_size=d["batch_size"],
-                                       epochs=num_epochs, learning_rate=rate, verbose=0)
+                                       epochs=num_epochs, learning_rate=rate, verbose=0,
+                                       word_vectors=word_vectors)
   cpu = time.process_time() - imported
   vectors.save(args.vectors_out, names, matrix)
   return {"train_cpu_s": cpu, "startup_cpu_s": imported - start, "tokens": tokens,

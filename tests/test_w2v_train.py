@@ -410,6 +410,13 @@ def test_sgd_defaults_per_script():
   assert training.default_subsample_t("skipgram") == training.SGD_DEFAULTS["subsample_t"]
   assert training.default_subsample_t("cbow") > training.SGD_DEFAULTS["subsample_t"]
   assert training.default_subsample_t("pv") < training.SGD_DEFAULTS["subsample_t"]
+  vectors = {}
+  for script in ("skipgram", "cbow"):
+    p = training.parser("x")
+    training.add_flags(p, sgd_model=script)
+    vectors[script] = p.parse_args(["--data_dir=d"]).word_vectors
+  assert vectors == {"skipgram": "in", "cbow": "in+out"}
+  assert vectors == {name: training.default_word_vectors(name) for name in vectors}
 
 
 def test_sgd_flag_errors_are_one_line(tmp_path, capsys):

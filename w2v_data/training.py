@@ -28,11 +28,19 @@ SGD_MODEL_DEFAULTS = {"skipgram": (50, 0.025, 5), "cbow": (30, 0.05, 8),
 # SGD_DEFAULTS': PV-DBOW's short documents gain from keeping fewer frequent words,
 # CBOW's analogies from keeping more.
 SGD_MODEL_SUBSAMPLE_T = {"pv": 3e-5, "cbow": 5e-4}
+# The saved word vectors (`w2v_data.sgd.vectors`) where a script's differ from "in":
+# CBOW's input plus output vectors score higher on WordSim353 at the same analogies.
+SGD_MODEL_WORD_VECTORS = {"cbow": "in+out"}
 
 
 def default_subsample_t(sgd_model: str) -> float:
   """The sgd trainer's default subsampling threshold for a script's model."""
   return SGD_MODEL_SUBSAMPLE_T.get(sgd_model, SGD_DEFAULTS["subsample_t"])
+
+
+def default_word_vectors(sgd_model: str) -> str:
+  """The sgd trainer's default saved word vectors ("in" or "in+out") for a word model."""
+  return SGD_MODEL_WORD_VECTORS.get(sgd_model, "in")
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -87,9 +95,11 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
                  f"{sgd_window or 'the records'})")
   p.add_argument("--noise_words", type=int, default=None, help="sgd: K (default: the records')")
   if sgd_model != "pv":
-    p.add_argument("--word_vectors", choices=("in", "in+out"), default="in",
+    p.add_argument("--word_vectors", choices=("in", "in+out"),
+                   default=default_word_vectors(sgd_model),
                    help="sgd: the saved vectors: in (the input vectors, as word2vec.c and "
-                   "gensim) or in+out (input plus output vectors)")
+                   "gensim) or in+out (input plus output vectors); default "
+                   f"{default_word_vectors(sgd_model)}")
   p.add_argument("--threads", type=int, default=0,
                  help="TensorFlow intra- and inter-op threads (0: TF's default)")
   p.add_argument("--seed", type=int, default=None,
