@@ -12,8 +12,13 @@ window keys are computed when the pipeline is built, in numpy (graph
 constants: nothing to trace or optimize); a repeating plan draws those of
 later epochs in-graph. A resume opens no file before its start and reads at
 most one file's record headers plus one window before its first batch.
-`plan_ids` gives a plan's batches as record numbers, computed a window at a
-time (`id_windows`), for readers that hold their records.
+
+Readers use `plan_dataset` (records read from files), or, when they hold
+their records and gather them by record number, `plan_windows` over
+`id_windows` with the first epoch's rows from `first_epoch_id_rows`;
+`mixture_dataset` reads a `Mixture`. `plan_ids` (a plan's batches as record
+numbers, `plan_windows` over `id_windows`) is the reference path the tests
+compare against.
 """
 
 from typing import Callable, List, Optional
@@ -186,6 +191,40 @@ def _start_of(stream: R.Stream, position: int):
   return epoch, j, skip
 
 
+def _plan_start(plan: R.Plan):
+  """Where `plan` starts reading.
+
+  Args:
+    plan: the read order.
+
+  Returns:
+    (epoch, window, global batches of that window to skip) of its start step.
+  """
+  g = plan.sharing.global_batch
+  e0, k0 = plan.start()
+  _, j0, s0 = _start_of(plan.stream, k0 * g)
+  return e0, j0, s0 // g
+
+
+def _local_rows(xp, ids, sharing: R.Sharing, rest=None):
+  """This pipeline's per-replica batches of whole global batches.
+
+  Args:
+    xp: `tf` or `np` (their `reshape` alike).
+    ids: whole global batches of rows, [n * global_batch, *rest].
+    sharing: the replicas and those of this pipeline.
+    rest: the trailing dims of `ids` (an int64 tensor), when it has any.
+
+  Returns:
+    The rows of this pipeline's replicas, [n * local replicas, per_replica, *rest].
+  """
+  lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
+  grid, flat = [-1, sharing.replicas, sharing.per_replica], [-1, sharing.per_replica]
+  if rest is not None:
+    grid, flat = xp.concat([grid, rest], 0), xp.concat([flat, rest], 0)
+  return xp.reshape(xp.reshape(ids, grid)[:, lo:hi], flat)
+
+
 def _length(tf, structure):
   """Records in a batch: the first dimension of a (structure of) tensor(s)."""
   return tf.shape(tf.nest.flatten(structure)[0], out_type=tf.int64)[0]
@@ -201,15 +240,13 @@ def _replica_batches(tf, window, epoch, sharing: R.Sharing, drop_remainder: bool
   structure of tensors of one length: whole global batches, the last maybe
   partial): a slice per batch, no step record by record."""
   lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
-  r, b, g = sharing.replicas, sharing.per_replica, sharing.global_batch
+  r, g = sharing.replicas, sharing.global_batch
   epoch = tf.cast(epoch, tf.int64)
   size = _length(tf, window)
   full = size // g
 
   def mine(t):  # [full * g, ...] -> this pipeline's [full * (hi - lo), b, ...]
-    rest = tf.shape(t, out_type=tf.int64)[1:]
-    grid = tf.reshape(t[:full * g], tf.concat([[-1, r, b], rest], 0))[:, lo:hi]
-    return tf.reshape(grid, tf.concat([[-1, b], rest], 0))
+    return _local_rows(tf, t[:full * g], sharing, tf.shape(t, out_type=tf.int64)[1:])
 
   batches = tf.nest.map_structure(mine, window)
   count = tf.shape(tf.nest.flatten(batches)[0])[:1]
@@ -243,9 +280,7 @@ def _constant_rows(plan: R.Plan, epoch: int, first_window: int):
   windows' rows concatenated), computed in numpy; None where they would not
   fit `_CONSTANT_RECORDS` or batches may be partial (no drop_remainder:
   the batch dimension stays unknown)."""
-  stream, sharing = plan.stream, plan.sharing
-  g, r, b = sharing.global_batch, sharing.replicas, sharing.per_replica
-  lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
+  stream, b = plan.stream, plan.sharing.per_replica
   first = first_window * stream.window
   if not plan.drop_remainder or stream.used - first > _CONSTANT_RECORDS:
     return None
@@ -254,7 +289,7 @@ def _constant_rows(plan: R.Plan, epoch: int, first_window: int):
     size = min(stream.window, stream.used - j * stream.window)
     order = stream.window_order(epoch, j, size)
     order = np.arange(size) if order is None else order
-    rows.append(order.reshape(-1, r, b)[:, lo:hi].reshape(-1, b))
+    rows.append(_local_rows(np, order, plan.sharing))
   return np.concatenate(rows).astype(np.int32) if rows else np.zeros((0, b), np.int32)
 
 
@@ -323,9 +358,7 @@ def _later_epochs(tf, plan: R.Plan, read_files: Callable, epoch: int):
   and window keys drawn in-graph, one small function per epoch), and each
   window cut into this pipeline's batches by one gather of positions drawn
   in-graph (one function for all epochs)."""
-  stream, sharing = plan.stream, plan.sharing
-  r, b = sharing.replicas, sharing.per_replica
-  lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
+  stream = plan.stream
   ops = TfOps(tf)
 
   def windows(e):
@@ -343,7 +376,7 @@ def _later_epochs(tf, plan: R.Plan, read_files: Callable, epoch: int):
     window = _whole(*w)
     size = _length(tf, window)
     order = R.permutation(ops, size, state=state) if stream.training else ops.arange(size)
-    at = tf.reshape(tf.reshape(order, [-1, r, b])[:, lo:hi], [-1, b])
+    at = _local_rows(tf, order, plan.sharing)
     return tf.fill(tf.shape(at)[:1], e), tf.nest.map_structure(lambda t: tf.gather(t, at),
                                                                window)
 
@@ -371,9 +404,7 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
   windows_of = lambda e, j: _windows(tf, plan.stream, read_file, e, j)  # noqa: E731
   if read_files is None or not plan.drop_remainder:
     return plan_windows(plan, windows_of)
-  e0, k0 = plan.start()
-  _, j0, s0 = _start_of(plan.stream, k0 * plan.sharing.global_batch)
-  skip = s0 // plan.sharing.global_batch
+  e0, j0, skip = _plan_start(plan)
   first = _first_epoch_batches(tf, plan, read_file, e0, j0, skip)
   if first is None:
     first = _epoch_batches(tf, plan, windows_of, e0, j0, skip)
@@ -394,12 +425,10 @@ def plan_windows(plan: R.Plan, windows_of: Callable, first=None):
   the epochs after it in-graph. `first`: the first epoch's batches, when
   the caller has them another way (else from `windows_of`)."""
   tf = require_tf()
-  stream, g = plan.stream, plan.sharing.global_batch
-  e0, k0 = plan.start()
-  _, j0, s0 = _start_of(stream, k0 * g)
+  e0, j0, skip = _plan_start(plan)
   ds = first
   if ds is None:
-    ds = _epoch_batches(tf, plan, windows_of, e0, j0, s0 // g)
+    ds = _epoch_batches(tf, plan, windows_of, e0, j0, skip)
   if not plan.repeat:
     return ds
   later = tf.data.Dataset.range(e0 + 1, tf.int64.max).flat_map(
@@ -463,21 +492,21 @@ def first_epoch_id_rows(plan: R.Plan):
   if not plan.drop_remainder:
     return None
   tf = require_tf()
-  stream, sharing = plan.stream, plan.sharing
-  g, r, b = sharing.global_batch, sharing.replicas, sharing.per_replica
-  lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
-  e0, k0 = plan.start()
-  _, j0, s0 = _start_of(stream, k0 * g)
-  rows = (stream.used - j0 * stream.window) // g * (hi - lo)
-  mine = lambda ids: tf.reshape(tf.reshape(ids, [-1, r, b])[:, lo:hi], [-1, b])  # noqa: E731
-  ids = id_windows(tf, stream, e0, j0).map(_plain(mine)).unbatch().batch(max(1, rows))
-  return e0, ids, stream.window // g * (hi - lo), s0 // g * (hi - lo)
+  stream, g = plan.stream, plan.sharing.global_batch
+  local = len(plan.sharing.local_replicas)
+  e0, j0, skip = _plan_start(plan)
+  rows = (stream.used - j0 * stream.window) // g * local
+  ids = id_windows(tf, stream, e0, j0).map(_plain(
+      lambda ids: _local_rows(tf, ids, plan.sharing))).unbatch().batch(max(1, rows))
+  return e0, ids, stream.window // g * local, skip * local
 
 
 def plan_ids(plan: R.Plan):
   """(epoch, record numbers) per-replica batches of a `Plan`: the batches of
-  `plan_dataset` as numbers, a window at a time (no element per record),
-  for readers that hold their records in memory and gather them."""
+  `plan_dataset` as numbers, a window at a time (no element per record).
+  The reference the tests compare the readers' paths against (readers that
+  hold their records use `plan_windows` over `id_windows` and
+  `first_epoch_id_rows` directly)."""
   tf = require_tf()
   return plan_windows(plan, lambda e, j: id_windows(tf, plan.stream, e, j))
 
