@@ -5,16 +5,16 @@ For choosing the trainer's defaults: trains every --configs entry with every
 seed of --seeds on one w2v_data dataset (records of every token:
 `w2v_data.create --subsample_t=1`), one after another in this process on
 one thread, and prints a line a run: the settings, the seed, the training
-CPU seconds and the quality (word models: WordSim353 Spearman and analogy
-accuracy on --pairs / --analogies; PV: sibling retrieval,
-`vector_eval.sibling_accuracy`, for documents made by
+CPU seconds and the quality (word models: the Spearman of each --pairs file,
+e.g. WordSim353 and SimLex-999, and analogy accuracy on --analogies; PV:
+sibling retrieval, `vector_eval.sibling_accuracy`, for documents made by
 `vector_eval.split_documents` as bench_w2v_train.py makes them). Compare CPU
 seconds only within one run on a shared machine; for gensim and the
 defaults side by side use bench_w2v_train.py.
 
 Example:
   python scripts/sweep_w2v_sgd.py --data_dir=out/ptb_all --seeds=1,2 \\
-      --pairs=wordsim353.tsv --analogies=questions-words.txt \\
+      --pairs=wordsim353.tsv,simlex999.txt --analogies=questions-words.txt \\
       --configs='[{"epochs": 30, "rate": 0.05, "window": 8}]'
 Config keys: epochs, rate (required); window, noise_words, subsample_t
 (default 1e-4). --also_in_out: word models also score the input plus output
@@ -34,9 +34,10 @@ def _quality(names, m, model: str, pairs, analogies) -> str:
   from w2v_data import vector_eval  # pylint: disable=import-outside-toplevel
   if model in ("pv_dbow", "pv_dm"):
     return f"retrieval {vector_eval.sibling_accuracy(names, m):.3f}"
-  p = vector_eval.pair_score(names, m, pairs).spearman
+  scores = [f"{label} {vector_eval.pair_score(names, m, rows).spearman:.3f}"
+            for label, rows in pairs]
   a = vector_eval.analogy_accuracy(names, m, analogies)["accuracy"]
-  return f"WS353 {p:.3f} analogy {a * 100:.2f}%"
+  return f"{' '.join(scores)} analogy {a * 100:.2f}%"
 
 
 def main(argv=None) -> int:
@@ -44,7 +45,9 @@ def main(argv=None) -> int:
   p.add_argument("--data_dir", required=True)
   p.add_argument("--configs", required=True, help="a JSON list of settings (see above)")
   p.add_argument("--seeds", default="1", help="comma-separated")
-  p.add_argument("--pairs", default="", help="word models: WordSim353-style file")
+  p.add_argument("--pairs", default="",
+                 help="word models: WordSim353-style files, comma-separated (each scored, "
+                 "labelled with its file name)")
   p.add_argument("--analogies", default="", help="word models: analogy file")
   p.add_argument("--also_in_out", action="store_true",
                  help="word models: also score the in+out vectors of each run")
@@ -56,7 +59,8 @@ def main(argv=None) -> int:
   if word and not (a.pairs and a.analogies):
     print("error: --pairs and --analogies are needed for word models", file=sys.stderr)
     return 2
-  pairs = vector_eval.read_pairs(a.pairs) if word else None
+  pairs = [(os.path.splitext(os.path.basename(path))[0], vector_eval.read_pairs(path))
+           for path in a.pairs.split(",") if path] if word else None
   analogies = vector_eval.read_analogies(a.analogies) if word else None
   for cfg in json.loads(a.configs):
     for seed in [int(s) for s in a.seeds.split(",")]:
