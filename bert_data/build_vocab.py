@@ -147,7 +147,7 @@ def train_wordpiece(counts: Counter, num_pieces: int, min_frequency: int = 2) ->
   Example:
     >>> pieces = train_wordpiece(collections.Counter({"low": 5, "lower": 2}), 12)
     >>> pieces[:6], "low" in pieces
-    (['e', 'l', 'o', 'r', 'w', '##e'], True)
+    (['l', 'o', 'w', '##l', '##o', '##w'], True)
   """
   from tokenizers import Tokenizer, pre_tokenizers, trainers  # pylint: disable=import-outside-toplevel
   from tokenizers.models import WordPiece  # pylint: disable=import-outside-toplevel

@@ -7,6 +7,10 @@ left out. Pair files (WordSim353, SimLex-999: `word1 word2 score` a line)
 give Spearman's rho of cosine similarity against the human scores; analogy
 files (word2vec's questions-words.txt) give 3CosAdd accuracy. Each result
 says how many pairs / questions the vectors cover (only those are scored).
+--geometry adds `vector_eval.geometry`: mean vector length in 8 bands of
+file order (most frequent words first) and the mean cosine of all pairs of
+words: near-equal for two seeds of one trainer, so a gap between two
+trainers on the same data points at a difference in their algorithms.
 
 Example:
   python scripts/eval_vectors.py --vectors=out/ptb.vec \\
@@ -27,8 +31,8 @@ from textrecords.errors import UserError  # pylint: disable=wrong-import-positio
 from w2v_data import schema, vector_eval, vectors  # pylint: disable=wrong-import-position
 
 
-def evaluate(vectors_path: str, pairs=(), analogies=()) -> dict:
-  """{"pairs": {path: {...}}, "analogies": {path: {...}}} for the vectors at vectors_path."""
+def evaluate(vectors_path: str, pairs=(), analogies=(), geometry: bool = False) -> dict:
+  """{"pairs": {path: {...}}, "analogies": {path: {...}}[, "geometry": {...}]} of the vectors."""
   names, matrix = vectors.load(vectors_path)
   keep = [i for i, n in enumerate(names) if n != schema.UNK]
   names, matrix = [names[i] for i in keep], matrix[keep]
@@ -39,6 +43,10 @@ def evaluate(vectors_path: str, pairs=(), analogies=()) -> dict:
   for path in analogies:
     out["analogies"][path] = vector_eval.analogy_accuracy(
         names, matrix, vector_eval.read_analogies(path))
+  if geometry:
+    if len(matrix) < 2:
+      raise UserError(f"{vectors_path}: --geometry needs 2 or more vectors besides <unk>")
+    out["geometry"] = vector_eval.geometry(matrix, bands=min(8, len(matrix)))
   return out
 
 
@@ -47,14 +55,16 @@ def main(argv=None) -> int:
   p.add_argument("--vectors", required=True, help="word2vec text format file")
   p.add_argument("--pairs", default="", help="comma-separated pair files")
   p.add_argument("--analogies", default="", help="comma-separated analogy files")
+  p.add_argument("--geometry", action="store_true",
+                 help="also vector length by frequency band and the mean cosine")
   p.add_argument("--json", action="store_true", help="print the results as JSON")
   args = p.parse_args(argv)
   split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
-  if not split(args.pairs) and not split(args.analogies):
-    print("error: give --pairs and/or --analogies", file=sys.stderr)
+  if not split(args.pairs) and not split(args.analogies) and not args.geometry:
+    print("error: give --pairs, --analogies and/or --geometry", file=sys.stderr)
     return 2
   try:
-    res = evaluate(args.vectors, split(args.pairs), split(args.analogies))
+    res = evaluate(args.vectors, split(args.pairs), split(args.analogies), args.geometry)
   except UserError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -66,6 +76,12 @@ def main(argv=None) -> int:
   for path, a in res["analogies"].items():
     print(f"{path}: accuracy {a['accuracy']:.4f} ({a['correct']} of {a['covered']} covered; "
           f"{a['total']} questions)")
+  if args.geometry:
+    g = res["geometry"]
+    print("vector length by frequency band (most frequent first): "
+          + " ".join(f"{x:.3f}" for x in g["band_norms"]))
+    print(f"mean cosine of word pairs {g['mean_cosine']:.5f}, "
+          f"mean direction {g['mean_direction']:.4f}")
   return 0
 
 

@@ -14,6 +14,7 @@ import pytest
 from textrecords.errors import UserError
 from w2v_data import models
 from w2v_data import pipeline
+from w2v_data import vector_eval
 from w2v_data import vectors
 from w2v_data.config import W2vConfig
 
@@ -384,6 +385,27 @@ def test_eval_vectors_script_on_hand_made_files(tmp_path):
                      capture_output=True, text=True, timeout=60)
   assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'bad.tsv'}:2: " \
       "expected 'word1 word2 score'"
+  r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval_vectors.py"),
+                      f"--vectors={tmp_path / 'v.vec'}", "--geometry", "--json"],
+                     capture_output=True, text=True, timeout=60)
+  geo = json.loads(r.stdout)["geometry"]  # <unk> left out: the 6 rows from king on
+  assert r.returncode == 0 and len(geo["band_norms"]) == 6, r.stderr
+  assert np.allclose(geo["band_norms"], np.linalg.norm(m[1:].astype(np.float64), axis=1))
+
+
+def test_vector_geometry_mean_cosine_is_the_mean_over_all_pairs():
+  for seed in range(5):
+    m = np.random.default_rng(seed).normal(size=(30, 4)) + np.array([1.0, 0, 0, 0])
+    unit = m / np.linalg.norm(m, axis=1, keepdims=True)
+    cos = unit @ unit.T
+    want = (cos.sum() - np.trace(cos)) / (30 * 29)
+    geo = vector_eval.geometry(m, bands=3)
+    assert np.isclose(geo["mean_cosine"], want)
+    assert np.isclose(geo["mean_direction"], np.linalg.norm(unit.mean(axis=0)))
+    assert np.allclose(geo["band_norms"],
+                       [np.linalg.norm(m[i:i + 10], axis=1).mean() for i in (0, 10, 20)])
+  with pytest.raises(ValueError, match="2\\+ rows"):
+    vector_eval.geometry(np.ones((1, 3)))
 
 
 @pytest.mark.parametrize("name", ["train_skipgram", "train_cbow", "train_pv"])

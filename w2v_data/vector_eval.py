@@ -91,6 +91,33 @@ def _unit(matrix: np.ndarray) -> np.ndarray:
   return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
 
 
+def geometry(matrix: np.ndarray, bands: int = 8) -> dict:
+  """Two trainers' fingerprints: vector length by frequency band, and anisotropy.
+
+  Rows are taken in file order (word2vec files, ours and gensim's, list the
+  most frequent word first) and cut into `bands` equal bands; "band_norms"
+  is each band's mean vector length. "mean_cosine" is the exact mean cosine
+  over all ordered pairs of distinct rows, (|sum of unit rows|^2 - n) /
+  (n (n - 1)); "mean_direction" is the length of the mean unit row. Two runs
+  of one algorithm with different seeds agree on these far more closely
+  than on WordSim353, so a systematic gap points at an algorithmic
+  difference.
+
+  >>> g = geometry(np.array([[3.0, 4.0], [0.0, 2.0], [1.0, 0.0], [0.0, 1.0]]), bands=2)
+  >>> [round(x, 3) for x in g["band_norms"]], round(g["mean_cosine"], 3)
+  ([3.5, 1.0], 0.533)
+  """
+  m = np.asarray(matrix, np.float64)
+  n = m.shape[0]
+  if n < 2 or not 1 <= bands <= n:
+    raise ValueError(f"geometry needs 2+ rows and 1..{n} bands (got {n} rows, {bands} bands)")
+  norms = np.linalg.norm(m, axis=1)
+  total = _unit(m).sum(axis=0)
+  return {"band_norms": [float(norms[b].mean()) for b in np.array_split(np.arange(n), bands)],
+          "mean_cosine": float((total @ total - n) / (n * (n - 1))),
+          "mean_direction": float(np.linalg.norm(total) / n)}
+
+
 def _ranks(x: np.ndarray) -> np.ndarray:
   """Ranks 1..n, ties given their average rank."""
   order = np.argsort(x, kind="stable")
@@ -169,7 +196,7 @@ def sibling_accuracy(names: Sequence[str], matrix: np.ndarray) -> float:
 
   >>> sibling_accuracy(["b0a", "b0b", "b1a", "b1b"],
   ...                  np.array([[1, 0], [1, 0.1], [0, 1], [-1, 0]]))
-  0.5
+  0.75
   """
   unit = _unit(matrix)
   sims = unit @ unit.T

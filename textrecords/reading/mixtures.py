@@ -13,7 +13,7 @@ datasets end at different steps).
 
 Example:
   >>> proportions([0.7, 0.3], global_batch_size=32, steps=10000)
-  [0.7, 0.3]
+  [0.699997, 0.300003]
 """
 
 from typing import Callable, List, Sequence
