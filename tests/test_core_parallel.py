@@ -1,6 +1,8 @@
 """textrecords.engine.parallel: ordered results, errors and clean shutdown of the pool."""
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -62,28 +64,40 @@ def test_initializer_runs_in_each_worker():
                                    initargs=(100,))) == [101, 102, 103]
 
 
-def _allocator_settings(_):
-  """Whether this process's glibc allocator serves a 48 MiB block from the
-  heap (mallinfo2 does not report the threshold): tested by where it lands.
-  By default it never does (glibc's adaptive threshold stops at 32 MiB)."""
-  import ctypes  # pylint: disable=import-outside-toplevel
+_ALLOCATOR_PROBE = """
+import ctypes, sys
+sys.path.insert(0, sys.argv[1])
+from textrecords.engine import parallel
+
+def from_heap(_):
+  # Whether this process's glibc allocator serves a 48 MiB block from the heap
+  # (mallinfo2 does not report the threshold): tested by where it lands. By
+  # default it never does in a fresh process (glibc's adaptive threshold stops
+  # at 32 MiB, and a small heap has no free chunk that large).
   libc = ctypes.CDLL(None)
   libc.malloc.restype = ctypes.c_void_p
   libc.sbrk.restype = ctypes.c_void_p
-  size = 48 << 20
-  p = libc.malloc(size)
+  p = libc.malloc(48 << 20)
   top = libc.sbrk(0)
   libc.free(ctypes.c_void_p(p))
   return p < top  # below the heap's end: from the heap, not a fresh mapping
+
+print(list(parallel.ordered_map(from_heap, [0, 1], 2)),
+      list(parallel.ordered_map(from_heap, [0, 1], 2, reuse_memory=True)))
+"""
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux/glibc allocator")
 def test_reuse_memory_makes_workers_keep_large_blocks_on_the_heap():
   # A 48 MiB block is mapped on its own by default, and comes from the heap
-  # (whose freed memory is kept for reuse) with reuse_memory.
-  assert list(parallel.ordered_map(_allocator_settings, [0, 1], 2)) == [False, False]
-  assert list(parallel.ordered_map(_allocator_settings, [0, 1], 2,
-                                   reuse_memory=True)) == [True, True]
+  # (whose freed memory is kept for reuse) with reuse_memory. Probed from a
+  # fresh interpreter: forked workers inherit their parent's heap, and a long
+  # test session's heap can hold a free chunk of 48 MiB.
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  r = subprocess.run([sys.executable, "-c", _ALLOCATOR_PROBE, root], capture_output=True,
+                     text=True, timeout=120)
+  assert r.returncode == 0, r.stderr
+  assert r.stdout.split("\n")[0] == "[False, False] [True, True]"
   assert list(parallel.ordered_map(_square_slow_first, range(5), 2,
                                    reuse_memory=True)) == [0, 1, 4, 9, 16]
 
