@@ -391,6 +391,12 @@ def test_eval_vectors_script_on_hand_made_files(tmp_path):
   geo = json.loads(r.stdout)["geometry"]  # <unk> left out: the 6 rows from king on
   assert r.returncode == 0 and len(geo["band_norms"]) == 6, r.stderr
   assert np.allclose(geo["band_norms"], np.linalg.norm(m[1:].astype(np.float64), axis=1))
+  vectors.save(str(tmp_path / "one.vec"), ["<unk>", "king"], m[:2])
+  r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval_vectors.py"),
+                      f"--vectors={tmp_path / 'one.vec'}", "--geometry"],
+                     capture_output=True, text=True, timeout=60)
+  assert r.returncode == 2 and r.stderr.strip() == (
+      f"error: {tmp_path / 'one.vec'}: --geometry needs 2 or more vectors besides <unk>")
 
 
 def test_vector_geometry_mean_cosine_is_the_mean_over_all_pairs():
