@@ -4,6 +4,7 @@ atomic temp files, normalized run options, BOM and decode-error handling."""
 import gc
 import json
 import os
+import time
 
 import pytest
 
@@ -58,6 +59,41 @@ def test_temp_names_are_unique_per_writer(tmp_path):
   finally:
     a.abort()
     b.abort()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs Linux /proc")
+def test_a_zombie_owner_counts_as_dead():
+  """A killed run's orphaned workers stay zombies where init never reaps them
+  (some containers): their temp files must still be removable."""
+  pid = os.fork()
+  if pid == 0:
+    os._exit(0)
+  try:
+    deadline = time.time() + 10
+    while atomic_file._process_state(pid) != "Z" and time.time() < deadline:
+      time.sleep(0.01)
+    assert atomic_file._process_state(pid) == "Z"
+    os.kill(pid, 0)  # the kernel still knows the pid ...
+    assert not atomic_file.pid_alive(pid)  # ... but its owner is gone
+    assert not atomic_file.temp_owner_alive(f".f.tmp-{pid}-0123abcd")
+  finally:
+    os.waitpid(pid, 0)
+  assert atomic_file.pid_alive(os.getpid())
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs Linux /proc")
+def test_a_reused_pid_does_not_keep_an_old_temp_file(tmp_path):
+  """A live process whose pid matches, but which started after the temp file
+  was last written, is not its writer."""
+  name = f".f.tmp-{os.getpid()}-0123abcd"
+  (tmp_path / name).write_bytes(b"x")
+  assert atomic_file.temp_owner_alive(name, str(tmp_path))  # written by us: ours
+  day_ago = time.time() - 86400
+  os.utime(tmp_path / name, (day_ago, day_ago))
+  if atomic_file._process_start_time(os.getpid()) <= day_ago + 2:
+    pytest.skip("this process is over a day old")
+  assert not atomic_file.temp_owner_alive(name, str(tmp_path))
+  assert atomic_file.temp_owner_alive(name)  # without the folder: the pid alone
 
 
 # ------------------------------------------------------------ run options

@@ -1,6 +1,7 @@
 """textrecords core: DatasetWriter (atomic, resume, overwrite), seeding, input."""
 
 import os
+import time
 
 import pytest
 
@@ -52,6 +53,29 @@ def test_interrupted_run_looks_incomplete_and_resumes(tmp_path):
   meta, written = _write(tmp_path, {"a": 1}, [[b"1"], [b"2"], [b"3"]], resume=True)
   assert written == ["f2"]
   assert len(meta["files"]) == 6
+  assert sorted(os.listdir(tmp_path)) == ["f0", "f0.index", "f1", "f1.index", "f2",
+                                          "f2.index", "meta.json"]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs Linux /proc")
+def test_resume_removes_temp_files_of_workers_left_as_zombies(tmp_path):
+  """A killed run's workers stay zombies where init never reaps them (CI's
+  container): the resumed run must still remove their temp files."""
+  _write(tmp_path, {"a": 1}, [[b"1"], [b"2"], [b"3"]], stop_after=1)
+  zombie = os.fork()
+  if zombie == 0:
+    os._exit(0)
+  try:
+    for _ in range(10000):
+      if open(f"/proc/{zombie}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+        break
+      time.sleep(0.001)
+    for name in ("f1", "f2"):
+      (tmp_path / f".{name}.tmp-{zombie}-0123abcd").write_bytes(b"partial")
+    meta, written = _write(tmp_path, {"a": 1}, [[b"1"], [b"2"], [b"3"]], resume=True)
+  finally:
+    os.waitpid(zombie, 0)
+  assert written == ["f1", "f2"]
   assert sorted(os.listdir(tmp_path)) == ["f0", "f0.index", "f1", "f1.index", "f2",
                                           "f2.index", "meta.json"]
 

@@ -212,7 +212,7 @@ class DatasetWriter:
     d, base = os.path.split(path)
     prefix = f".{base}.tmp-"
     for name in os.listdir(d or "."):
-      if name.startswith(prefix) and not atomic_file.temp_owner_alive(name):
+      if name.startswith(prefix) and not atomic_file.temp_owner_alive(name, d or "."):
         try:
           os.remove(os.path.join(d, name))
         except OSError:

@@ -42,21 +42,69 @@ def is_temp_name(name: str) -> bool:
   return name.startswith(".") and ".tmp-" in name
 
 
-def temp_owner_alive(name: str) -> bool:
-  """Whether the process that wrote temp file `name` (".X.tmp-PID[-NONCE]") still runs."""
+def temp_owner_alive(name: str, folder: str = "") -> bool:
+  """Whether the process that wrote temp file `name` (".X.tmp-PID[-NONCE]") still runs.
+
+  With `folder` (where `name` lies), a process that started after the file
+  was last written is another process that reuses the pid: the writer is dead.
+  """
   pid = name.rsplit(".tmp-", 1)[-1].split("-", 1)[0]
-  return pid_alive(pid)
+  if not pid_alive(pid):
+    return False
+  if not folder:
+    return True
+  started = _process_start_time(pid)
+  try:
+    written = os.stat(os.path.join(folder, name)).st_mtime
+  except OSError:
+    return True  # gone already: nothing to remove
+  # /proc/stat's boot time is in whole seconds: allow 2 s of slack.
+  return started is None or started <= written + 2.0
 
 
 def pid_alive(pid) -> bool:
-  """True if a process with this id exists (a bad id counts as dead)."""
+  """True if a process with this id exists and has not exited (a bad id counts as dead).
+
+  A zombie (exited, not yet reaped) is dead: in a container whose init never
+  reaps, a killed run's orphaned workers stay zombies, and `kill(pid, 0)`
+  still succeeds on them.
+  """
   try:
     os.kill(int(pid), 0)
   except (ValueError, ProcessLookupError, OverflowError):
     return False
   except PermissionError:
-    return True
-  return True
+    pass
+  return _process_state(pid) not in ("Z", "X", "x")
+
+
+def _proc_stat_fields(pid):
+  """The fields of /proc/PID/stat after the command name, or None (no /proc)."""
+  try:
+    with open(f"/proc/{int(pid)}/stat", "rb") as f:
+      text = f.read().decode("ascii", "replace")
+  except (OSError, ValueError):
+    return None
+  return text[text.rindex(")") + 2:].split()
+
+
+def _process_state(pid):
+  """One letter (R, S, Z, ...) from /proc, or None where /proc cannot tell."""
+  fields = _proc_stat_fields(pid)
+  return fields[0] if fields else None
+
+
+def _process_start_time(pid):
+  """Seconds since the epoch when process `pid` started, or None where /proc cannot tell."""
+  fields = _proc_stat_fields(pid)
+  if not fields or len(fields) < 20:
+    return None
+  try:
+    with open("/proc/stat", "rb") as f:
+      boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+  except (OSError, ValueError, StopIteration):
+    return None
 
 
 class AtomicWriter:
