@@ -9,7 +9,8 @@ trains in its own child process, timed by the CPU seconds of its training
 (tf.data's, numba's and gensim's threads included; process start and
 imports are reported apart):
   ours, with the training scripts' default settings (`w2v_data.training`:
-      epochs, rate, window, subsampling threshold: PV's is 3e-5 and
+      epochs, rate, window, noise words (skip-gram's 10, not --negative),
+      subsampling threshold: PV's is 3e-5 and
       CBOW's 5e-4, not --subsample_t; saved word vectors: CBOW's are the
       input plus output vectors; --ours_epochs overrides the epochs): on
       the 1-worker records with --threads=1 and on the 4-worker records with
@@ -18,7 +19,8 @@ imports are reported apart):
       with a note otherwise): Word2Vec (sg=1, sg=0) for --epochs, or
       Doc2Vec(dm=0) for --pv_epochs, at --window, with each of
       --gensim_workers (and a rerun of workers=1 with --gensim_rerun), and
-      (--gensim_like_ours) workers=1 at our epochs and window, on the same
+      (--gensim_like_ours) workers=1 at our epochs, window and noise
+      words, on the same
       tokens restricted to our vocabulary (min_count=1 then gives the same
       vocabulary), the same noise words and dimension, subsampling at
       --subsample_t (gensim's formula is word2vec's, our default), each
@@ -66,8 +68,10 @@ def _ours(args) -> dict:
   d = training.SGD_DEFAULTS
   settings = epochs.DrawSettings(subsample_t=training.default_subsample_t(script),
                                  subsample_formula=d["subsample_formula"],
-                                 max_window_size=window)
+                                 max_window_size=window,
+                                 num_noise_words=training.default_noise_words(script))
   num_epochs = args.ours_epochs or default_epochs
+  k = settings.num_noise_words or args.negative
   word_vectors = "in" if script == "pv" else training.default_word_vectors(script)
   _, names, matrix, tokens = sgd.train(args.data_dir, seed=args.seed, settings=settings,
                                        dim=args.dim, batch_size=d["batch_size"],
@@ -76,7 +80,7 @@ def _ours(args) -> dict:
   cpu = time.process_time() - imported
   vectors.save(args.vectors_out, names, matrix)
   return {"train_cpu_s": cpu, "startup_cpu_s": imported - start, "tokens": tokens,
-          "epochs": num_epochs, "window": window or args.window}
+          "epochs": num_epochs, "window": window or args.window, "noise_words": k}
 
 
 def _gensim(args) -> dict:
@@ -107,7 +111,8 @@ def _gensim(args) -> dict:
     for k in keys:
       f.write(k + " " + " ".join(repr(float(x)) for x in vecs[k]) + "\n")
   return {"train_cpu_s": cpu, "startup_cpu_s": imported - start, "epochs": args.epochs,
-          "window": args.window, "tokens": sum(len(w) for _, w in docs) * args.epochs}
+          "window": args.window, "noise_words": args.negative,
+          "tokens": sum(len(w) for _, w in docs) * args.epochs}
 
 
 def _child(python: str, role: str, common: list, extra: list) -> dict:
@@ -210,18 +215,21 @@ def _ours_specs(a, model: str, text: str, out_dir: str, seed: int, first: bool,
 
 
 def _ours_settings(a, model: str) -> dict:
-  """Our epochs and window for `model` (the training scripts' defaults, --ours_epochs)."""
+  """Our epochs, window and noise words for `model` (the training scripts' defaults,
+  --ours_epochs)."""
   sys.path.insert(0, ROOT)
   from w2v_data import training  # pylint: disable=import-outside-toplevel
-  epochs, _, window = training.SGD_MODEL_DEFAULTS["pv" if model == "pv_dbow" else model]
-  return {"epochs": a.ours_epochs or epochs, "window": window or a.window}
+  script = "pv" if model == "pv_dbow" else model
+  epochs, _, window = training.SGD_MODEL_DEFAULTS[script]
+  return {"epochs": a.ours_epochs or epochs, "window": window or a.window,
+          "noise_words": training.default_noise_words(script) or a.negative}
 
 
 def _gensim_configs(a, model: str, first: bool, ours: dict):
-  """[(label, workers, epochs, window)] of gensim's runs for one seed.
+  """[(label, workers, epochs, window, noise words)] of gensim's runs for one seed.
 
   Every seed: workers=1 at --epochs (--pv_epochs) and --window, and (with
-  --gensim_like_ours) workers=1 at our epochs and window; the first seed
+  --gensim_like_ours) workers=1 at our epochs, window and noise words; the first seed
   also the other --gensim_workers and the --gensim_rerun.
   """
   epochs = a.pv_epochs if model == "pv_dbow" else a.epochs
@@ -231,9 +239,10 @@ def _gensim_configs(a, model: str, first: bool, ours: dict):
   elif a.gensim_rerun:
     workers.insert(1, workers[0])
   configs = [(f"gensim workers={w}" + (" (rerun)" if i and w == workers[i - 1] else ""),
-              w, epochs, a.window) for i, w in enumerate(workers)]
-  if a.gensim_like_ours and (ours["epochs"], ours["window"]) != (epochs, a.window):
-    configs.append(("gensim workers=1 like ours", 1, ours["epochs"], ours["window"]))
+              w, epochs, a.window, a.negative) for i, w in enumerate(workers)]
+  mine = (ours["epochs"], ours["window"], ours["noise_words"])
+  if a.gensim_like_ours and mine != (epochs, a.window, a.negative):
+    configs.append(("gensim workers=1 like ours", 1, *mine))
   return configs
 
 
@@ -247,9 +256,11 @@ def _specs(a, model: str, out_dir: str, gensim_ok: bool, seed: int, first: bool)
   if not gensim_ok:
     return specs
   configs = _gensim_configs(a, model, first, _ours_settings(a, model))
-  for i, (label, w, epochs, window) in enumerate(configs):
+  for i, (label, w, epochs, window, k) in enumerate(configs):
     vec = os.path.join(out_dir, f"gensim_{model}_w{w}_s{seed}_{i}.vec")
-    specs.append((label, a.gensim_python, "gensim", [*common, f"--window={window}"],
+    specs.append((label, a.gensim_python, "gensim",
+                  [*(c for c in common if not c.startswith("--negative=")),
+                   f"--window={window}", f"--negative={k}"],
                   [f"--data_dir={_make_records(text, out_dir, model, a, 1)}",
                    f"--workers={w}", f"--vectors_out={vec}", f"--epochs={epochs}"], vec))
   return specs
@@ -280,7 +291,7 @@ def _print_model(model: str, seed: int, runs, pairs: str, analogies: str, table:
                else f"WS353 {row['wordsim_spearman']:.3f} ({row['pairs_covered']} pairs)  "
                f"analogy {row['analogy_accuracy']:.4f} ({row['questions_covered']} q)")
     print(f"{model:8s} seed {seed:<3d} {row['run']:38s} {row['epochs']:3d} ep, window "
-          f"{row['window']:2d}  train {row['train_cpu_s']:7.1f} CPU s "
+          f"{row['window']:2d}, K {row['noise_words']:2d}  train {row['train_cpu_s']:7.1f} CPU s "
           f"(startup {row['startup_cpu_s']:.1f}, wall {row['wall_s']:.1f}) "
           f"{row['words_per_s']:9.0f} words/CPU s  {quality}  sha {row['sha256'][:12]}",
           flush=True)

@@ -292,6 +292,15 @@ def test_sgd_trainer_is_byte_identical_across_runs_threads_and_workers(tmp_path,
     assert names == models.read_tokens(one)[1:] and "<unk>" not in names  # untrained row
   _train_script(name, one, tmp_path / "d.vec", "--seed=6", query)
   assert not np.array_equal(m, vectors.load(str(tmp_path / "d.vec"))[1])
+  # Skip-gram's default of 10 noise words per pair, not the records' K.
+  _train_script(name, one, tmp_path / "k10.vec", "--threads=1", "--seed=5", query,
+                "--noise_words=10")
+  assert _sha(tmp_path / "a.vec") == _sha(tmp_path / "k10.vec")
+  records_k = models.read_meta(one)["noise"]["num_noise_words"]
+  assert records_k != 10
+  _train_script(name, one, tmp_path / "kr.vec", "--threads=1", "--seed=5", query,
+                f"--noise_words={records_k}")
+  assert _sha(tmp_path / "a.vec") != _sha(tmp_path / "kr.vec")
 
 
 def test_sgd_skipgram_learns_cooccurrence(tmp_path):
@@ -432,9 +441,13 @@ def test_sgd_defaults_per_script():
     p = training.parser("x")
     training.add_flags(p, sgd_model=script)
     a = training.resolve(p.parse_args(["--data_dir=d"]))
-    got[script] = (a.epochs, a.learning_rate, a._sgd_window, a._sgd_subsample_t)  # pylint: disable=protected-access
-  assert got == {name: (*training.SGD_MODEL_DEFAULTS[name], training.default_subsample_t(name))
-                 for name in got}
+    got[script] = (a.epochs, a.learning_rate, a._sgd_window, a._sgd_subsample_t,  # pylint: disable=protected-access
+                   a._sgd_noise_words)  # pylint: disable=protected-access
+  assert got == {name: (*training.SGD_MODEL_DEFAULTS[name], training.default_subsample_t(name),
+                        training.default_noise_words(name)) for name in got}
+  assert got["skipgram"][0] == 30 and training.default_noise_words("skipgram") == 10
+  assert training.default_noise_words("cbow") is None  # the records'
+  assert training.default_noise_words("pv") is None
   assert training.default_subsample_t("skipgram") == training.SGD_DEFAULTS["subsample_t"]
   assert training.default_subsample_t("cbow") > training.SGD_DEFAULTS["subsample_t"]
   assert training.default_subsample_t("pv") < training.SGD_DEFAULTS["subsample_t"]
@@ -472,17 +485,23 @@ def test_bench_seeds_configs_and_summary():
     with pytest.raises(ValueError):
       bench.seed_list(bad, 1)
   a = argparse.Namespace(
-      pv_epochs=100, epochs=50, window=5, gensim_workers="1,2", gensim_rerun=True,
+      pv_epochs=100, epochs=50, window=5, negative=5, ours_epochs=0, gensim_workers="1,2",
+      gensim_rerun=True,
       gensim_like_ours=1)
-  ours = {"epochs": 25, "window": 10}
+  ours = {"epochs": 25, "window": 10, "noise_words": 10}
   assert bench._gensim_configs(a, "skipgram", True, ours) == [  # pylint: disable=protected-access
-      ("gensim workers=1", 1, 50, 5), ("gensim workers=1 (rerun)", 1, 50, 5),
-      ("gensim workers=2", 2, 50, 5), ("gensim workers=1 like ours", 1, 25, 10)]
+      ("gensim workers=1", 1, 50, 5, 5), ("gensim workers=1 (rerun)", 1, 50, 5, 5),
+      ("gensim workers=2", 2, 50, 5, 5), ("gensim workers=1 like ours", 1, 25, 10, 10)]
   assert bench._gensim_configs(a, "skipgram", False, ours) == [  # pylint: disable=protected-access
-      ("gensim workers=1", 1, 50, 5), ("gensim workers=1 like ours", 1, 25, 10)]
-  pv_ours = {"epochs": 100, "window": 5}  # like ours would repeat gensim workers=1
+      ("gensim workers=1", 1, 50, 5, 5), ("gensim workers=1 like ours", 1, 25, 10, 10)]
   configs = bench._gensim_configs  # pylint: disable=protected-access
-  assert configs(a, "pv_dbow", False, pv_ours) == [("gensim workers=1", 1, 100, 5)]
+  # Our noise words alone differing is enough for a run like ours.
+  assert configs(a, "skipgram", False, {"epochs": 50, "window": 5, "noise_words": 10})[1] == (
+      "gensim workers=1 like ours", 1, 50, 5, 10)
+  pv_ours = {"epochs": 100, "window": 5, "noise_words": 5}  # like ours would repeat workers=1
+  assert configs(a, "pv_dbow", False, pv_ours) == [("gensim workers=1", 1, 100, 5, 5)]
+  assert bench._ours_settings(a, "skipgram")["noise_words"] == 10  # pylint: disable=protected-access
+  assert bench._ours_settings(a, "cbow")["noise_words"] == 5  # the records' (--negative)  # pylint: disable=protected-access
   rows = [{"model": "skipgram", "run": "ours", "epochs": 2, "window": 3, "seed": s,
            "train_cpu_s": c, "wall_s": 1.0, "wordsim_spearman": w, "analogy_accuracy": 0.5}
           for s, c, w in ((1, 10.0, 0.2), (2, 14.0, 0.4))]
