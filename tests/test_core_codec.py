@@ -1,6 +1,5 @@
 """textrecords core: Example encoding and TFRecord framing against TensorFlow."""
 
-import doctest
 import gzip
 import os
 import random
@@ -183,9 +182,3 @@ def test_vectorised_records_small_values(high):
   cs = np.r_[0, np.cumsum(lens)]
   assert _split_framed(data) == [enc.encode({"v": vals[cs[i]:cs[i + 1]].tolist()})
                                  for i in range(40)]
-
-
-def test_docstring_examples():
-  for mod in (codec,):
-    result = doctest.testmod(mod)
-    assert result.failed == 0 and result.attempted > 0, mod.__name__

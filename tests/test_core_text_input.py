@@ -57,9 +57,3 @@ def test_strict_error_names_the_line_in_the_file(tmp_path):
   with pytest.raises(UserError, match="binary"):
     (tmp_path / "b.bin").write_bytes(b"a\x00b")
     text_input.line_chunks([str(tmp_path / "b.bin")])
-
-
-def test_docstring_examples():
-  import doctest  # pylint: disable=import-outside-toplevel
-  result = doctest.testmod(text_input)
-  assert result.failed == 0 and result.attempted > 0

@@ -1,8 +1,6 @@
 """Batched Example decoding: the vectorized fast path equals the general
 record-by-record path; records it cannot walk go to the general path."""
 
-import doctest
-
 import numpy as np
 import pytest
 
@@ -59,12 +57,6 @@ def _check_values(cols, vals):
 # The fast path runs through the numba kernels when numba is installed,
 # else through the numpy walk: both are tested where numba is.
 PATHS = [False] + ([True] if example_kernels.available() else [])
-
-
-def test_docstring_examples():
-  for mod in (ED, example_kernels):
-    result = doctest.testmod(mod)
-    assert result.failed == 0 and result.attempted >= 1, mod.__name__
 
 
 @pytest.mark.parametrize("compiled", PATHS)

@@ -14,7 +14,6 @@ from textrecords.files import tfrecord
 from textrecords.errors import UserError
 from w2v_data import corpus as corpus_lib
 from w2v_data import pipeline
-from w2v_data import records
 from w2v_data import sampling
 from w2v_data import schema
 from w2v_data.config import W2vConfig
@@ -275,13 +274,6 @@ def test_no_noise_word_is_a_user_error_naming_the_line(tmp_path):
 def test_schema_names_live_in_schema_module():
   assert {s.name for s in schema.SENTENCE_SCHEMA} == {"centers", "num_contexts", "contexts",
                                                        "negatives"}
-
-
-def test_docstring_examples():
-  import doctest  # pylint: disable=import-outside-toplevel
-  for mod in (sampling, records, corpus_lib):
-    result = doctest.testmod(mod)
-    assert result.failed == 0 and result.attempted > 0, mod.__name__
 
 
 def test_importing_the_package_and_cli_does_not_import_tensorflow():
