@@ -37,14 +37,9 @@ def _zombie_children():
   """Pids of this process's children that exited and were not reaped."""
   me, found = os.getpid(), []
   for entry in os.listdir("/proc"):
-    if entry.isdigit():
-      try:
-        with open(f"/proc/{entry}/stat", "rb") as f:
-          fields = f.read().rsplit(b")", 1)[1].split()
-      except OSError:
-        continue
-      if fields[0] == b"Z" and int(fields[1]) == me:
-        found.append(int(entry))
+    fields = atomic_file._proc_stat_fields(entry) if entry.isdigit() else None  # pylint: disable=protected-access
+    if fields and fields[0] == "Z" and int(fields[1]) == me:
+      found.append(int(entry))
   return found
 
 

@@ -103,9 +103,9 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
   p.add_argument("--window", type=int, default=None, help="sgd: max window (default: "
                  f"{sgd_window or 'the records'})")
   noise_words = default_noise_words(sgd_model)
+  noise_default = noise_words or "the records'"
   p.add_argument("--noise_words", type=int, default=None,
-                 help="sgd: K, noise words per pair (default: "
-                 f"{noise_words or chr(34) + 'the records' + chr(39)})")
+                 help=f"sgd: K, noise words per pair (default: {noise_default})")
   if sgd_model != "pv":
     p.add_argument("--word_vectors", choices=("in", "in+out"),
                    default=default_word_vectors(sgd_model),
