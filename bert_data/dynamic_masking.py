@@ -132,7 +132,7 @@ class _Compiled:
 
   Integer and exact float64 arithmetic only, so XLA gives the same bits as
   numpy; fused, the SplitMix64 grids and the selection cost a fraction of
-  the separate TensorFlow ops (BENCHMARKS.md).
+  the separate TensorFlow ops (docs/benchmarks_history.md).
   """
 
   def __init__(self, p: DynamicMasker):
