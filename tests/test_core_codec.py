@@ -182,3 +182,40 @@ def test_vectorised_records_small_values(high):
   cs = np.r_[0, np.cumsum(lens)]
   assert _split_framed(data) == [enc.encode({"v": vals[cs[i]:cs[i + 1]].tolist()})
                                  for i in range(40)]
+
+
+def _long_multibyte_lists(rng, num, low=64, high=200):
+  """(values, lengths): lists of 64-200 values in [128, 2**20), 2-3 bytes each,
+  so a list's packed payload is 128+ bytes from fewer than 128 values too."""
+  lens = rng.integers(low, high + 1, size=num)
+  return rng.integers(128, 1 << 20, size=int(lens.sum())), lens
+
+
+def test_vectorised_records_long_lists_of_multibyte_values():
+  # The packed length is the payload's byte count, not the value count: a
+  # length varint sized from the count would be one byte short here.
+  rng = np.random.default_rng(18)
+  vals_a, lens_a = _long_multibyte_lists(rng, 30)
+  vals_b, lens_b = _long_multibyte_lists(rng, 30, low=1, high=3)
+  assert (lens_a < 128).any() and (lens_a >= 128).any()
+  data = codec.encode_int64_records([("long", vals_a, lens_a), ("b", vals_b, lens_b)])
+  enc = codec.ExampleEncoder((F.FeatureSpec("long", "int64", None),
+                              F.FeatureSpec("b", "int64", None)))
+  ca, cb = np.r_[0, np.cumsum(lens_a)], np.r_[0, np.cumsum(lens_b)]
+  assert _split_framed(data) == [enc.encode({
+      "long": vals_a[ca[i]:ca[i + 1]].tolist(), "b": vals_b[cb[i]:cb[i + 1]].tolist()})
+                                 for i in range(30)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_encoder_long_int64_and_float_lists_equal_protobuf(seed):
+  rng = np.random.default_rng(seed)
+  schema = (F.FeatureSpec("ids", F.INT64, None), F.FeatureSpec("w", F.FLOAT, None))
+  for n in rng.integers(64, 201, size=5).tolist():
+    ids = rng.integers(128, 1 << 20, size=n).tolist()
+    w = rng.uniform(-5, 5, size=n).astype(np.float32).tolist()
+    proto = tf.train.Example(features=tf.train.Features(feature={
+        "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids)),
+        "w": tf.train.Feature(float_list=tf.train.FloatList(value=w))}))
+    ours = codec.ExampleEncoder(schema).encode({"ids": ids, "w": w})
+    assert ours == proto.SerializeToString(deterministic=True)

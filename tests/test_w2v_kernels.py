@@ -8,6 +8,8 @@ import pytest
 
 from textrecords.datasets import index as index_lib
 from textrecords.files import tfrecord
+from textrecords.wire import example_encoder
+from textrecords.wire import features as F
 from w2v_data import kernel_loader
 from w2v_data import corpus as corpus_lib
 from w2v_data import pipeline
@@ -135,6 +137,26 @@ def test_kernel_encoder_matches_numpy_on_big_values_and_empty_lists(monkeypatch,
     monkeypatch.setattr(kernel_loader, "ENABLED", enabled)
     with pytest.raises(ValueError, match="negative"):
       records.encode_int64_records([("a", np.array([1, -1]), np.array([2]))])
+
+
+def test_kernel_and_numpy_encoders_equal_example_encoder_on_long_lists(monkeypatch,
+                                                                      kernel_source):
+  # Lists of 64-200 values of 2-3 bytes each: 128+ payload bytes from fewer
+  # than 128 values too, so a packed length sized from the value count fails.
+  rng = np.random.default_rng(18)
+  n = 40
+  lens = rng.integers(64, 201, n)
+  vals = rng.integers(128, 1 << 20, int(lens.sum()))
+  short = rng.integers(0, 3, n)
+  short_vals = rng.integers(0, 1 << 20, int(short.sum()))
+  feats = [("long", vals, lens), ("b", short_vals, short)]
+  enc = example_encoder.ExampleEncoder([F.FeatureSpec(f[0], "int64", None) for f in feats])
+  lists = {name: np.split(v, np.cumsum(c)[:-1]) for name, v, c in feats}
+  expected = b"".join(tfrecord.frame(enc.encode({k: v[i].tolist() for k, v in lists.items()}))
+                      for i in range(n))
+  fast, slow = _both(monkeypatch, lambda: records.encode_int64_records(feats))
+  assert fast == expected, "compiled kernel"
+  assert slow == expected, "numpy"
 
 
 _WHITESPACE = [chr(c) for c in range(0x110000) if chr(c).isspace()]
