@@ -13,12 +13,25 @@ from textrecords.wire import example_decoder
 from textrecords.files import tfrecord
 from textrecords.errors import UserError
 from w2v_data import corpus as corpus_lib
+from w2v_data import kernel_loader
 from w2v_data import pipeline
 from w2v_data import sampling
 from w2v_data import schema
 from w2v_data.config import W2vConfig
 
 TINY = os.path.join(os.path.dirname(__file__), "testdata", "w2v_tiny.txt")
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def kernels_on_off(request, monkeypatch):
+  """Runs a sampler test with w2v_data's compiled kernels and with the numpy
+  code (the fallback without numba, or under TEXTRECORDS_NUMBA=0)."""
+  on = request.param == "compiled"
+  if on and not kernel_loader.AVAILABLE:
+    pytest.skip("numba (the `fast` extra) is not installed")
+  monkeypatch.setattr(kernel_loader, "ENABLED", on)
+  assert (kernel_loader.kernels() is not None) == on
+  return request.param
 
 
 def _sampler(counts, **kw):
@@ -104,6 +117,7 @@ def test_keep_probabilities_formulas():
   assert w2v[1] == pytest.approx(math.sqrt(r) + r)
 
 
+@pytest.mark.usefixtures("kernels_on_off")
 @pytest.mark.parametrize("seed", range(12))
 def test_sampler_invariants_many_seeds(seed):
   c = corpus_lib.load_corpus([TINY], 2)
@@ -131,6 +145,7 @@ def test_sampler_invariants_many_seeds(seed):
   assert batch.num_pairs == int(batch.num_contexts.sum())
 
 
+@pytest.mark.usefixtures("kernels_on_off")
 def test_sampling_independent_of_grouping():
   c = corpus_lib.load_corpus([TINY], 2)
   s = _sampler(c.counts)
@@ -142,6 +157,7 @@ def test_sampling_independent_of_grouping():
   assert flat(other_seed) != flat(whole)
 
 
+@pytest.mark.usefixtures("kernels_on_off")
 def test_window_and_keep_statistics():
   rng = np.random.default_rng(0)
   counts = np.r_[0, rng.integers(50, 500, size=30)]
@@ -163,6 +179,7 @@ def test_window_and_keep_statistics():
   assert hist.min() > 0.9 * inner.sum() / 4 and hist.max() < 1.1 * inner.sum() / 4
 
 
+@pytest.mark.usefixtures("kernels_on_off")
 def test_noise_distribution_chi_square():
   counts = np.array([0, 1000, 400, 150, 60, 20, 7, 2])
   probs = sampling.noise_probabilities(counts)
@@ -174,6 +191,7 @@ def test_noise_distribution_chi_square():
   assert chi2 < 22.5  # 6 degrees of freedom, p ~ 0.001
 
 
+@pytest.mark.usefixtures("kernels_on_off")
 def test_negatives_follow_count_power_excluding_contexts():
   """The noise words of a center are count**0.75 renormalised without its contexts."""
   counts = np.array([0, 300, 200, 100, 50])
@@ -192,6 +210,34 @@ def test_negatives_follow_count_power_excluding_contexts():
     assert float(((observed - expected) ** 2 / expected).sum()) < 13.8  # 2 dof, p ~ 0.001
 
 
+@pytest.mark.usefixtures("kernels_on_off")
+@pytest.mark.parametrize("model", ["skipgram", "cbow", "pv_dm", "pv_dbow"])
+def test_noise_words_are_never_an_excluded_word(model):
+  # One word holds ~90% of the noise mass and most windows: most first draws
+  # are excluded and redrawn, some many times.
+  rng = np.random.default_rng(20)
+  counts = np.array([0, 5000, 400, 300, 200, 100])
+  lengths = rng.integers(1, 9, 300)
+  ids = rng.choice(np.arange(1, 6), p=counts[1:] / counts.sum(),
+                   size=int(lengths.sum())).astype(np.int32)
+  k = 6
+  b = _sampler(counts, subsample_t=1.0, max_window_size=2, num_noise_words=k,
+               model=model).sample(ids, lengths, np.arange(300))
+  assert len(b.centers) > 100 and b.negatives.min() >= 1 and b.negatives.max() <= 5
+  if model == "skipgram":
+    rows = [(ctx, neg) for _, _, ctx, neg in _per_center(b, k)]
+    assert sum(len(n) for _, n in rows) == len(b.negatives) == k * len(b.contexts)
+  else:
+    cs = np.r_[0, np.cumsum(b.num_contexts)]
+    negs = b.negatives.reshape(len(b.centers), k).tolist()
+    rows = [([int(c)] + b.contexts[cs[i]:cs[i + 1]].tolist(), negs[i])
+            for i, c in enumerate(b.centers)]
+  assert sum(1 in excluded for excluded, _ in rows) > len(rows) / 2
+  for excluded, neg in rows:
+    assert not set(neg) & set(excluded), (excluded, neg)
+
+
+@pytest.mark.usefixtures("kernels_on_off")
 def test_no_noise_word_left_raises():
   counts = np.array([0, 5, 5])
   s = _sampler(counts, subsample_t=1.0, max_window_size=2, num_noise_words=1)
