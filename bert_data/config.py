@@ -26,6 +26,8 @@ class BertConfig(RunOptions):
     needs `packing` ("full_sentences" or "doc_sentences", RoBERTa's).
   spm_model_file: a SentencePiece model to tokenize with instead of
     `vocab_file` (ALBERT's way).
+  pack_instances: up to this many finished instances share a row
+    (`bert_data.instance_packing`); 1 writes one instance per row.
   """
   input_files: Tuple[str, ...]
   output_files: Tuple[str, ...]
@@ -46,6 +48,7 @@ class BertConfig(RunOptions):
   next_sentence: bool = True
   packing: str = ""
   spm_model_file: str = ""
+  pack_instances: int = 1
 
   def validate(self) -> "BertConfig":
     """Range-checks every setting; raises UserError naming the flag."""
@@ -55,7 +58,7 @@ class BertConfig(RunOptions):
       raise UserError("--output_file lists the same path twice")
     cli.check_range("max_seq_length", self.max_seq_length, 5, 1 << 16)
     cli.check_range("max_predictions_per_seq", self.max_predictions_per_seq, 0,
-                    self.max_seq_length)
+                    self.max_seq_length, hi_flag="max_seq_length")
     cli.check_range("dupe_factor", self.dupe_factor, 1, 10000)
     cli.check_range("random_seed", self.random_seed, 0, (1 << 63) - 1)
     for name in ("masked_lm_prob", "short_seq_prob"):
@@ -69,6 +72,7 @@ class BertConfig(RunOptions):
                       "at create time; drop one of them")
     registry.validate(self)  # each masking rule's flags
     self._validate_recipes()
+    self._validate_pack_instances()
     self.validate_run_options()
     if len(self.output_files) > 1 and self.num_shards > 1:
       raise UserError(f"--output_file lists {len(self.output_files)} files and "
@@ -102,6 +106,26 @@ class BertConfig(RunOptions):
     if used and self.reference_compatible:
       raise UserError(f"{', '.join(used)} with --reference_compatible: the reference has no "
                       "such recipe; drop --reference_compatible")
+
+  def _validate_pack_instances(self) -> None:
+    """--pack_instances: 1..MAX_PACK_INSTANCES, and only where rows can be packed."""
+    from bert_data.instance_packing import MAX_PACK_INSTANCES  # pylint: disable=import-outside-toplevel
+    cli.check_range("pack_instances", self.pack_instances, 1, MAX_PACK_INSTANCES)
+    if self.pack_instances == 1:
+      return
+    given = f"--pack_instances={self.pack_instances}"
+    if self.reference_compatible:
+      raise UserError(f"{given} with --reference_compatible: the reference writes one "
+                      "instance per row; drop one of them")
+    if self.packing:
+      raise UserError(f"{given} with --packing={self.packing}: RoBERTa's packing already "
+                      "fills each row with one segment; drop one of them")
+    if self.masking == "dynamic":
+      raise UserError(f"{given} with --masking=dynamic: packed rows are masked at create "
+                      "time; use --masking=static")
+    if len(self.output_files) > 1:
+      raise UserError(f"{given} with {len(self.output_files)} --output_file paths: packed "
+                      "rows go to one dataset; give one path and --num_shards")
 
   @property
   def sentence_task(self) -> str:

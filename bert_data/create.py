@@ -58,6 +58,9 @@ def define_flags():
                     "(full_sentences, [SEP] between them) or within one (doc_sentences).")
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model to tokenize with "
                       "(ALBERT's way) instead of --vocab_file.")
+  flags.DEFINE_integer("pack_instances", 1, "Pack up to N finished instances into each "
+                       "row (1..8; 1: one per row), each with its own [CLS] A [SEP] B [SEP], "
+                       "masks and label; rows carry instance_ids and position_ids.")
   cli.define_common_flags()
 
 
@@ -75,6 +78,7 @@ def config_from_flags() -> BertConfig:
       input_files=files, output_files=outputs, vocab_file=FLAGS.vocab_file or "",
       sentence_order=FLAGS.sentence_order, next_sentence=FLAGS.next_sentence,
       packing=FLAGS.packing or "", spm_model_file=FLAGS.spm_model_file or "",
+      pack_instances=FLAGS.pack_instances,
       do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask,
       max_seq_length=FLAGS.max_seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,
@@ -85,10 +89,18 @@ def config_from_flags() -> BertConfig:
       **run_options_from_flags(FLAGS)).validate()
 
 
+def _rows_note(config: BertConfig, result: run_lib.RunResult) -> str:
+  """' in N rows' for packed rows (--pack_instances > 1), else ''."""
+  if config.pack_instances == 1:
+    return ""
+  return f" in {result.meta['counts']['records']:,} rows"
+
+
 def _summary(config: BertConfig, result: run_lib.RunResult):
   summary = units.summary_of(result.meta)
   line = (f"bert_data: {summary['documents']:,} documents, {summary['tokens']:,} tokens, "
-          f"{summary['instances']:,} instances{cli.decode_note(summary)} -> "
+          f"{summary['instances']:,} instances{_rows_note(config, result)}"
+          f"{cli.decode_note(summary)} -> "
           f"{','.join(config.output_files)}")
   return line, cli.summary("bert_data", list(config.output_files), summary, result.files)
 

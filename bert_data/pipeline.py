@@ -131,7 +131,11 @@ def _frame_bucket(task):
   for path in spill.bucket_files(spill_dir, b):
     os.remove(path)
   frame = tfrecord.frame
-  framed = [frame(rec) for _, rec in items]
+  packer = _STATE.get("row_packer")
+  if packer is not None:  # --pack_instances: rows of the bucket's ordered instances
+    framed = [frame(row) for row in packer.pack_records([rec for _, rec in items])]
+  else:
+    framed = [frame(rec) for _, rec in items]
   if round_robin:
     groups = local_engine.split_round_robin(framed, first, round_robin)
   else:
@@ -151,15 +155,18 @@ def write_default_mode_files(num_workers: int, targets, per_bucket: np.ndarray,
     round_robin: instances go to the files round-robin (several
       --output_file), else file i holds the i-th range of buckets (shards).
   Returns:
-    The number of records written.
+    The number of records written (rows, with a row packer in `_STATE`).
   """
   nb, n_files = len(per_bucket), len(targets)
   per_shard = 0 if round_robin else nb // n_files
   firsts = np.concatenate([[0], np.cumsum(per_bucket)[:-1]]).tolist()
   tasks = [(b, firsts[b], n_files if round_robin else 0, per_shard) for b in range(nb)]
 
+  written = [0]
+
   def part_lists():
     for b, parts in enumerate(parallel.ordered_map(_frame_bucket, tasks, num_workers)):
+      written[0] += sum(p.records for p in parts)
       if round_robin:
         finished = range(n_files) if b == nb - 1 else ()
       else:
@@ -168,18 +175,21 @@ def write_default_mode_files(num_workers: int, targets, per_bucket: np.ndarray,
       progress.update(lambda: f"written {int(per_bucket[:b + 1].sum()):,} records")
 
   local_engine.append_parts(part_lists(), targets, compression, num_workers)
-  return int(per_bucket.sum())
+  return written[0]
 
 
 def _write_default_mode(ctx: units.TaskContext, spill_dir: str, targets, compression: str,
                         progress: cli.Progress) -> int:
-  """The default mode: tasks spilled to buckets, then the buckets written."""
+  """The default mode: tasks spilled to buckets, then the buckets written
+  (packed into rows with --pack_instances); returns the number of instances."""
   config = ctx.config
   num_buckets = units.estimate_buckets(config, ctx.corpus, config.num_shards)
   per_bucket = spill_default_mode(ctx, spill_dir, num_buckets, progress)
   units.check_instance_count(int(per_bucket.sum()), len(targets))
-  return write_default_mode_files(config.num_workers, targets, per_bucket, compression,
-                                  len(config.output_files) > 1, progress)
+  _STATE["row_packer"] = units.make_row_packer(config)
+  write_default_mode_files(config.num_workers, targets, per_bucket, compression,
+                           len(config.output_files) > 1, progress)
+  return int(per_bucket.sum())
 
 
 # ---------------------------------------------------------------- the run
@@ -212,6 +222,9 @@ def create(config: BertConfig,
   finalize) and leaves no corpus or tokenizer behind in module state.
   """
   config.validate()
+  if engine.is_beam and config.pack_instances > 1:
+    raise UserError(f"--pack_instances={config.pack_instances} with --engine=beam: packed "
+                    "rows are made by the local engine only; use --engine=local")
   engine.validate(config.output_files)
   if engine.is_beam and config.reference_compatible:
     raise UserError("--reference_compatible with --engine=beam: the reference's order comes "

@@ -25,13 +25,20 @@ NEXT_SENTENCE_LABELS = "next_sentence_labels"
 # Dynamic records only.
 RECORD_KEY = "record_key"
 WORD_STARTS = "word_starts"
+# Packed rows only (`--pack_instances=N`, N > 1).
+INSTANCE_IDS = "instance_ids"
+POSITION_IDS = "position_ids"
+NEXT_SENTENCE_WEIGHTS = "next_sentence_weights"
+# make_dataset's (B, L, L) block-diagonal mask of packed rows (not a record feature).
+ATTENTION_MASK = "attention_mask"
 
 # Model Garden v2 names for the inputs that differ.
 V2_NAMES = {INPUT_IDS: "input_word_ids", SEGMENT_IDS: "input_type_ids"}
 
 # keras-hub's MaskedLM inputs (BertMaskedLM with preprocessor=None).
 KERAS_HUB_NAMES = {INPUT_IDS: "token_ids", INPUT_MASK: "padding_mask",
-                   SEGMENT_IDS: "segment_ids", MASKED_LM_POSITIONS: "mask_positions"}
+                   SEGMENT_IDS: "segment_ids", MASKED_LM_POSITIONS: "mask_positions",
+                   POSITION_IDS: "position_ids", ATTENTION_MASK: "attention_mask"}
 
 # Output keys of y / sample_weight for the "bert" and "v2" layouts.
 MASKED_LM = "masked_lm"
@@ -52,16 +59,43 @@ def bert_schema(max_seq_length: int, max_predictions_per_seq: int, v2_names: boo
   next_sentence=False (packed records, `--next_sentence=false`) drops
   next_sentence_labels.
   """
-  specs = _named((
-      FeatureSpec(INPUT_IDS, INT64, max_seq_length),
-      FeatureSpec(INPUT_MASK, INT64, max_seq_length),
-      FeatureSpec(SEGMENT_IDS, INT64, max_seq_length),
-      FeatureSpec(MASKED_LM_POSITIONS, INT64, max_predictions_per_seq),
-      FeatureSpec(MASKED_LM_IDS, INT64, max_predictions_per_seq),
-      FeatureSpec(MASKED_LM_WEIGHTS, FLOAT, max_predictions_per_seq),
-      FeatureSpec(NEXT_SENTENCE_LABELS, INT64, 1),
-  ), v2_names)
+  specs = _named(_inputs(max_seq_length) + _predictions(max_predictions_per_seq)
+                 + (FeatureSpec(NEXT_SENTENCE_LABELS, INT64, 1),), v2_names)
   return specs if next_sentence else specs[:-1]
+
+
+def _inputs(max_seq_length: int):
+  """input_ids, input_mask, segment_ids: every static record's first three."""
+  return (FeatureSpec(INPUT_IDS, INT64, max_seq_length),
+          FeatureSpec(INPUT_MASK, INT64, max_seq_length),
+          FeatureSpec(SEGMENT_IDS, INT64, max_seq_length))
+
+
+def _predictions(bound: int):
+  """The masked-LM positions, ids and weights, `bound` slots each."""
+  return (FeatureSpec(MASKED_LM_POSITIONS, INT64, bound),
+          FeatureSpec(MASKED_LM_IDS, INT64, bound),
+          FeatureSpec(MASKED_LM_WEIGHTS, FLOAT, bound))
+
+
+def packed_schema(max_seq_length: int, max_predictions_per_seq: int, pack_instances: int,
+                  v2_names: bool = False):
+  """The FeatureSpecs of packed rows: up to `pack_instances` instances per row.
+
+  Per token: input_ids, input_mask, segment_ids as in `bert_schema`,
+  instance_ids (1..N, 0 = padding) and position_ids (restarting at 0 for
+  each instance). The masked-LM features run over the whole row, with room
+  for `max_predictions_per_seq * pack_instances` predictions;
+  next_sentence_labels and next_sentence_weights (1.0 for a real instance)
+  have one slot per instance.
+  """
+  return _named(_inputs(max_seq_length) + (
+      FeatureSpec(INSTANCE_IDS, INT64, max_seq_length),
+      FeatureSpec(POSITION_IDS, INT64, max_seq_length),
+  ) + _predictions(max_predictions_per_seq * pack_instances) + (
+      FeatureSpec(NEXT_SENTENCE_LABELS, INT64, pack_instances),
+      FeatureSpec(NEXT_SENTENCE_WEIGHTS, FLOAT, pack_instances),
+  ), v2_names)
 
 
 def dynamic_schema(max_seq_length: int, whole_word: bool, v2_names: bool = False,

@@ -19,6 +19,7 @@ from typing import Optional
 
 import numpy as np
 
+from bert_data import instance_packing
 from bert_data import masking
 from bert_data import packing
 from bert_data import records
@@ -93,10 +94,23 @@ def masking_params(config: BertConfig, tok) -> masking.MaskingParams:
 
 
 def make_encoder(config: BertConfig, tok) -> records.BertRecordEncoder:
-  """The record encoder of a run."""
+  """The record encoder of a run (with --pack_instances > 1: compact
+  instances, packed into rows once ordered; see `make_row_packer`)."""
+  if config.pack_instances > 1:
+    return instance_packing.CompactInstanceEncoder(
+        config.max_seq_length, config.max_predictions_per_seq, config.pack_instances,
+        v2_names=config.use_v2_feature_names)
   return records.BertRecordEncoder(config.max_seq_length, config.max_predictions_per_seq,
                                    tok.vocab_size, v2_names=config.use_v2_feature_names,
                                    next_sentence=config.next_sentence)
+
+
+def make_row_packer(config: BertConfig) -> Optional[instance_packing.RowPacker]:
+  """--pack_instances > 1: what packs the ordered instances into rows (else None)."""
+  if config.pack_instances == 1:
+    return None
+  return instance_packing.RowPacker(config.max_seq_length, config.max_predictions_per_seq,
+                                    config.pack_instances, config.use_v2_feature_names)
 
 
 def make_dynamic_encoder(config: BertConfig) -> Optional[records.DynamicRecordEncoder]:
@@ -374,6 +388,7 @@ class MetaBuilder:
         "datasets": [os.path.basename(p) for p in config.output_files],
         "sentence_task": config.sentence_task,
         "packing": config.packing or None,
+        "pack_instances": config.pack_instances,
         "tokenizer": "sentencepiece" if config.spm_model_file else "wordpiece",
     })
     if config.spm_model_file:

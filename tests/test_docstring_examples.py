@@ -14,7 +14,8 @@ WITH_EXAMPLES = (
     "textrecords.datasets.layout", "textrecords.datasets.metadata",
     "textrecords.reading.read_options", "textrecords.lazy_exports",
     "textrecords.files.text_input", "textrecords.files.atomic_file",
-    "w2v_data.sampling", "w2v_data.records", "w2v_data.corpus")
+    "w2v_data.sampling", "w2v_data.records", "w2v_data.corpus",
+    "bert_data.instance_packing")
 
 
 def _modules():

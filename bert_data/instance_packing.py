@@ -1,0 +1,250 @@
+"""Packed BERT rows (`--pack_instances=N`): several finished instances share a row.
+
+Each instance keeps its own `[CLS] A [SEP] B [SEP]`, its masked positions and
+its next-sentence (or sentence-order) label; the row says which token belongs
+to which instance (`instance_ids`, 1..N, 0 = padding) and where each instance
+starts (`position_ids` restart at 0), so a model can keep attention inside
+each instance (`attention_mask`). This is Graphcore's packed BERT (arXiv
+2107.02027), not RoBERTa's `--packing=full_sentences` (`bert_data.packing`),
+which drops the sentence-pair task and lets attention cross documents.
+
+Where it runs: tasks encode each finished instance compactly
+(`CompactInstanceEncoder`, in place of the record encoder); once a bucket's
+instances are in their final order, `RowPacker` packs every window of
+`PACK_WINDOW` consecutive instances with `pack_lengths` and encodes the rows.
+Packing draws nothing, so the rows depend only on that order: the same bytes
+for any number of workers.
+
+No TensorFlow here (`attention_mask` takes numpy or TF tensors alike).
+"""
+
+import bisect
+import struct
+from typing import List, Sequence
+
+import numpy as np
+
+from bert_data import records
+from bert_data import schema as S
+from bert_data.instances import Instance
+
+MAX_PACK_INSTANCES = 8
+PACK_WINDOW = 2048  # consecutive instances packed together
+_HEADER = struct.Struct("<4i")  # tokens, num_a, is_random_next, predictions
+
+
+# ---------------------------------------------------------------- compact instances
+
+def compact_instance(tokens, num_a: int, is_random_next: bool, positions, labels) -> bytes:
+  """One finished instance as int32 bytes: header, tokens, positions, labels.
+
+  >>> unpack_compact(compact_instance([1, 5, 2, 6, 2], 3, True, [1], [9]))
+  ([1, 5, 2, 6, 2], 3, True, [1], [9])
+  """
+  return (_HEADER.pack(len(tokens), num_a, int(bool(is_random_next)), len(positions))
+          + np.asarray(tokens, "<i4").tobytes() + np.asarray(positions, "<i4").tobytes()
+          + np.asarray(labels, "<i4").tobytes())
+
+
+def unpack_compact(data: bytes):
+  """(tokens, num_a, is_random_next, positions, labels) of `compact_instance` bytes."""
+  n, num_a, rnd, m = _HEADER.unpack_from(data)
+  body = np.frombuffer(data, "<i4", offset=_HEADER.size)
+  return (body[:n].tolist(), num_a, bool(rnd), body[n:n + m].tolist(),
+          body[n + m:n + 2 * m].tolist())
+
+
+class CompactInstanceEncoder:
+  """The tasks' record encoder when rows are packed: compact instances.
+
+  Takes what `records.BertRecordEncoder` takes (`encode`, `encode_parts`,
+  `encode_arrays`), so the tasks run unchanged; `schema` is the packed
+  rows' (what the metadata names).
+  """
+
+  def __init__(self, max_seq_length: int, max_predictions_per_seq: int, pack_instances: int,
+               v2_names: bool = False):
+    self.schema = S.packed_schema(max_seq_length, max_predictions_per_seq, pack_instances,
+                                  v2_names)
+    self._seq, self._pred = max_seq_length, max_predictions_per_seq
+
+  def encode(self, inst: Instance) -> bytes:
+    return self.encode_parts(inst.tokens, inst.num_a, inst.is_random_next, inst.positions,
+                             inst.labels)
+
+  def encode_parts(self, tokens, num_a, is_random_next, positions, labels) -> bytes:
+    if len(tokens) > self._seq or len(positions) > self._pred:
+      raise ValueError(f"instance of {len(tokens)} tokens / {len(positions)} predictions "
+                       f"exceeds {self._seq} / {self._pred}")
+    return compact_instance(tokens, num_a, is_random_next, positions, labels)
+
+  def encode_arrays(self, ids, lengths, num_as, is_random_next, positions, labels,
+                    counts) -> list:
+    """As `records.BertRecordEncoder.encode_arrays`."""
+    return [compact_instance(ids[i, :n], na, rnd, positions[i, :m], labels[i, :m])
+            for i, (n, na, rnd, m) in enumerate(zip(np.asarray(lengths).tolist(), list(num_as),
+                                                    list(is_random_next),
+                                                    np.asarray(counts).tolist()))]
+
+
+# ---------------------------------------------------------------- the packing
+
+def pack_lengths(lengths: Sequence[int], max_seq_length: int,
+                 max_per_row: int) -> List[List[int]]:
+  """Groups items into rows of at most `max_seq_length` tokens and `max_per_row` items.
+
+  Best-fit decreasing (the histogram packing of Graphcore's SPFHP, one item
+  at a time): items are taken longest first (ties: lower index first), each
+  into the open row whose free space is the smallest that fits it (ties: the
+  older row), else into a new row. Deterministic; O(n log n) plus the moves
+  of a sorted list of the open rows.
+
+  Args:
+    lengths: each item's length (at most max_seq_length).
+    max_seq_length: a row's capacity.
+    max_per_row: at most this many items per row.
+  Returns:
+    The rows as lists of item indexes, each ascending; rows ordered by their
+    first item.
+
+  Example: lengths 5, 3, 4, 2, 4 in rows of 8, at most 2 per row:
+    >>> pack_lengths([5, 3, 4, 2, 4], 8, 2)
+    [[0, 1], [2, 4], [3]]
+  """
+  rows: List[List[int]] = []
+  free: List[tuple] = []  # (free space, row) of rows with room for another item
+  for i in sorted(range(len(lengths)), key=lambda k: (-lengths[k], k)):
+    n = lengths[i]
+    at = bisect.bisect_left(free, (n, -1))
+    if at == len(free):
+      row, space = len(rows), max_seq_length
+      rows.append([])
+    else:
+      space, row = free.pop(at)
+    rows[row].append(i)
+    if len(rows[row]) < max_per_row and space - n > 0:
+      bisect.insort(free, (space - n, row))
+  for members in rows:
+    members.sort()
+  rows.sort(key=lambda members: members[0])
+  return rows
+
+
+class RowPacker:
+  """Compact instances in their final order -> encoded packed rows.
+
+  Example (two instances of 5 and 3 tokens share a row of 8):
+    >>> from textrecords.wire import example_decoder
+    >>> p = RowPacker(8, 1, 2)
+    >>> rows = p.pack_records([compact_instance([1, 5, 2, 6, 2], 3, False, [1], [7]),
+    ...                        compact_instance([1, 2, 2], 2, True, [], [])])
+    >>> row = example_decoder.decode_example(rows[0])
+    >>> row["instance_ids"], row["position_ids"], row["next_sentence_labels"]
+    ([1, 1, 1, 1, 1, 2, 2, 2], [0, 1, 2, 3, 4, 0, 1, 2], [0, 1])
+  """
+
+  def __init__(self, max_seq_length: int, max_predictions_per_seq: int, pack_instances: int,
+               v2_names: bool = False, window: int = PACK_WINDOW):
+    self.seq, self.pred, self.n = max_seq_length, max_predictions_per_seq, pack_instances
+    self.window = window
+    self.encoder = records.PackedRecordEncoder(max_seq_length, max_predictions_per_seq,
+                                               pack_instances, v2_names)
+
+  def pack_records(self, compact: Sequence[bytes]) -> List[bytes]:
+    """The encoded rows of compact instances, packed a window at a time."""
+    out = []
+    for w0 in range(0, len(compact), self.window):
+      insts = [unpack_compact(c) for c in compact[w0:w0 + self.window]]
+      rows = pack_lengths([len(t[0]) for t in insts], self.seq, self.n)
+      out.extend(self.encoder.encode_rows(self.row_arrays(insts, rows)))
+    return out
+
+  def row_arrays(self, insts, rows) -> dict:
+    """Canonical feature name -> (R, length) array of the rows (see `S.packed_schema`)."""
+    r, seq, bound = len(rows), self.seq, self.pred * self.n
+    cols = {name: np.zeros((r, seq), np.int64) for name in (
+        S.INPUT_IDS, S.INPUT_MASK, S.SEGMENT_IDS, S.INSTANCE_IDS, S.POSITION_IDS)}
+    for name in (S.MASKED_LM_POSITIONS, S.MASKED_LM_IDS):
+      cols[name] = np.zeros((r, bound), np.int64)
+    cols[S.MASKED_LM_WEIGHTS] = np.zeros((r, bound), np.float32)
+    cols[S.NEXT_SENTENCE_LABELS] = np.zeros((r, self.n), np.int64)
+    cols[S.NEXT_SENTENCE_WEIGHTS] = np.zeros((r, self.n), np.float32)
+    ramp = np.arange(seq)
+    for j, members in enumerate(rows):
+      start = used = 0
+      for k, i in enumerate(members):
+        tokens, num_a, rnd, positions, labels = insts[i]
+        n, m = len(tokens), len(positions)
+        cols[S.INPUT_IDS][j, start:start + n] = tokens
+        cols[S.SEGMENT_IDS][j, start + num_a:start + n] = 1
+        cols[S.INSTANCE_IDS][j, start:start + n] = k + 1
+        cols[S.POSITION_IDS][j, start:start + n] = ramp[:n]
+        cols[S.MASKED_LM_POSITIONS][j, used:used + m] = np.asarray(positions, np.int64) + start
+        cols[S.MASKED_LM_IDS][j, used:used + m] = labels
+        cols[S.MASKED_LM_WEIGHTS][j, used:used + m] = 1.0
+        cols[S.NEXT_SENTENCE_LABELS][j, k] = int(rnd)
+        cols[S.NEXT_SENTENCE_WEIGHTS][j, k] = 1.0
+        start, used = start + n, used + m
+      cols[S.INPUT_MASK][j, :start] = 1
+    return cols
+
+
+# ---------------------------------------------------------------- reading rows back
+
+def unpack_row(features: dict, max_predictions_per_seq: int) -> List[dict]:
+  """The instances of one decoded packed row, each as an unpacked record's features.
+
+  Args:
+    features: canonical feature name -> list of values (one decoded row).
+    max_predictions_per_seq: the per-instance bound the run was made with.
+  Returns:
+    Per instance, in row order: input_ids, input_mask, segment_ids (padded
+    to the row's length), masked_lm_positions (relative to the instance),
+    masked_lm_ids, masked_lm_weights (padded to max_predictions_per_seq)
+    and next_sentence_labels: the features `bert_schema` records hold.
+
+  >>> row = {S.INPUT_IDS: [1, 5, 2, 1, 2, 0], S.SEGMENT_IDS: [0, 0, 1, 0, 0, 0],
+  ...        S.INSTANCE_IDS: [1, 1, 1, 2, 2, 0], S.MASKED_LM_POSITIONS: [1, 0],
+  ...        S.MASKED_LM_IDS: [9, 0], S.MASKED_LM_WEIGHTS: [1.0, 0.0],
+  ...        S.NEXT_SENTENCE_LABELS: [1, 0]}
+  >>> [(i[S.INPUT_IDS], i[S.MASKED_LM_POSITIONS], i[S.NEXT_SENTENCE_LABELS])
+  ...  for i in unpack_row(row, 1)]
+  [([1, 5, 2, 0, 0, 0], [1], [1]), ([1, 2, 0, 0, 0, 0], [0], [0])]
+  """
+  inst = np.asarray(features[S.INSTANCE_IDS], np.int64)
+  seq = len(inst)
+  ids, seg = np.asarray(features[S.INPUT_IDS]), np.asarray(features[S.SEGMENT_IDS])
+  used = np.asarray(features[S.MASKED_LM_WEIGHTS]) > 0
+  positions = np.asarray(features[S.MASKED_LM_POSITIONS], np.int64)[used]
+  labels = np.asarray(features[S.MASKED_LM_IDS], np.int64)[used]
+  out = []
+  for k in range(1, int(inst.max(initial=0)) + 1):
+    where = np.flatnonzero(inst == k)
+    start, n = int(where[0]), len(where)
+    mine = (positions >= start) & (positions < start + n)
+    m = int(mine.sum())
+    pad_seq, pad_pred = [0] * (seq - n), [0] * (max_predictions_per_seq - m)
+    out.append({
+        S.INPUT_IDS: ids[start:start + n].tolist() + pad_seq,
+        S.INPUT_MASK: [1] * n + pad_seq,
+        S.SEGMENT_IDS: seg[start:start + n].tolist() + pad_seq,
+        S.MASKED_LM_POSITIONS: (positions[mine] - start).tolist() + pad_pred,
+        S.MASKED_LM_IDS: labels[mine].tolist() + pad_pred,
+        S.MASKED_LM_WEIGHTS: [1.0] * m + [0.0] * len(pad_pred),
+        S.NEXT_SENTENCE_LABELS: [int(features[S.NEXT_SENTENCE_LABELS][k - 1])],
+    })
+  return out
+
+
+def attention_mask(instance_ids):
+  """(B, L) instance ids -> (B, L, L) bool: query i may attend to key j.
+
+  True exactly where both tokens belong to the same instance (padding, id 0,
+  attends to nothing and is attended by nothing). Takes numpy arrays or TF
+  tensors and returns the same kind.
+
+  >>> attention_mask(np.array([[1, 1, 2, 0]]))[0].astype(int).tolist()
+  [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]
+  """
+  query, key = instance_ids[:, :, None], instance_ids[:, None, :]
+  return (query == key) & (key > 0)

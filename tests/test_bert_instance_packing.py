@@ -1,0 +1,165 @@
+"""bert_data.create --pack_instances=N: packed rows, their packing, unpacking and errors."""
+
+import random
+
+import numpy as np
+import pytest
+
+from bert_data import instance_packing as ip
+from bert_data import pipeline
+from bert_data import records
+from bert_data import schema as S
+from bert_data.config import BertConfig
+from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli, write_varied_corpus
+from textrecords.datasets import layout
+from textrecords.files import tfrecord
+from textrecords.wire import example_decoder
+
+MOD = "bert_data.create"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  """Short documents (the sample's, cut to their first three lines), varied."""
+  long = write_varied_corpus(tmp_path_factory.mktemp("corpus") / "long.txt", 6)
+  docs = open(long, encoding="utf-8").read().strip().split("\n\n")
+  path = tmp_path_factory.mktemp("short") / "short.txt"
+  path.write_text("\n\n".join("\n".join(d.split("\n")[:3]) for d in docs) + "\n",
+                  encoding="utf-8")
+  return str(path)
+
+
+def _create(out, corpus, **kw):
+  kw = {"dupe_factor": 2, "max_seq_length": 256, "max_predictions_per_seq": 20,
+        "num_workers": 1, **kw}
+  cfg = BertConfig(input_files=(corpus,), output_files=(str(out),), vocab_file=VOCAB,
+                   quiet=True, **kw)
+  return pipeline.create(cfg)
+
+
+def _records(out, num_shards=1):
+  paths = layout.shard_paths(str(out), num_shards) if num_shards > 1 else [str(out)]
+  return [r for p in paths for r in tfrecord.read_records(p)]
+
+
+def _unpacked_records(rows, seq, pred, task_records=True):
+  """Every instance of the packed rows, re-encoded as an unpacked record."""
+  enc = records.BertRecordEncoder(seq, pred, 30522, next_sentence=task_records)
+  out = []
+  for row in rows:
+    for f in ip.unpack_row(example_decoder.decode_example(row), pred):
+      n, m = sum(f[S.INPUT_MASK]), int(sum(f[S.MASKED_LM_WEIGHTS]))
+      out.append(enc.encode_parts(f[S.INPUT_IDS][:n], n - sum(f[S.SEGMENT_IDS]),
+                                  bool(f[S.NEXT_SENTENCE_LABELS][0]),
+                                  f[S.MASKED_LM_POSITIONS][:m], f[S.MASKED_LM_IDS][:m]))
+  return out
+
+
+# ---------------------------------------------------------------- the packing algorithm
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pack_lengths_fits_every_item_once_within_bounds(seed):
+  rng = random.Random(seed)
+  lengths = [rng.randint(1, 64) for _ in range(rng.randint(1, 300))]
+  for n in (1, 2, 3, 8):
+    rows = ip.pack_lengths(lengths, 64, n)
+    assert sorted(i for r in rows for i in r) == list(range(len(lengths)))
+    assert all(sum(lengths[i] for i in r) <= 64 and 1 <= len(r) <= n for r in rows)
+    assert all(r == sorted(r) for r in rows)
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+    assert rows == ip.pack_lengths(list(lengths), 64, n)  # deterministic
+    if n == 1:
+      assert len(rows) == len(lengths)
+
+
+def test_pack_lengths_fills_rows_of_short_items():
+  # 100 items of 10 tokens in rows of 64, at most 4 each: 25 full rows of 4.
+  rows = ip.pack_lengths([10] * 100, 64, 4)
+  assert len(rows) == 25 and all(len(r) == 4 for r in rows)
+
+
+def test_attention_mask_is_block_diagonal():
+  ids = np.array([[1, 1, 1, 2, 2, 3, 0, 0]])
+  mask = ip.attention_mask(ids)[0]
+  for q in range(8):
+    for k in range(8):
+      assert mask[q, k] == (ids[0, q] == ids[0, k] != 0)
+
+
+# ---------------------------------------------------------------- packed runs
+
+@pytest.mark.parametrize("kw", [{}, {"do_whole_word_mask": True}, {"sentence_order": True}],
+                         ids=["static", "whole_word", "sop"])
+def test_unpacking_rows_gives_back_the_unpacked_instances(tmp_path, corpus, kw):
+  plain = _create(tmp_path / "plain.tfrecord", corpus, **kw)
+  packed = _create(tmp_path / "packed.tfrecord", corpus, pack_instances=4, **kw)
+  rows = _records(tmp_path / "packed.tfrecord")
+  unpacked = _records(tmp_path / "plain.tfrecord")
+  assert packed.meta["counts"]["instances"] == plain.meta["counts"]["instances"] == len(unpacked)
+  assert packed.meta["counts"]["records"] == len(rows) < len(unpacked) / 1.3
+  assert sorted(_unpacked_records(rows, 256, 20)) == sorted(unpacked)
+  assert packed.meta["pack_instances"] == 4 and plain.meta["pack_instances"] == 1
+
+
+def test_row_features_describe_each_instance(tmp_path, corpus):
+  _create(tmp_path / "p.tfrecord", corpus, pack_instances=3)
+  spec = {s.name: s.length for s in S.packed_schema(256, 20, 3)}
+  for row in _records(tmp_path / "p.tfrecord"):
+    f = example_decoder.decode_example(row)
+    assert {k: len(v) for k, v in f.items()} == spec
+    inst, pos, mask = (np.array(f[k]) for k in (S.INSTANCE_IDS, S.POSITION_IDS, S.INPUT_MASK))
+    count = int(inst.max())
+    assert 1 <= count <= 3 and (mask == (inst > 0)).all()
+    assert f[S.NEXT_SENTENCE_WEIGHTS] == [1.0] * count + [0.0] * (3 - count)
+    for k in range(1, count + 1):
+      where = np.flatnonzero(inst == k)
+      assert (np.diff(where) == 1).all() and (pos[where] == np.arange(len(where))).all()
+      assert f[S.INPUT_IDS][where[0]] == 101  # [CLS] opens every instance
+    used = np.array(f[S.MASKED_LM_WEIGHTS]) > 0
+    assert (inst[np.array(f[S.MASKED_LM_POSITIONS])[used]] > 0).all()
+
+
+def test_same_bytes_for_1_2_4_workers(tmp_path, corpus):
+  digests = []
+  for w in (1, 2, 4):
+    out = tmp_path / f"w{w}" / "train.tfrecord"
+    out.parent.mkdir()
+    _create(out, corpus, pack_instances=4, num_workers=w, num_shards=2)
+    digests.append([tfrecord.file_sha256(p) for p in layout.shard_paths(str(out), 2)])
+  assert digests[0] == digests[1] == digests[2]
+
+
+def test_one_instance_per_row_is_todays_records(tmp_path, corpus):
+  _create(tmp_path / "a.tfrecord", corpus)
+  _create(tmp_path / "b.tfrecord", corpus, pack_instances=1)
+  assert tfrecord.file_sha256(str(tmp_path / "a.tfrecord")) == tfrecord.file_sha256(
+      str(tmp_path / "b.tfrecord"))
+  assert example_decoder.decode_example(_records(tmp_path / "b.tfrecord")[0]).keys() == {
+      s.name for s in S.bert_schema(256, 20)}
+
+
+# ---------------------------------------------------------------- bad values
+
+@pytest.mark.parametrize("flags,text", [
+    (["--pack_instances=0"], "--pack_instances=0: must be in [1, 8]"),
+    (["--pack_instances=9"], "--pack_instances=9: must be in [1, 8]"),
+    (["--pack_instances=2", "--reference_compatible"], "with --reference_compatible"),
+    (["--pack_instances=2", "--next_sentence=false", "--packing=full_sentences"],
+     "with --packing=full_sentences"),
+    (["--pack_instances=2", "--masking=dynamic"], "with --masking=dynamic"),
+    (["--pack_instances=2", "--engine=beam"], "with --engine=beam"),
+])
+def test_bad_pack_instances_is_one_line(tmp_path, flags, text):
+  out = tmp_path / "out"
+  out.mkdir()
+  r = run_cli(MOD, f"--input_file={SAMPLE_TEXT}", f"--output_file={out}/x.tfrecord",
+              f"--vocab_file={VOCAB}", "--dupe_factor=1", "--quiet", *flags)
+  lines = error_lines(r.stderr)
+  assert r.returncode == 2 and len(lines) == 1 and text in lines[0], r.stderr
+  assert list(out.iterdir()) == []
+
+
+def test_several_output_files_refused(tmp_path):
+  with pytest.raises(ValueError, match="--output_file paths: packed rows go to one dataset"):
+    BertConfig(input_files=(SAMPLE_TEXT,), output_files=("a", "b"), vocab_file=VOCAB,
+               pack_instances=2).validate()
