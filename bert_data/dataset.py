@@ -2,6 +2,7 @@
 
 from typing import Optional, Sequence
 
+from bert_data import instance_packing
 from bert_data import schema as S
 from bert_data.masks import registry
 from textrecords.reading import locations as dataset_files
@@ -23,6 +24,9 @@ def record_schema(meta: dict):
   v2 = bool(meta.get("flags", {}).get("use_v2_feature_names", False))
   masking = meta.get("masking")
   next_sentence = meta.get("sentence_task") != "none"
+  if meta.get("pack_instances", 1) > 1:
+    return S.packed_schema(meta["max_seq_length"], meta["max_predictions_per_seq"],
+                           meta["pack_instances"], v2)
   if _dynamic(meta):
     return S.dynamic_schema(meta["max_seq_length"], registry.rule_of_meta(masking).WORDS, v2,
                             next_sentence=next_sentence)
@@ -62,7 +66,8 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
                  masked_lm_prob: Optional[float] = None,
                  feature_names: Optional[str] = None,
                  v2_names: bool = False, weights: Optional[Sequence[float]] = None,
-                 data_service: Optional[str] = None, job_name: Optional[str] = None):
+                 data_service: Optional[str] = None, job_name: Optional[str] = None,
+                 pack_instances: Optional[int] = None, attention_mask: bool = False):
   """A `tf.data.Dataset` of `(x, y, sample_weight)` for `keras.Model.fit`.
 
   feature_names="bert" (default): x = {input_ids, input_mask, segment_ids,
@@ -75,6 +80,17 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
   float32 weights and the bool mask; static shapes. Records written with
   `--masking=dynamic` are masked here per batch, afresh every epoch, the
   same for a `seed` (with `training=False` the same every pass).
+
+  Packed rows (`create --pack_instances=N`): x also holds instance_ids
+  (1..N per token, 0 = padding) and position_ids (restarting per
+  instance); y["next_sentence"] and sample_weight["next_sentence"] are
+  (batch, N): a label and a 0/1 weight per instance slot. With
+  `attention_mask=True` x also holds "attention_mask", (batch, L, L) bool,
+  true where query and key are real tokens of the same instance (unpacked
+  records: of the one instance). "keras_hub" names on packed rows: x =
+  {token_ids, padding_mask, segment_ids, position_ids, mask_positions,
+  attention_mask} (the mask a `keras_hub.layers.TransformerEncoder` takes
+  as `attention_mask`), y = mask ids, sample_weight = mask weights.
 
   The arguments from batch_size to log are the shared
   `textrecords.reading.read_options.ReadOptions`; records come in the order
@@ -94,6 +110,8 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
       `v2_names=True`).
     data_service, job_name: run the pipeline on a tf.data service
       (`textrecords.reading.tf_input.data_service_step`).
+    pack_instances: if given, must equal the records' (1: unpacked).
+    attention_mask: add the (batch, L, L) block-diagonal attention mask.
   Raises:
     UserError (a ValueError): missing/incomplete dataset, other package's
       records, length mismatch, override beyond the records' lengths,
@@ -102,7 +120,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
   opts = read_options.from_arguments(locals())
   serve = tf_input.data_service_step(data_service, job_name)
   reading = _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob,
-                     _feature_names(feature_names, v2_names))
+                     _feature_names(feature_names, v2_names), pack_instances, attention_mask)
   if not isinstance(location, str) or weights is not None:
     from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
     return serve(mixtures.tf_mixture(location, weights, opts,
@@ -136,13 +154,15 @@ def _entries(location: str, split: str, opts: ReadOptions):
                                           skip_corrupt=opts.skip_corrupt, log=opts.log)
 
 
-def _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob, names):
+def _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob, names,
+             pack_instances=None, with_attention=False):
   """meta -> parse(serialized batch, salt) -> (x, y, w): the checks and the
-  parse of one dataset's records (its lengths, masking and names)."""
+  parse of one dataset's records (its lengths, masking, packing and names)."""
 
   def for_meta(meta):
     tf = require_tf()
     masker = _masker(meta, max_seq_length, max_predictions_per_seq, masked_lm_prob)
+    check_pack_instances(meta, pack_instances)
     spec = features.parse_spec(record_schema(meta))
     canonical = S.canonical_names(
         bool(meta.get("flags", {}).get("use_v2_feature_names", False)))
@@ -157,7 +177,8 @@ def _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob, names):
       else:
         weights = f[S.MASKED_LM_WEIGHTS]
       return outputs(ints, weights, names, lambda t: tf.ones_like(t, tf.float32),
-                     lambda t: tf.cast(t, tf.bool))
+                     lambda t: tf.cast(t, tf.bool), f.get(S.NEXT_SENTENCE_WEIGHTS),
+                     with_attention)
 
     return parse
 
@@ -185,6 +206,14 @@ def _masker(meta, max_seq_length, max_predictions_per_seq, masked_lm_prob):
   return None
 
 
+def check_pack_instances(meta: dict, pack_instances: Optional[int]) -> None:
+  """Refuses a `pack_instances` other than the records' (when one is asked for)."""
+  found = meta.get("pack_instances", 1)
+  if pack_instances is not None and pack_instances != found:
+    raise UserError(f"{meta['_path']}: records have pack_instances={found}, but "
+                    f"pack_instances={pack_instances} was asked for")
+
+
 def _dynamic(meta) -> bool:
   """Whether the records are masked when read (`--masking=dynamic`)."""
   return (meta.get("masking") or {}).get("mode") == "dynamic"
@@ -201,7 +230,8 @@ def _feature_names(feature_names: Optional[str], v2_names: bool) -> str:
   return feature_names
 
 
-def outputs(ints: dict, mlm_weights, names: str, ones_like, as_bool):
+def outputs(ints: dict, mlm_weights, names: str, ones_like, as_bool, nsp_weights=None,
+            with_attention: bool = False):
   """(x, y, sample_weight) in the consumer's names, from tf tensors or numpy arrays.
 
   Args:
@@ -211,7 +241,12 @@ def outputs(ints: dict, mlm_weights, names: str, ones_like, as_bool):
     ones_like: float32 ones of the shape of its argument's first column
       (the next-sentence weights, shape (batch,)).
     as_bool: casts an array to bool (keras_hub's padding mask).
+    nsp_weights: packed rows' next_sentence_weights (else None).
+    with_attention: add x["attention_mask"] (packed rows' keras_hub names
+      always have it).
   """
+  if S.INSTANCE_IDS in ints:
+    return _packed_outputs(ints, mlm_weights, nsp_weights, names, as_bool, with_attention)
   if names == "keras_hub":
     k = S.KERAS_HUB_NAMES
     x = {k[S.INPUT_IDS]: ints[S.INPUT_IDS],
@@ -227,4 +262,26 @@ def outputs(ints: dict, mlm_weights, names: str, ones_like, as_bool):
   if S.NEXT_SENTENCE_LABELS in ints:  # packed records (--next_sentence=false) have none
     y[NEXT_SENTENCE] = ints[S.NEXT_SENTENCE_LABELS]
     weights[NEXT_SENTENCE] = ones_like(ints[S.NEXT_SENTENCE_LABELS][:, 0])
+  if with_attention:  # one instance per row: real tokens attend to each other
+    x[S.ATTENTION_MASK] = instance_packing.attention_mask(ints[S.INPUT_MASK])
   return x, y, weights
+
+
+def _packed_outputs(ints: dict, mlm_weights, nsp_weights, names: str, as_bool,
+                    with_attention: bool):
+  """`outputs` of packed rows (`--pack_instances`): see `make_dataset`."""
+  mask = instance_packing.attention_mask(ints[S.INSTANCE_IDS])
+  if names == "keras_hub":
+    k = S.KERAS_HUB_NAMES
+    x = {k[S.INPUT_IDS]: ints[S.INPUT_IDS], k[S.INPUT_MASK]: as_bool(ints[S.INPUT_MASK]),
+         **{k[n]: ints[n] for n in (S.SEGMENT_IDS, S.POSITION_IDS, S.MASKED_LM_POSITIONS)},
+         k[S.ATTENTION_MASK]: mask}
+    return x, ints[S.MASKED_LM_IDS], mlm_weights
+  renamed = S.V2_NAMES if names == "v2" else {}
+  x = {renamed.get(k, k): ints[k] for k in (S.INPUT_IDS, S.INPUT_MASK, S.SEGMENT_IDS,
+                                            S.INSTANCE_IDS, S.POSITION_IDS,
+                                            S.MASKED_LM_POSITIONS)}
+  if with_attention:
+    x[S.ATTENTION_MASK] = mask
+  return (x, {MASKED_LM: ints[S.MASKED_LM_IDS], NEXT_SENTENCE: ints[S.NEXT_SENTENCE_LABELS]},
+          {MASKED_LM: mlm_weights, NEXT_SENTENCE: nsp_weights})

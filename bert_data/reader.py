@@ -78,8 +78,10 @@ class BertDecoder(numpy_reader.BatchDecoder):
       ints[S.INPUT_IDS] = ids.astype(np.int32)
       ints[S.MASKED_LM_POSITIONS] = positions.astype(np.int32)
       ints[S.MASKED_LM_IDS] = labels.astype(np.int32)
+    nsp_weights = cols.get(S.NEXT_SENTENCE_WEIGHTS)  # packed rows only
     return dataset.outputs(ints, weights, self.names,
-                           lambda a: np.ones(a.shape, np.float32), lambda a: a.astype(bool))
+                           lambda a: np.ones(a.shape, np.float32), lambda a: a.astype(bool),
+                           None if nsp_weights is None else nsp_weights.values)
 
 
 def open_dataset(location: str, *, split: str = DEFAULT_SPLIT, max_seq_length: Optional[int] = None,

@@ -163,3 +163,57 @@ def test_several_output_files_refused(tmp_path):
   with pytest.raises(ValueError, match="--output_file paths: packed rows go to one dataset"):
     BertConfig(input_files=(SAMPLE_TEXT,), output_files=("a", "b"), vocab_file=VOCAB,
                pack_instances=2).validate()
+
+
+# ---------------------------------------------------------------- reading packed rows
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory, corpus):
+  out = tmp_path_factory.mktemp("packed") / "p.tfrecord"
+  _create(out, corpus, pack_instances=3, max_seq_length=128)
+  return str(out)
+
+
+def test_make_dataset_static_shapes_and_no_attention_across_instances(packed):
+  import bert_data  # pylint: disable=import-outside-toplevel
+  ds = bert_data.make_dataset(packed, 4, training=False, drop_remainder=True,
+                              attention_mask=True)
+  spec_x, spec_y, spec_w = ds.element_spec
+  assert spec_x[S.ATTENTION_MASK].shape.as_list() == [4, 128, 128]
+  assert spec_x[S.INSTANCE_IDS].shape.as_list() == [4, 128]
+  assert spec_y["next_sentence"].shape.as_list() == spec_w["next_sentence"].shape.as_list() == [4, 3]
+  assert spec_y["masked_lm"].shape.as_list() == [4, 60]
+  crossed = 0
+  for x, _, w in ds:
+    ids, mask = x[S.INSTANCE_IDS].numpy(), x[S.ATTENTION_MASK].numpy()
+    same = (ids[:, :, None] == ids[:, None, :]) & (ids[:, None, :] > 0)
+    assert (mask == same).all()
+    crossed += int((mask & (ids[:, :, None] != ids[:, None, :])).sum())
+    assert (w["next_sentence"].numpy() == (np.arange(1, 4)[None] <= ids.max(axis=1)[:, None])).all()
+  assert crossed == 0
+
+
+def test_numpy_batches_equal_make_dataset_on_packed_rows(packed):
+  import bert_data  # pylint: disable=import-outside-toplevel
+  from bert_data import reader  # pylint: disable=import-outside-toplevel
+  for (x, y, w), (xn, yn, wn) in zip(bert_data.make_dataset(packed, 4, training=False),
+                                     reader.numpy_batches(packed, 4, training=False)):
+    for got, want in ((xn, x), (yn, y), (wn, w)):
+      assert got.keys() == want.keys()
+      assert all((got[k] == want[k].numpy()).all() for k in got)
+
+
+def test_keras_hub_names_carry_the_attention_mask(packed):
+  import bert_data  # pylint: disable=import-outside-toplevel
+  x, y, w = next(iter(bert_data.make_dataset(packed, 2, training=False,
+                                             feature_names="keras_hub")))
+  assert set(x) == {"token_ids", "padding_mask", "segment_ids", "position_ids",
+                    "mask_positions", "attention_mask"}
+  assert x["attention_mask"].shape == (2, 128, 128) and y.shape == w.shape == (2, 60)
+
+
+def test_make_dataset_refuses_another_pack_instances(packed):
+  import bert_data  # pylint: disable=import-outside-toplevel
+  with pytest.raises(ValueError, match="records have pack_instances=3, but pack_instances=1"):
+    bert_data.make_dataset(packed, 4, pack_instances=1)
+  bert_data.make_dataset(packed, 4, pack_instances=3)
