@@ -14,6 +14,7 @@ from typing import Optional
 
 from absl import flags
 
+from bert_data import instance_packing
 from bert_data import schema as S
 from textrecords.runs import cli
 from textrecords.reading import locations as dataset_files
@@ -89,6 +90,24 @@ def format_record(features: dict, tokens, task: Optional[str] = None) -> str:
   return "\n".join(lines)
 
 
+def format_row(features: dict, tokens, task: Optional[str] = None) -> str:
+  """`format_record` of a record; a packed row (`--pack_instances`) shows
+  each of its instances in turn, as it would be unpacked."""
+  if S.INSTANCE_IDS not in features:
+    return format_record(features, tokens, task)
+  instances = instance_packing.unpack_row(features)
+  n = len(features[S.INSTANCE_IDS])
+  used = sum(sum(i[S.INPUT_MASK]) for i in instances)
+  parts = [f"packed row: {len(instances)} instances, {used} of {n} positions used"]
+  start = 0
+  for k, inst in enumerate(instances, 1):
+    length = sum(inst[S.INPUT_MASK])
+    parts.append(f"- instance {k} (positions {start}-{start + length - 1}):\n"
+                 + format_record(inst, tokens, task))
+    start += length
+  return "\n".join(parts)
+
+
 def main(argv):
   del argv
   if not FLAGS.input_file or not FLAGS.vocab_file:
@@ -104,7 +123,7 @@ def main(argv):
       features = _checked(example_decoder.decode_example(rec), f.v2_names, tokens, f.path,
                           index)
       print(f"*** record {shown} ({f.path}) ***")
-      print(format_record(features, tokens, f.task))
+      print(format_row(features, tokens, f.task))
       print()
       shown += 1
 

@@ -20,7 +20,7 @@ No TensorFlow here (`attention_mask` takes numpy or TF tensors alike).
 
 import bisect
 import struct
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -191,12 +191,13 @@ class RowPacker:
 
 # ---------------------------------------------------------------- reading rows back
 
-def unpack_row(features: dict, max_predictions_per_seq: int) -> List[dict]:
+def unpack_row(features: dict, max_predictions_per_seq: Optional[int] = None) -> List[dict]:
   """The instances of one decoded packed row, each as an unpacked record's features.
 
   Args:
     features: canonical feature name -> list of values (one decoded row).
-    max_predictions_per_seq: the per-instance bound the run was made with.
+    max_predictions_per_seq: the per-instance bound the run was made with
+      (default: the row's bound over its instance slots, which is it).
   Returns:
     Per instance, in row order: input_ids, input_mask, segment_ids (padded
     to the row's length), masked_lm_positions (relative to the instance),
@@ -213,6 +214,9 @@ def unpack_row(features: dict, max_predictions_per_seq: int) -> List[dict]:
   """
   inst = np.asarray(features[S.INSTANCE_IDS], np.int64)
   seq = len(inst)
+  if max_predictions_per_seq is None:
+    max_predictions_per_seq = (len(features[S.MASKED_LM_POSITIONS])
+                               // len(features[S.NEXT_SENTENCE_LABELS]))
   ids, seg = np.asarray(features[S.INPUT_IDS]), np.asarray(features[S.SEGMENT_IDS])
   used = np.asarray(features[S.MASKED_LM_WEIGHTS]) > 0
   positions = np.asarray(features[S.MASKED_LM_POSITIONS], np.int64)[used]

@@ -12,6 +12,10 @@ TFRecord file of BERT records (the reference's too). Prints a JSON summary:
 * `masked_per_instance`: predictions (masked_lm_weights > 0);
 * `labels`: count of each next_sentence_labels value (and the task the
   metadata names: nsp or sop); absent for records without the label;
+* `rows`, `padding_share`: records, and the share of their positions that
+  are padding; for packed rows (`create --pack_instances`) also
+  `instances_per_row` (its histogram: how many rows hold 1, 2, ... instances),
+  the instances counted one by one everywhere else;
 * `unk_share` and `top_tokens`: over the original tokens (masked positions
   take their labels back), with names when the vocab is known (`--vocab_file`,
   which must be the records' vocab (sha256), else the vocab or SentencePiece
@@ -32,6 +36,7 @@ from typing import Dict, List, Optional
 import numpy as np
 from absl import flags
 
+from bert_data import instance_packing
 from bert_data import schema as S
 from bert_data.inspect import (compression_from_flag, define_compression_flag,
                                load_vocab_tokens, record_files)
@@ -60,9 +65,25 @@ class Tally:
     self.masked: List[int] = []
     self.labels: collections.Counter = collections.Counter()
     self.token_counts = np.zeros(0, np.int64)
+    self.per_row: List[int] = []  # instances in each record (packed rows: 1..N)
+    self.positions = 0  # positions of all records, padding included
+    self.packed = False
 
   def add(self, features: dict):
+    """Counts one decoded record: a packed row's instances one by one."""
     features = {_CANONICAL.get(k, k): v for k, v in features.items()}
+    self.positions += len(features[S.INPUT_IDS])
+    if S.INSTANCE_IDS in features:
+      self.packed = True
+      instances = instance_packing.unpack_row(features)
+      self.per_row.append(len(instances))
+      for inst in instances:
+        self._add_instance(inst)
+    else:
+      self.per_row.append(1)
+      self._add_instance(features)
+
+  def _add_instance(self, features: dict):
     ids = np.asarray(features[S.INPUT_IDS], np.int64)
     n = int(np.count_nonzero(features[S.INPUT_MASK])) if S.INPUT_MASK in features else len(ids)
     ids = ids[:n].copy()
@@ -102,10 +123,14 @@ def distribution(values: List[int]) -> dict:
 def summarize(tally: Tally, tokens: Optional[List[str]] = None, task: Optional[str] = None,
               top: int = _TOP) -> dict:
   """The summary dict of a tally (see the module docstring)."""
-  out = {"instances": len(tally.lengths),
-         "tokens_per_instance": distribution(tally.lengths),
+  out = {"instances": len(tally.lengths), "rows": len(tally.per_row),
+         "padding_share": round(1 - sum(tally.lengths) / tally.positions, 6)
+                          if tally.positions else 0.0}
+  if tally.packed:
+    out["instances_per_row"] = distribution(tally.per_row)
+  out.update({"tokens_per_instance": distribution(tally.lengths),
          "segment_a": distribution(tally.seg_a),
-         "segment_b": distribution(tally.seg_b)}
+         "segment_b": distribution(tally.seg_b)})
   if tally.masked:
     out["masked_per_instance"] = distribution(tally.masked)
   if tally.labels:
@@ -180,7 +205,7 @@ def collect(pattern: str, max_records: Optional[int] = None, *,
   tally = Tally()
   for f in record_files(pattern, vocab_file, compression=compression):
     for rec in tfrecord.read_records(f.path, f.compression):
-      if max_records is not None and len(tally.lengths) >= max_records:
+      if max_records is not None and len(tally.per_row) >= max_records:
         return tally
       tally.add(example_decoder.decode_example(rec))
   return tally

@@ -217,3 +217,35 @@ def test_make_dataset_refuses_another_pack_instances(packed):
   with pytest.raises(ValueError, match="records have pack_instances=3, but pack_instances=1"):
     bert_data.make_dataset(packed, 4, pack_instances=1)
   bert_data.make_dataset(packed, 4, pack_instances=3)
+
+
+# ---------------------------------------------------------------- inspect and stats
+
+def test_inspect_shows_each_instance_of_a_row(packed):
+  r = run_cli("bert_data.inspect", f"--input_file={packed}", f"--vocab_file={VOCAB}",
+              "--max_records=40")
+  assert r.returncode == 0, r.stderr
+  rows = r.stdout.split("*** record ")[1:]
+  assert len(rows) == 40
+  for text in rows:
+    count = int(text.split("packed row: ")[1].split(" instances")[0])
+    assert text.count("- instance ") == count == text.count("tokens: [CLS] ")
+    assert text.count("next_sentence_label: ") == count
+  assert any("- instance 2 " in text for text in rows)
+
+
+def test_stats_report_padding_rows_and_pack_sizes(tmp_path, corpus, packed):
+  from bert_data import stats  # pylint: disable=import-outside-toplevel
+  plain = tmp_path / "plain.tfrecord"
+  _create(plain, corpus, max_seq_length=128)
+  unpacked, rows = (stats.summarize(stats.collect(str(p))) for p in (plain, packed))
+  assert rows["instances"] == unpacked["instances"] == unpacked["rows"]
+  assert rows["rows"] == sum(rows["instances_per_row"]["histogram"].values()) < rows["instances"]
+  assert sum(k * v for k, v in rows["instances_per_row"]["histogram"].items()) == rows["instances"]
+  assert rows["tokens_per_instance"] == unpacked["tokens_per_instance"]
+  assert rows["masked_per_instance"] == unpacked["masked_per_instance"]
+  assert "instances_per_row" not in unpacked
+  tokens = unpacked["tokens_per_instance"]["mean"] * unpacked["instances"]
+  assert unpacked["padding_share"] == pytest.approx(1 - tokens / (128 * unpacked["rows"]), abs=1e-4)
+  assert rows["padding_share"] == pytest.approx(1 - tokens / (128 * rows["rows"]), abs=1e-4)
+  assert rows["padding_share"] < unpacked["padding_share"]
