@@ -49,10 +49,13 @@ setup(
         "beam": ["apache-beam[tfrecord]>=2.77,<2.78"],
         # Compiled kernels (numba): bert_data's reference-compatible walk, w2v_data's
         # sampling and record encoding (the same bytes as without it).
+        # --engine=dask: dask.distributed itself (not Beam's DaskRunner).
+        "dask": ["dask[distributed]>=2024.1"],
         "fast": ["numba>=0.60"],
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
                  "sentencepiece>=0.2", "fsspec>=2023.1", "s3fs>=2023.1", "moto[server]>=5",
                  "gcsfs>=2023.1", "gcp-storage-emulator>=2024",
-                 "grain>=0.2,<0.3", "apache-beam[tfrecord]>=2.77,<2.78", "numba>=0.60"],
+                 "grain>=0.2,<0.3", "apache-beam[tfrecord]>=2.77,<2.78", "numba>=0.60",
+                 "dask[distributed]>=2024.1"],
     },
 )

@@ -6,13 +6,13 @@ r"""Writes English-French (or any tab-separated) translation pairs as TFRecords.
 Output in --output_dir: train.tfrecord and valid.tfrecord (or shards
 `train.tfrecord-00000-of-0000N`), src_vocab.txt, tgt_vocab.txt (and
 src_tokenizer.json / tgt_tokenizer.json for bpe), and meta.json, written last.
-Read it with `mt_data.make_dataset`. The run itself is `pipeline.create`.
+Read it with `mt_data.make_dataset`. The run itself is `generator.create`.
 """
 
 from absl import flags
 
 from mt_data import config as config_lib
-from mt_data import pipeline
+from mt_data import generator
 from mt_data import units
 from textrecords.runs import cli
 from textrecords.runs import run as run_lib
@@ -56,7 +56,7 @@ def _summary(cfg: config_lib.MTConfig, result: run_lib.RunResult):
   return line, summary
 
 
-main = run_lib.generator(config_from_flags, pipeline.create, _summary, output="output_dir",
+main = run_lib.generator(config_from_flags, generator.create, _summary, output="output_dir",
                          output_flag="--output_dir", folder=True)
 entry_point = cli.entry_point(define_flags, main)  # the `mt-data-create` console script
 

@@ -55,9 +55,12 @@ if not os.path.exists(os.path.join(work, "done")):
   from w2v_data.config import W2vConfig
   from mt_data import config as mt_config
   try:
-    from mt_data import pipeline as mt_make
-  except ImportError:  # a tree before mt_data/pipeline.py
-    from mt_data import create as mt_make
+    from mt_data import generator as mt_make
+  except ImportError:  # a tree before mt_data/generator.py
+    try:
+      from mt_data import pipeline as mt_make
+    except ImportError:  # a tree before mt_data/pipeline.py
+      from mt_data import create as mt_make
   os.makedirs(os.path.dirname(bert_out))
   if "bert_data" in packages:
     corpus = repeated(os.path.join(testdata, "bert_sample_text.txt"),

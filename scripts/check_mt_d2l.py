@@ -157,7 +157,7 @@ def compare(expected, got):
 def run_check(input_file, num_train, num_val, num_steps, min_freq, work_dir):
   """Writes the dataset with mt_data, compares both splits; returns the report."""
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
-  from mt_data import pipeline as mt_pipeline  # pylint: disable=import-outside-toplevel
+  from mt_data import generator as mt_generator  # pylint: disable=import-outside-toplevel
   with open(input_file, encoding="utf-8") as f:
     raw = f.read()
   t0 = time.monotonic()
@@ -166,7 +166,7 @@ def run_check(input_file, num_train, num_val, num_steps, min_freq, work_dir):
   out_dir = os.path.join(work_dir, "mt")
   cfg = mt_config.MTConfig(input_file=input_file, output_dir=out_dir, num_train=num_train,
                            num_val=num_val, min_freq=min_freq, quiet=True)
-  mt_pipeline.create(cfg, log=lambda m: None)
+  mt_generator.create(cfg, log=lambda m: None)
   t2 = time.monotonic()
   report = dict(info)
   ok = True

@@ -103,7 +103,7 @@ def write_three_datasets(d, names=("bert/train.tfrecord", "w2v", "mt")) -> dict:
   from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
-  from mt_data import pipeline as mt_pipeline  # pylint: disable=import-outside-toplevel
+  from mt_data import generator as mt_generator  # pylint: disable=import-outside-toplevel
   from w2v_data import pipeline as w2v_pipeline  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   bert, w2v, mt = (os.path.join(str(d), n) for n in names)
@@ -115,9 +115,9 @@ def write_three_datasets(d, names=("bert/train.tfrecord", "w2v", "mt")) -> dict:
   w2v_pipeline.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
                                 output_dir=w2v, min_freq=2, num_workers=1, num_shards=2,
                                 quiet=True))
-  mt_pipeline.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
-                                        output_dir=mt, num_train=30, num_val=12, num_shards=2,
-                                        num_workers=1), log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
+                                         output_dir=mt, num_train=30, num_val=12, num_shards=2,
+                                         num_workers=1), log=lambda m: None)
   return {"bert_data": bert, "w2v_data": w2v, "mt_data": mt}
 
 
@@ -137,11 +137,11 @@ def bert_out(tmp_path_factory):
 def mt_out(tmp_path_factory):
   """Small mt_data records (30 train / 12 valid pairs in 2 shards each)."""
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
-  from mt_data import pipeline as mt_pipeline  # pylint: disable=import-outside-toplevel
+  from mt_data import generator as mt_generator  # pylint: disable=import-outside-toplevel
   d = str(tmp_path_factory.mktemp("mt_records") / "out")
-  mt_pipeline.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
-                                        output_dir=d, num_train=30, num_val=12, num_shards=2),
-                     log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
+                                         output_dir=d, num_train=30, num_val=12, num_shards=2),
+                      log=lambda m: None)
   return d
 
 

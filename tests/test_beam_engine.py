@@ -24,7 +24,7 @@ pytest.importorskip("apache_beam")
 from bert_data import pipeline as bert_pipeline
 from bert_data.config import BertConfig
 from mt_data import config as mt_config
-from mt_data import pipeline as mt_pipeline
+from mt_data import generator as mt_generator
 from textrecords.engine import EngineOptions, parse_pipeline_options
 from textrecords.errors import UserError
 from w2v_data import pipeline as w2v_pipeline
@@ -192,8 +192,8 @@ def test_mt_beam_equals_local(tmp_path, options, extra, counted):
                      os.path.join(TESTDATA, "mt_pairs.txt"), after])
 
   def run(out, engine):
-    mt_pipeline.create(mt_config.MTConfig(input_file=inputs, output_dir=out, **extra),
-                       log=lambda _: None, engine=engine)
+    mt_generator.create(mt_config.MTConfig(input_file=inputs, output_dir=out, **extra),
+                        log=lambda _: None, engine=engine)
 
   local, beam = _both(tmp_path, run, options)
   gzip = extra.get("compression") == "GZIP"
@@ -260,9 +260,9 @@ def _create_with(package, out, engine, **kw):
   if package == "w2v_data":
     return w2v_pipeline.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
                                          output_dir=out, min_freq=1, **kw), engine)
-  return mt_pipeline.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
-                                               output_dir=out, num_train=8, num_val=2, min_freq=1,
-                                               **kw), log=lambda _: None, engine=engine)
+  return mt_generator.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
+                                                output_dir=out, num_train=8, num_val=2, min_freq=1,
+                                                **kw), log=lambda _: None, engine=engine)
 
 
 @pytest.mark.parametrize("package", ["bert_data", "w2v_data", "mt_data"])
@@ -292,17 +292,16 @@ def test_mt_beam_reads_byte_ranges_like_local(tmp_path, monkeypatch):
   """Files cut into many byte ranges of whole lines (64-byte chunks), read by
   different bundles: still the local run's bytes, with decode errors inside
   chunks and reading stopped after --num_train + --num_val pairs."""
-  from mt_data import beam_pipeline as mt_beam  # pylint: disable=import-outside-toplevel
-  monkeypatch.setattr(mt_beam, "CHUNK_BYTES", 64)
+  monkeypatch.setattr(mt_generator, "UNIT_BYTES", 64)
   pairs = open(os.path.join(TESTDATA, "mt_pairs.txt"), encoding="utf-8").read().split("\n")
   messy, _ = _bad_utf8_file(tmp_path / "messy.txt", pairs[:12])
   inputs = ",".join([messy, os.path.join(TESTDATA, "mt_pairs.txt")])
 
   def run(out, engine):
-    mt_pipeline.create(mt_config.MTConfig(input_file=inputs, output_dir=out, num_train=20,
-                                          num_val=6, min_freq=1, num_shards=2,
-                                          on_decode_error="skip_line"),
-                       log=lambda _: None, engine=engine)
+    mt_generator.create(mt_config.MTConfig(input_file=inputs, output_dir=out, num_train=20,
+                                           num_val=6, min_freq=1, num_shards=2,
+                                           on_decode_error="skip_line"),
+                        log=lambda _: None, engine=engine)
 
   local, beam = _both(tmp_path, run, IN_MEMORY)
   assert _without_indexes(local, False) == 7 and local == beam

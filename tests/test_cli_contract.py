@@ -167,7 +167,7 @@ def test_decode_error_counts_merge_exactly_over_chunks_and_workers(tmp_path, mon
   from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
-  from mt_data import pipeline as mt_pipeline  # pylint: disable=import-outside-toplevel
+  from mt_data import generator as mt_generator  # pylint: disable=import-outside-toplevel
   bad = {"bert_data": b"Caf\xe9 au lait is here.", "mt_data": b"Caf\xe9.\tCaf\xe9."}[package]
   lines = open(INPUTS[package], "rb").read().split(b"\n")
   for i in range(len(lines) - 1, 0, -7):  # a bad line every 7 lines, the last line too
@@ -177,7 +177,7 @@ def test_decode_error_counts_merge_exactly_over_chunks_and_workers(tmp_path, mon
   path = tmp_path / "in.txt"
   path.write_bytes(b"\n".join(lines))
   monkeypatch.setattr(bert_pipeline, "_CHUNK_BYTES", 200)
-  monkeypatch.setattr(mt_pipeline, "READ_CHUNK", 200)
+  monkeypatch.setattr(mt_generator, "UNIT_BYTES", 200)
   outputs = []
   out = tmp_path / "out"
   for workers in (1, 2):
@@ -188,7 +188,7 @@ def test_decode_error_counts_merge_exactly_over_chunks_and_workers(tmp_path, mon
                                       on_decode_error=mode))
       counts = json.load(open(f"{out}/t.meta.json", encoding="utf-8"))["counts"]
     else:
-      summary = mt_pipeline.create(mt_config.MTConfig(
+      summary = mt_generator.create(mt_config.MTConfig(
           input_file=str(path), output_dir=str(out), num_train=0, num_val=5,
           on_decode_error=mode, num_workers=workers), log=lambda _: None)
       counts = json.load(open(out / "meta.json", encoding="utf-8"))["counts"]
@@ -446,7 +446,7 @@ def _create_in_process(package, out, **kw):
   from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
-  from mt_data import pipeline as mt_pipeline  # pylint: disable=import-outside-toplevel
+  from mt_data import generator as mt_generator  # pylint: disable=import-outside-toplevel
   from w2v_data import pipeline as w2v_pipeline  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   if package == "bert_data":
@@ -456,9 +456,9 @@ def _create_in_process(package, out, **kw):
   if package == "w2v_data":
     return w2v_pipeline.create(W2vConfig(input_file=W2V_TINY, output_dir=out, min_freq=1,
                                          num_shards=2, **kw))
-  return mt_pipeline.create(mt_config.MTConfig(input_file=MT_PAIRS, output_dir=out, num_train=8,
-                                               num_val=2, min_freq=1, num_shards=2, **kw),
-                            log=lambda _: None)
+  return mt_generator.create(mt_config.MTConfig(input_file=MT_PAIRS, output_dir=out, num_train=8,
+                                                num_val=2, min_freq=1, num_shards=2, **kw),
+                             log=lambda _: None)
 
 
 @pytest.mark.parametrize("package", sorted(TOOLS))

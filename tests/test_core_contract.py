@@ -9,7 +9,7 @@ import time
 import pytest
 
 from mt_data import config as mt_config
-from mt_data import pipeline as mt_pipeline
+from mt_data import generator as mt_generator
 from textrecords.files import atomic_file
 from textrecords.wire import example_decoder
 from textrecords.files import text_input
@@ -154,7 +154,7 @@ def test_mt_drops_the_bom(tmp_path):
   src.write_bytes(text_input.BOM + ("café\tcoffee\n" * 4 + "tea\tthé\n" * 4).encode())
   cfg = mt_config.MTConfig(input_file=str(src), output_dir=str(tmp_path / "out"),
                            num_train=6, num_val=2, min_freq=1, num_workers=1)
-  mt_pipeline.create(cfg, log=lambda m: None)
+  mt_generator.create(cfg, log=lambda m: None)
   src_vocab = (tmp_path / "out" / "src_vocab.txt").read_text(encoding="utf-8").split("\n")
   assert "café" in src_vocab and not any("\ufeff" in t for t in src_vocab)
   with open(tmp_path / "out" / "meta.json", encoding="utf-8") as f:
@@ -197,10 +197,11 @@ def test_no_module_state_is_left_after_create(tmp_path):
   shutil.rmtree(tmp_path / "out")
   src = tmp_path / "pairs.txt"
   src.write_bytes(("a b\tc d\n" * 10).encode())
-  mt_pipeline.create(mt_config.MTConfig(input_file=str(src), output_dir=str(tmp_path / "mt"),
-                                        num_train=8, num_val=2, min_freq=1, num_workers=1),
-                     log=lambda m: None)
-  assert mt_pipeline._W == {}  # pylint: disable=protected-access
+  mt_generator.create(mt_config.MTConfig(input_file=str(src), output_dir=str(tmp_path / "mt"),
+                                          num_train=8, num_val=2, min_freq=1, num_workers=1),
+                       log=lambda m: None)
+  from textrecords.engine import local as local_engine  # pylint: disable=import-outside-toplevel
+  assert local_engine._GEN == {}  # pylint: disable=protected-access
 
 
 # ------------------------------------------------------------ bert --resume

@@ -10,7 +10,7 @@ from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 from mt_data import config as mt_config
-from mt_data import pipeline as mt_pipeline
+from mt_data import generator as mt_generator
 from mt_data import preprocess
 from mt_data import records
 from mt_data import vocab as mt_vocab
@@ -23,7 +23,7 @@ MESSY = os.path.join(HERE, "testdata", "mt_messy.txt")
 def run(tmp_path, name="out", **kw):
   kw.setdefault("input_file", PAIRS)
   cfg = mt_config.MTConfig(output_dir=str(tmp_path / name), **kw)
-  return mt_pipeline.create(cfg, log=lambda m: None).meta, str(tmp_path / name)
+  return mt_generator.create(cfg, log=lambda m: None).meta, str(tmp_path / name)
 
 
 def read_split(out, split):
@@ -200,7 +200,7 @@ def test_chunked_parallel_reading_gives_the_same_bytes(tmp_path, monkeypatch, to
   kw = dict(input_file=two_files, num_train=0, num_val=5, min_freq=1, tokenizer=tokenizer,
             vocab_size=60)
   s1, whole = run(tmp_path, "whole", num_workers=1, **kw)
-  monkeypatch.setattr(mt_pipeline, "READ_CHUNK", 40)
+  monkeypatch.setattr(mt_generator, "UNIT_BYTES", 40)
   s2, chunked = run(tmp_path, "chunked", num_workers=3, **kw)
   assert tree_bytes(whole) == tree_bytes(chunked)
   assert s1["counts"]["lines_read"] == s2["counts"]["lines_read"] == 61

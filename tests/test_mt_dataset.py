@@ -9,7 +9,7 @@ import pytest
 from textrecords.errors import UserError
 
 from mt_data import config as mt_config
-from mt_data import pipeline as mt_pipeline
+from mt_data import generator as mt_generator
 from mt_data import vocab as mt_vocab
 
 tf = pytest.importorskip("tensorflow")
@@ -31,8 +31,8 @@ def load_check_script():
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
   d = str(tmp_path_factory.mktemp("mt") / "out")
-  mt_pipeline.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=30,
-                                        num_val=12, num_shards=2), log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=30,
+                                         num_val=12, num_shards=2), log=lambda m: None)
   return d
 
 
@@ -147,8 +147,8 @@ def test_bad_split_and_batch_size(out):
 
 def test_empty_valid_split_refused(tmp_path):
   d = str(tmp_path / "o")
-  mt_pipeline.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=0, num_val=0),
-                     log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=0, num_val=0),
+                      log=lambda m: None)
   with pytest.raises(UserError, match="'valid' split has no pairs"):
     mt_data.make_dataset(d, 4, split="valid")
   ds = mt_data.make_dataset(d, 16, split="train", drop_remainder=False)
@@ -157,9 +157,9 @@ def test_empty_valid_split_refused(tmp_path):
 
 def test_gzip_and_bpe_read(tmp_path):
   d = str(tmp_path / "o")
-  mt_pipeline.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=40, num_val=10,
-                                        tokenizer="bpe", vocab_size=100, min_freq=1,
-                                        compression="GZIP"), log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=40, num_val=10,
+                                         tokenizer="bpe", vocab_size=100, min_freq=1,
+                                         compression="GZIP"), log=lambda m: None)
   src, _ = mt_vocab.load_codecs(d)
   (x, _, _), = all_batches(mt_data.make_dataset(d, 16, split="valid", num_steps=40))
   assert x["source"].shape == (10, 40)

@@ -17,7 +17,7 @@ from textrecords.datasets import metadata
 from textrecords.errors import UserError
 
 from mt_data import config as mt_config
-from mt_data import pipeline as mt_pipeline
+from mt_data import generator as mt_generator
 from mt_data import preprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -128,7 +128,7 @@ def test_every_setting_range_checked_before_work(tmp_path, field, value, needle)
   kw = {"input_file": "/nonexistent/never-read.txt", "output_dir": str(tmp_path / "o")}
   kw[field] = value
   with pytest.raises(UserError) as e:
-    mt_pipeline.create(mt_config.MTConfig(**kw), log=lambda m: None)
+    mt_generator.create(mt_config.MTConfig(**kw), log=lambda m: None)
   assert needle in str(e.value) and "\n" not in str(e.value)
   assert not (tmp_path / "o").exists()
 
@@ -224,14 +224,14 @@ def test_sigkill_then_resume_is_byte_identical(tmp_path):
 def test_resume_with_other_flags_refuses_to_replace_complete_output(tmp_path):
   out = tmp_path / "o"
   cfg = dict(input_file=PAIRS, output_dir=str(out), num_train=30, num_val=12, num_shards=2)
-  mt_pipeline.create(mt_config.MTConfig(**cfg), log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(**cfg), log=lambda m: None)
   before = (out / "meta.json").read_bytes()
   with pytest.raises(UserError, match="--overwrite"):
-    mt_pipeline.create(mt_config.MTConfig(**dict(cfg, min_freq=1, resume=True)),
-                       log=lambda m: None)
+    mt_generator.create(mt_config.MTConfig(**dict(cfg, min_freq=1, resume=True)),
+                        log=lambda m: None)
   assert (out / "meta.json").read_bytes() == before
-  s = mt_pipeline.create(mt_config.MTConfig(**dict(cfg, min_freq=1, overwrite=True)),
-                         log=lambda m: None)
+  s = mt_generator.create(mt_config.MTConfig(**dict(cfg, min_freq=1, overwrite=True)),
+                          log=lambda m: None)
   assert s.files_kept == 0 and not s.already_complete
   assert json.loads((out / "meta.json").read_text())["flags"]["min_freq"] == 1
 
@@ -240,8 +240,8 @@ def test_resume_with_other_flags_refuses_to_replace_complete_output(tmp_path):
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory):
   d = tmp_path_factory.mktemp("mtrel") / "out"
-  mt_pipeline.create(mt_config.MTConfig(input_file=PAIRS, output_dir=str(d), num_train=30,
-                                        num_val=12, num_shards=3), log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(input_file=PAIRS, output_dir=str(d), num_train=30,
+                                         num_val=12, num_shards=3), log=lambda m: None)
   return d
 
 

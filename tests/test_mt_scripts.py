@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from mt_data import config as mt_config
-from mt_data import pipeline as mt_pipeline
+from mt_data import generator as mt_generator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -20,8 +20,8 @@ NOISE = ("WARNING: All log messages", "I0000", "W0000", "E0000")
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
   d = str(tmp_path_factory.mktemp("mtscripts") / "out")
-  mt_pipeline.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=40, num_val=10),
-                     log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(input_file=PAIRS, output_dir=d, num_train=40, num_val=10),
+                      log=lambda m: None)
   return d
 
 

@@ -16,7 +16,7 @@ from bert_data import schema as bert_schema
 from bert_data.config import BertConfig
 from conftest import GOLDEN, SAMPLE_TEXT, TESTDATA, VOCAB, run_cli
 from mt_data import config as mt_config
-from mt_data import pipeline as mt_pipeline
+from mt_data import generator as mt_generator
 from textrecords.datasets import index, layout
 from textrecords.files import atomic_file, tfrecord
 from textrecords.reading import numpy_reader
@@ -276,9 +276,9 @@ def test_index_survives_resume(tmp_path):
   base = dict(input_file=os.path.join(TESTDATA, "mt_pairs.txt"), num_train=30, num_val=12,
               num_shards=3)
   full = str(tmp_path / "full")
-  mt_pipeline.create(mt_config.MTConfig(output_dir=full, **base), log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(output_dir=full, **base), log=lambda m: None)
   part = str(tmp_path / "part")
-  mt_pipeline.create(mt_config.MTConfig(output_dir=part, **base), log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(output_dir=part, **base), log=lambda m: None)
   # Simulate a run killed after some files were finished: put the finished
   # files back under their hidden names, drop the metadata, resume.
   meta = json.load(open(os.path.join(part, "meta.json")))
@@ -294,8 +294,8 @@ def test_index_survives_resume(tmp_path):
   os.remove(os.path.join(part, "meta.json"))
   with open(os.path.join(part, ".meta.json.progress"), "w") as f:
     f.write("\n".join(progress) + "\n")
-  mt_pipeline.create(mt_config.MTConfig(output_dir=part, resume=True, **base),
-                     log=lambda m: None)
+  mt_generator.create(mt_config.MTConfig(output_dir=part, resume=True, **base),
+                      log=lambda m: None)
   for name in sorted(os.listdir(full)):
     assert open(os.path.join(part, name), "rb").read() == open(
         os.path.join(full, name), "rb").read(), name

@@ -95,3 +95,53 @@ def frequency_vocab_from_counts(counts: "collections.Counter", min_freq: int,
   kept = [t for t, c in sorted(counts.items(), key=lambda kv: -kv[1])
           if c >= min_freq and t not in reserved_set]
   return list(reserved) + kept
+
+
+def count_first_seen(acc: dict, key, tokens: Sequence[str], counts=None) -> dict:
+  """Adds one unit's tokens to a first-seen count `acc` (token -> [count,
+  first (key, position)]); returns `acc`.
+
+  `key` is the unit's sortable place in the corpus (a sentence or pair
+  number), `counts` each token's count when `tokens` are distinct.
+  """
+  for pos, t in enumerate(tokens):
+    n = 1 if counts is None else int(counts[pos])
+    entry = acc.get(t)
+    if entry is None:
+      acc[t] = [n, (key, pos)]
+    else:
+      entry[0] += n
+      if (key, pos) < entry[1]:
+        entry[1] = (key, pos)
+  return acc
+
+
+def merge_first_seen(accs: Iterable[dict]) -> dict:
+  """First-seen counts merged (into the first one); any order gives the same.
+
+  >>> a = count_first_seen({}, 1, ["x", "y"]); b = count_first_seen({}, 0, ["y"])
+  >>> merge_first_seen([a, b])
+  {'x': [1, (1, 0)], 'y': [2, (0, 0)]}
+  """
+  accs = iter(accs)
+  out = next(accs, None)
+  out = {} if out is None else out
+  for acc in accs:
+    for t, (count, first) in acc.items():
+      entry = out.get(t)
+      if entry is None:
+        out[t] = [count, first]
+      else:
+        entry[0] += count
+        if first < entry[1]:
+          entry[1] = first
+  return out
+
+
+def first_seen_counter(acc: dict) -> "collections.Counter":
+  """A Counter filled in order of each token's first occurrence, as one
+  updated unit by unit in corpus order (so vocabulary ties break the same)."""
+  counter = collections.Counter()
+  for t, (count, _) in sorted(acc.items(), key=lambda kv: kv[1][1]):
+    counter[t] = count
+  return counter

@@ -2,8 +2,9 @@
 
 `local` runs them over worker processes on this machine
 (`textrecords.engine.parallel`); `beam` runs the same functions as an Apache Beam
-pipeline (`textrecords.engine.beam`), on any runner Beam has. Both give the
-same bytes. The engine is not part of a dataset's flags or fingerprint: it
+pipeline (`textrecords.engine.beam`), on any runner Beam has; `dask` on a
+dask.distributed cluster (`textrecords.engine.dask`). All give the same
+bytes. A package declares its generator once (`textrecords.engine.protocol`). The engine is not part of a dataset's flags or fingerprint: it
 changes where the work runs, never what is written.
 """
 
@@ -13,8 +14,9 @@ from typing import List, Sequence
 
 from textrecords.errors import UserError
 
-ENGINES = ("local", "beam")
+ENGINES = ("local", "beam", "dask")
 INSTALL_HINT = "pip install 'textrecords[beam]'"
+DASK_INSTALL_HINT = "pip install 'textrecords[dask]'"
 
 
 def parse_pipeline_options(text: str) -> List[str]:
@@ -41,18 +43,27 @@ def parse_pipeline_options(text: str) -> List[str]:
 
 @dataclasses.dataclass(frozen=True)
 class EngineOptions:
-  """Which engine runs a generator, and Beam's pipeline options.
+  """Which engine runs a generator, Beam's pipeline options, Dask's scheduler.
 
   Attributes:
-    name: "local" or "beam".
+    name: "local", "beam" or "dask".
     beam_pipeline_options: comma-separated key=value (Beam only).
+    dask_scheduler: HOST:PORT of a running Dask scheduler (Dask only; empty:
+      a local cluster of --num_workers processes).
   """
   name: str = "local"
   beam_pipeline_options: str = ""
+  dask_scheduler: str = ""
 
   @property
   def is_beam(self) -> bool:
     return self.name == "beam"
+
+  @property
+  def writes_in_place(self) -> bool:
+    """Workers write the outputs straight into their location
+    (`textrecords.datasets.direct_output`): every engine but local."""
+    return self.name != "local"
 
   @property
   def runner(self) -> str:
@@ -61,17 +72,29 @@ class EngineOptions:
                if a.startswith("--runner=")]
     return runners[-1] if runners else ""
 
-  def validate(self, outputs: Sequence[str] = ()) -> "EngineOptions":  # pylint: disable=unused-argument
-    """Checks the flags; for beam, that apache_beam imports (one-line hint if
-    not). Any runner can write any output (`outputs`): workers write URLs and
-    shared mounts in place (`textrecords.datasets.direct_output`)."""
+  def validate(self, outputs: Sequence[str] = (),  # pylint: disable=unused-argument
+               declared: bool = False) -> "EngineOptions":
+    """Checks the flags; for beam and dask, that the engine imports (one-line
+    hint naming the extra if not). Any runner can write any output
+    (`outputs`): workers write URLs and shared mounts in place
+    (`textrecords.datasets.direct_output`). `declared`: the generator is a
+    `protocol.Generator` (Dask runs only those)."""
     if self.name not in ENGINES:
       raise UserError(f"--engine={self.name!r}: must be one of {', '.join(ENGINES)}")
     argv = parse_pipeline_options(self.beam_pipeline_options)
     if argv and not self.is_beam:
       raise UserError("--beam_pipeline_options needs --engine=beam")
+    if self.dask_scheduler and self.name != "dask":
+      raise UserError("--dask_scheduler needs --engine=dask")
     if self.is_beam:
       require_beam()
+    if self.name == "dask":
+      if not declared:
+        raise UserError("--engine=dask runs the generators declared with "
+                        "textrecords.engine.protocol (so far mt_data); use --engine=local "
+                        "or --engine=beam")
+      check_scheduler(self.dask_scheduler)
+      require_dask()
     return self
 
 
@@ -87,6 +110,30 @@ def require_beam():
   finally:
     logging.disable(logging.NOTSET)
   return apache_beam
+
+
+def check_scheduler(address: str) -> str:
+  """'' or HOST:PORT (a tcp:// prefix allowed); a one-line UserError otherwise.
+
+  >>> check_scheduler("127.0.0.1:8786")
+  '127.0.0.1:8786'
+  """
+  if not address:
+    return address
+  host, sep, port = address.removeprefix("tcp://").rpartition(":")
+  if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    raise UserError(f"--dask_scheduler={address!r}: expected HOST:PORT, e.g. 10.0.0.5:8786")
+  return address
+
+
+def require_dask():
+  """Imports dask.distributed, or raises a one-line UserError naming the extra."""
+  try:
+    import distributed  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    raise UserError(f"--engine=dask needs dask.distributed ({e}); install it with "
+                    f"{DASK_INSTALL_HINT}") from None
+  return distributed
 
 
 LOCAL = EngineOptions()

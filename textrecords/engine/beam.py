@@ -16,6 +16,10 @@ needs around them:
     output file with no part is still written (empty).
   * `finalize`: the last step of the pipeline: moves the finished files into
     place and writes the metadata strictly last (`DirectDataset.finalize`).
+  * `run_generator`: any declared generator (`engine.protocol`): units ->
+    Reshuffle -> passes as global combines (small side inputs) -> examples
+    -> (file, (key, record)) -> GroupByKey -> sorted -> one writer per file
+    -> finalize.
 
 Outputs may be URLs or local paths on a mount every worker has; nothing goes
 through the launching machine's disk, so any runner works.
@@ -29,15 +33,16 @@ to download and start the Prism runner, which needs the network.
 `direct_num_workers` and `direct_running_mode` apply as usual.
 """
 
-import collections
 import re
 import traceback
 from typing import Callable, Dict, List, Sequence
 
 import apache_beam as beam
 
+from textrecords.datasets import vocab as core_vocab
 from textrecords.files import storage
 from textrecords.files import text_input
+from textrecords.engine import generator_steps
 from textrecords.engine import parse_pipeline_options, require_beam
 from textrecords.errors import UserError
 
@@ -225,41 +230,14 @@ class FirstSeenCounts(beam.CombineFn):
   def add_input(self, acc, element):
     if isinstance(element, dict):
       return self.merge_accumulators([acc, element])
-    key, tokens = element[0], element[1]
-    counts = element[2] if len(element) > 2 else None
-    for pos, t in enumerate(tokens):
-      n = 1 if counts is None else int(counts[pos])
-      entry = acc.get(t)
-      if entry is None:
-        acc[t] = [n, (key, pos)]
-      else:
-        entry[0] += n
-        if (key, pos) < entry[1]:
-          entry[1] = (key, pos)
-    return acc
+    return core_vocab.count_first_seen(acc, element[0], element[1],
+                                       element[2] if len(element) > 2 else None)
 
   def merge_accumulators(self, accumulators):
-    accumulators = iter(accumulators)
-    out = next(accumulators, None)
-    out = {} if out is None else out
-    for acc in accumulators:
-      for t, (count, first) in acc.items():
-        entry = out.get(t)
-        if entry is None:
-          out[t] = [count, first]
-        else:
-          entry[0] += count
-          if first < entry[1]:
-            entry[1] = first
-    return out
+    return core_vocab.merge_first_seen(accumulators)
 
   def extract_output(self, acc):
-    if not self.counter:
-      return acc
-    counter = collections.Counter()
-    for t, (count, _) in sorted(acc.items(), key=lambda kv: kv[1][1]):
-      counter[t] = count
-    return counter
+    return core_vocab.first_seen_counter(acc) if self.counter else acc
 
 
 class SumTuples(beam.CombineFn):
@@ -302,3 +280,122 @@ def decode_error_counts(pairs, label: str = "decode errors"):
   return (pairs
           | f"{label}: sum" >> beam.CombineGlobally(SumTuples(["sum", "sum"]))
           | f"{label}: counts" >> beam.MapTuple(text_input.DecodeErrorCounts))
+
+
+# ---------------------------------------------------------------- declared generators
+
+class _PassCombine(beam.CombineFn):
+  """A generator pass's merge as a combiner (partials may arrive in any order)."""
+
+  def __init__(self, gen, name: str):
+    super().__init__()
+    self.gen, self.name = gen, name
+
+  def create_accumulator(self):
+    return None
+
+  def add_input(self, acc, element):
+    return generator_steps.merge_pass(self.gen, self.name, [acc, element])
+
+  def merge_accumulators(self, accumulators):
+    return generator_steps.merge_pass(self.gen, self.name, list(accumulators))
+
+  def extract_output(self, acc):
+    return generator_steps.finish_pass(self.gen, self.name, acc)
+
+
+class _TotalsCombine(beam.CombineFn):
+  """The example statistics of every unit, merged."""
+
+  def __init__(self, gen):
+    super().__init__()
+    self.gen = gen
+
+  def create_accumulator(self):
+    return None
+
+  def add_input(self, acc, element):
+    return generator_steps.merge_totals(self.gen, [acc, element])
+
+  def merge_accumulators(self, accumulators):
+    return generator_steps.merge_totals(self.gen, list(accumulators))
+
+  def extract_output(self, acc):
+    return acc
+
+
+TOTALS = "totals"  # the tag of a unit's example statistics
+
+
+class _UnitRecords(beam.DoFn):
+  """A unit -> (file index, (key, framed record)); its totals tagged apart."""
+
+  def __init__(self, gen, names):
+    super().__init__()
+    self.gen, self.names = gen, list(names)
+
+  def process(self, unit, *values):
+    by_file, totals = generator_steps.unit_records(self.gen, unit, dict(zip(self.names, values)))
+    yield beam.pvalue.TaggedOutput(TOTALS, totals)
+    for file_index, recs in by_file.items():
+      for rec in recs:
+        yield file_index, rec
+
+
+def _map_unit(unit, gen, name, names, *values):
+  return generator_steps.map_pass(gen, name, unit, dict(zip(names, values)))
+
+
+def _write_sorted(item, dataset, paths: Sequence[str], compression: str):
+  """(file index, {"records": [...], "file": [...]}) -> the file's info (a
+  file finished by the resumed run: nothing)."""
+  file_index, grouped = item
+  path = paths[file_index]
+  if dataset.is_finished(path):
+    return
+  yield generator_steps.write_file(dataset.open(path, compression), sorted(grouped["records"]))
+
+
+def _finalize_generator(infos, gen, dataset, names, totals, *values):
+  generator_steps.finalize_direct(gen, dataset, dict(zip(names, values)), totals, infos)
+  return True
+
+
+def run_generator(gen, dataset, options_text: str) -> None:
+  """Runs a declared generator (`engine.protocol`) as a Beam pipeline whose
+  workers write `dataset` (a `DirectDataset`) in place, metadata last.
+
+  Units are created and spread; each pass is a map and a global combine
+  whose (small) value reaches later steps as a side input; each unit's
+  records go through the shuffle grouped by output file, are sorted by key
+  and written by one worker per file; the last step writes the metadata.
+  """
+  units = gen.units()
+  outputs = gen.outputs()
+
+  def build(p):
+    single = beam.pvalue.AsSingleton
+    spread = (p | "units" >> beam.Create(units) | "spread units" >> beam.Reshuffle())
+    names, values = [], []
+    for ps in gen.passes:
+      value = (spread
+               | f"{ps.name}: map" >> beam.Map(_map_unit, gen, ps.name, list(names),
+                                               *[single(v) for v in values])
+               | f"{ps.name}: merge" >> beam.CombineGlobally(_PassCombine(gen, ps.name)))
+      names.append(ps.name)
+      values.append(value)
+    sides = [single(v) for v in values]
+    recs = spread | "examples" >> beam.ParDo(_UnitRecords(gen, names), *sides).with_outputs(
+        TOTALS, main="records")
+    totals = recs[TOTALS] | "totals" >> beam.CombineGlobally(_TotalsCombine(gen))
+    files = (p | "files" >> beam.Create(list(range(len(outputs.records))))
+             | "key files" >> beam.Map(lambda i: (i, None)))
+    infos = ({"records": recs.records, "file": files}
+             | "group by file" >> beam.CoGroupByKey()
+             | "write files" >> beam.FlatMap(_write_sorted, dataset, list(outputs.records),
+                                             outputs.compression))
+    _ = (infos | "all infos" >> beam.combiners.ToList()
+         | "finalize" >> beam.Map(_finalize_generator, gen, dataset, names, single(totals),
+                                  *sides))
+
+  run(options_text, build)

@@ -17,6 +17,10 @@ written: no finished file is read back.
   * `append_parts`: a `PartWriter` per output file in writer processes
     (one per file, up to the worker count), fed part lists as workers make
     them; the files are recorded with their `DatasetWriter` here.
+  * `run_generator`: any declared generator (`engine.protocol`) on this
+    machine: passes over the units in worker processes, each unit's records
+    spilled per output file (`files/spill.py`), each file's records sorted
+    by key into parts for a `PartWriter`, the metadata last.
 """
 
 import os
@@ -25,7 +29,10 @@ from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequenc
 
 import numpy as np
 
+from textrecords.engine import generator_steps
 from textrecords.engine import parallel
+from textrecords.engine import protocol
+from textrecords.files import spill
 
 _LENGTH = struct.Struct("<Q")
 
@@ -222,3 +229,102 @@ def append_parts(part_lists: Iterable, targets: Sequence, compression: str,
     if t is not None:
       writer, path = t
       writer.record_finished(path, infos[os.path.basename(path)])
+
+
+# ---------------------------------------------------------------- declared generators
+
+_GEN: Dict[str, object] = {}  # a worker's generator, pass values and spill folder
+
+
+def _init_generator(gen, values, spill_dir):
+  _GEN.update(gen=gen, values=values, dir=spill_dir)
+
+
+def _map_unit(item):
+  name, unit = item
+  return generator_steps.map_pass(_GEN["gen"], name, unit, _GEN["values"])
+
+
+def _spill_unit(unit):
+  """Worker: a unit's records spilled to its output files' folders; returns
+  the unit's totals."""
+  by_file, totals = generator_steps.unit_records(_GEN["gen"], unit, _GEN["values"])
+  for f, recs in by_file.items():
+    w = spill.SpillWriter(_file_dir(_GEN["dir"], f), "u%08d" % unit.index, 1)
+    for key, rec in recs:
+      w.add(key, rec)
+    w.close()
+  return totals
+
+
+def _file_dir(spill_dir: str, f: int) -> str:
+  return os.path.join(spill_dir, "f%05d" % f)
+
+
+def pass_values(gen, units, num_workers: int) -> dict:
+  """Every pass's value, the units mapped in worker processes, partials merged
+  in unit order (a pass's `enough` stops the mapping early)."""
+  values: dict = {}
+  for p in gen.passes:
+    merged = None
+    results = parallel.ordered_map(_map_unit, ((p.name, u) for u in units), num_workers,
+                                   initializer=_init_generator, initargs=(gen, values, None))
+    for partial in results:
+      merged = protocol.merge_all(p, [merged, partial])
+      if p.enough is not None and merged is not None and p.enough(merged):
+        results.close()
+        break
+    values = dict(values, **{p.name: p.finish(merged)})
+  return values
+
+
+def _spill_records(gen, units, values, spill_dir: str, num_workers: int):
+  """Every unit's records spilled per output file; returns the merged totals."""
+  for f in range(len(gen.outputs().records)):
+    os.makedirs(_file_dir(spill_dir, f), exist_ok=True)
+  totals = None
+  for partial in parallel.ordered_map(_spill_unit, units, num_workers,
+                                      initializer=_init_generator,
+                                      initargs=(gen, values, spill_dir)):
+    totals = generator_steps.merge_totals(gen, [totals, partial])
+  return totals
+
+
+def _write_records(gen, dw, spill_dir: str):
+  """Each record file from its spilled records in key order (finished files
+  of a resumed run are kept)."""
+  outputs = gen.outputs()
+  paths = outputs.records
+  out = PartWriter(lambda f: None if dw.is_finished(paths[f])
+                   else dw.open(paths[f], outputs.compression))
+  try:
+    for f, path in enumerate(paths):
+      if not dw.is_finished(path):
+        framed = [rec for _, rec in spill.read_bucket(_file_dir(spill_dir, f), 0)]
+        out.append(part(f, framed))
+      out.finish(f)
+  finally:
+    out.abort()
+
+
+def run_generator(gen, run, num_workers: int) -> dict:
+  """Runs a declared generator inside `run` (a `GeneratorRun`); returns the
+  metadata written."""
+  dw = run.writers[0]
+  units = gen.units()
+  try:
+    values = pass_values(gen, units, num_workers)
+    run.mark("passes")
+    spill_dir = os.path.join(run.scratch_dir(), "records")
+    os.makedirs(spill_dir, exist_ok=True)
+    totals = _spill_records(gen, units, values, spill_dir, num_workers)
+  finally:
+    _GEN.clear()
+  run.mark("examples")
+  for path, data in sorted(gen.small_files(values).items()):
+    if not dw.is_finished(path):
+      dw.write_bytes(path, data)
+  _write_records(gen, dw, spill_dir)
+  run.mark("write")
+  meta, = run.finalize([lambda infos: gen.metadata(values, totals, infos)])
+  return meta

@@ -98,3 +98,17 @@ def _parse(data: bytes) -> Iterator[Tuple[int, bytes]]:
     pos += _HEADER.size
     yield key, data[pos:pos + length]
     pos += length
+
+
+def pack(items) -> bytes:
+  """(key, record) pairs as one run of bytes (the spill files' record layout).
+
+  >>> list(unpack(pack([(3, b"ab"), (7, b"")])))
+  [(3, b'ab'), (7, b'')]
+  """
+  return b"".join(_HEADER.pack(key, len(record)) + record for key, record in items)
+
+
+def unpack(data: bytes) -> Iterator[Tuple[int, bytes]]:
+  """The (key, record) pairs of a run made by `pack`, in order."""
+  return _parse(data)

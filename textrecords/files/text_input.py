@@ -211,6 +211,31 @@ def line_chunks(files: Sequence[str], chunk_bytes: int = 1 << 20) -> List[LineCh
   return chunks
 
 
+def _line_start_at_or_after(f, pos: int, size: int) -> int:
+  """The offset of the first line that starts at or after `pos` (or `size`)."""
+  if pos <= 0:
+    return 0
+  if pos >= size:
+    return size
+  f.seek(pos - 1)
+  return pos - 1 + len(f.readline())
+
+
+def range_chunk(path: str, start: int, end: int) -> LineChunk:
+  """The whole lines that start in bytes [start, end) of `path`, as a chunk.
+
+  Ranges cut from a file's size alone (`start`, `end` anywhere) give chunks
+  that tile the file: each line belongs to the range it starts in, so
+  reading the chunks of consecutive ranges in order gives `read_lines`'
+  lines. Only the bytes around both ends are read here.
+  """
+  with _open_text_file(path) as f:
+    size = f.seek(0, os.SEEK_END)
+    lo = _line_start_at_or_after(f, start, size)
+    hi = _line_start_at_or_after(f, end, size)
+  return LineChunk(path, lo, max(lo, hi))
+
+
 def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
                 drop_cr: bool = False, counts: Optional[DecodeErrorCounts] = None,
                 positions: Optional[list] = None) -> Tuple[List[str], int]:

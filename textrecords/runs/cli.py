@@ -72,9 +72,13 @@ def define_common_flags():
   flags.DEFINE_bool("resume", False, "Continue an interrupted run: keep finished "
                     "shards whose checksums match, redo the rest.")
   define_summary_flag()
-  flags.DEFINE_enum("engine", "local", ["local", "beam"],
+  flags.DEFINE_enum("engine", "local", ["local", "beam", "dask"],
                     "local: worker processes on this machine; beam: an Apache Beam "
-                    "pipeline (same bytes; needs textrecords[beam]).")
+                    "pipeline (same bytes; needs textrecords[beam]); dask: a "
+                    "dask.distributed cluster (same bytes; needs textrecords[dask]).")
+  flags.DEFINE_string("dask_scheduler", "",
+                      "With --engine=dask: the scheduler's HOST:PORT; without it, a local "
+                      "cluster of --num_workers processes.")
   flags.DEFINE_string("beam_pipeline_options", "",
                       "With --engine=beam: Beam pipeline options as comma-separated "
                       "key=value, e.g. runner=DirectRunner,direct_num_workers=2,"
@@ -82,10 +86,11 @@ def define_common_flags():
 
 
 def engine_from_flags(flag_values):
-  """The EngineOptions of --engine/--beam_pipeline_options, validated."""
+  """The EngineOptions of --engine/--beam_pipeline_options/--dask_scheduler, validated."""
   from textrecords import engine  # pylint: disable=import-outside-toplevel
-  return engine.EngineOptions(flag_values.engine,
-                              flag_values.beam_pipeline_options).validate()
+  # declared=True: whether the package runs on Dask is checked by its create.
+  return engine.EngineOptions(flag_values.engine, flag_values.beam_pipeline_options,
+                              flag_values.dask_scheduler).validate(declared=True)
 
 
 def num_workers(value: Optional[int]) -> int:

@@ -141,14 +141,14 @@ class GeneratorRun:
     fingerprint: from `fingerprint`.
     options: anything with `overwrite`, `resume` and `quiet` (RunOptions).
     flag: the output flag, for messages ("--output_file").
-    engine: the run's engine; with Beam, `writers` are
+    engine: the run's engine; with Beam or Dask, `writers` are
       `direct_output.DirectDataset`s (workers write the outputs in place),
       else `dataset_writer.DatasetWriter`s.
   """
 
   def __init__(self, package: str, datasets: Sequence[DatasetFiles], fingerprint_: dict,
                options, *, flag: str, engine=None):
-    self.direct = engine is not None and engine.is_beam
+    self.direct = engine is not None and engine.writes_in_place
     self.package = package
     self.datasets = list(datasets)
     self.fingerprint = fingerprint_
@@ -285,7 +285,7 @@ def generator_main(argv, flag_values, make_config: Callable, create: Callable,
   summary_json = cli.check_summary_path(flag_values.summary_json)
   config = make_config()
   engine = cli.engine_from_flags(flag_values)
-  if engine.is_beam:  # workers write every output in place (`textrecords.datasets.direct_output`)
+  if engine.writes_in_place:  # workers write every output in place (`direct_output`)
     for loc in [getattr(config, output)] if isinstance(getattr(config, output), str) \
         else getattr(config, output):
       storage.check(loc, output_flag)

@@ -17,7 +17,7 @@ from textrecords.errors import UserError
 # fingerprints and of the metadata's flags, so 1 or 2 workers, or a resumed
 # run, give the same bytes, metadata included.
 RUN_ENVIRONMENT = ("num_workers", "overwrite", "resume", "quiet", "verbose", "summary_json",
-                   "engine", "beam_pipeline_options")
+                   "engine", "beam_pipeline_options", "dask_scheduler")
 
 
 def identity_flags(flags: dict) -> dict:

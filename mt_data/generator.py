@@ -1,0 +1,324 @@
+"""mt_data as a declared generator (`textrecords.engine.protocol`): any engine runs it.
+
+  * Units: input byte ranges of `UNIT_BYTES`, cut from file sizes.
+  * Pass `plan`: each unit's lines, pairs and skips -> the first global pair
+    number of each unit (a few bytes per unit) and the split sizes. With
+    --num_train and --num_val both set, reading stops after the last pair
+    needed: units after it are not read (the local engine stops mapping
+    there), and the lines after it are not counted.
+  * Pass `vocab` (word): each unit's first-seen token counts of its kept
+    pairs, keyed by global pair number -> both vocabularies.
+    Pass `bpe` (local only): the train pairs' sentences -> two trained BPE
+    tokenizers (their training needs every train pair in one process).
+  * Examples: a unit's kept pairs -> (shard, global pair number, encoded
+    pair); totals: lines read, skips, decode errors, length and unk counts.
+
+The bytes are those of every earlier mt_data release. No TensorFlow here.
+"""
+
+import json
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from textrecords import engine as engine_lib
+from textrecords.datasets import vocab as core_vocab
+from textrecords.datasets.layout import DatasetLayout
+from textrecords.engine import protocol
+from textrecords.errors import UserError
+from textrecords.files import storage
+from textrecords.files import text_input
+from textrecords.files import tfrecord
+from textrecords.runs import generate
+from textrecords.runs import run as run_lib
+
+from mt_data import config as config_lib
+from mt_data import preprocess
+from mt_data import records
+from mt_data import schema
+from mt_data import units as units_lib
+from mt_data import vocab as vocab_lib
+
+UNIT_BYTES = 1 << 20  # input bytes per unit (the bytes do not depend on it)
+_N_SKIPS = len(preprocess.SKIP_REASONS)
+# totals: lines read, skips per reason, (replaced, skipped) lines, then per
+# split (train, valid): pairs, source tokens, longest source, target tokens,
+# longest target; then unk tokens (source, target).
+_SPLIT_AT = 1 + _N_SKIPS + 2
+_MAX_AT = {_SPLIT_AT + 2, _SPLIT_AT + 4, _SPLIT_AT + 7, _SPLIT_AT + 9}
+_TOTALS = _SPLIT_AT + 10 + 2
+
+
+class _UnitReader:
+  """A unit's lines as a local run reads them: parsed, and where reading stops."""
+
+  def __init__(self, unit: protocol.Unit, on_decode_error: str):
+    self.positions: List[tuple] = []
+    self.stopped = False  # True once `parsed` stopped at its pair
+    self.lines, _ = text_input.chunk_lines(unit.chunk(), on_decode_error,
+                                           positions=self.positions)
+
+  def parsed(self, stop_after: Optional[int]):
+    """(line index, pair or None, skip reason or None) up to the line of pair
+    number `stop_after` (within the unit; None: every line)."""
+    k = 0
+    for j, text in enumerate(self.lines):
+      pair, reason = preprocess.parse_line(text)
+      yield j, pair, reason
+      if pair is not None:
+        if k == stop_after:
+          self.stopped = True
+          return
+        k += 1
+
+
+class MTGenerator(protocol.Generator):
+  """mt_data's declaration (see the module doc).
+
+  Args:
+    cfg: the validated config.
+    files: the input files, as given (expanded).
+  """
+
+  package = schema.PACKAGE
+
+  def __init__(self, cfg: config_lib.MTConfig, files: Sequence[str]):
+    self.cfg, self.files = cfg, list(files)
+    self.inputs: Optional[List[dict]] = None
+    vocab = (protocol.Pass("vocab", self._count_tokens, _merge_sides,
+                           self._vocabularies) if cfg.tokenizer == "word" else
+             protocol.Pass("bpe", self._train_sentences, _merge_dicts, self._train_bpe,
+                           distributed=False))
+    self.passes = (protocol.Pass("plan", self._unit_counts, _merge_dicts, self._plan,
+                                 enough=self._enough), vocab)
+
+  # -- the run's files
+
+  def layout(self) -> DatasetLayout:
+    return DatasetLayout.for_dir(self.cfg.output_dir)
+
+  def outputs(self) -> protocol.Outputs:
+    lay = self.layout()
+    names = sorted(schema.VOCAB_FILE.values())
+    if self.cfg.tokenizer == "bpe":
+      names = sorted(names + list(schema.TOKENIZER_FILE.values()))
+    shards = units_lib.record_paths(lay, self.cfg.num_shards)
+    return protocol.Outputs(tuple(p for split in schema.SPLITS for p in shards[split]),
+                            tuple(lay.path(n) for n in names), self.cfg.compression_name)
+
+  def fingerprint(self) -> dict:
+    return run_lib.fingerprint(schema.PACKAGE, self.cfg.output_flags(), self.files)
+
+  def prepare(self):
+    self.inputs = units_lib.inputs_info(self.files)
+
+  def units(self) -> List[protocol.Unit]:
+    return protocol.units_from_sizes(self.files, UNIT_BYTES)
+
+  def check_engine(self, engine_name: str) -> None:
+    if engine_name != "local" and self.cfg.tokenizer != "word":
+      raise UserError(
+          f"--tokenizer={self.cfg.tokenizer} with --engine={engine_name}: BPE training "
+          "needs every train pair in one process; use --engine=local")
+
+  # -- pass "plan"
+
+  def _unit_counts(self, unit: protocol.Unit, _values) -> Dict[int, tuple]:
+    reader = _UnitReader(unit, self.cfg.on_decode_error)
+    skips = [0] * _N_SKIPS
+    for _, _, reason in reader.parsed(None):
+      if reason is not None:
+        skips[preprocess.SKIP_REASONS.index(reason)] += 1
+    return {unit.index: (len(reader.lines), len(reader.lines) - sum(skips), *skips)}
+
+  def _limit(self) -> Optional[int]:
+    return preprocess.pairs_needed(self.cfg.num_train, self.cfg.num_val)
+
+  def _enough(self, merged: Dict[int, tuple]) -> bool:
+    limit = self._limit()
+    return limit is not None and sum(c[1] for c in merged.values()) >= limit
+
+  def _plan(self, merged: Optional[Dict[int, tuple]]) -> dict:
+    merged = merged or {}
+    first, lines, pairs, skipped = {}, 0, 0, [0] * _N_SKIPS
+    for u in sorted(merged):
+      c = merged[u]
+      first[u] = pairs
+      lines, pairs = lines + c[0], pairs + c[1]
+      skipped = [a + b for a, b in zip(skipped, c[2:])]
+    limit = self._limit()
+    kept = pairs if limit is None else min(pairs, limit)
+    n_train, n_val = units_lib.split_sizes_or_error(
+        kept, lines, json.dumps(dict(zip(preprocess.SKIP_REASONS, skipped))),
+        self.cfg.num_train, self.cfg.num_val, self.files)
+    return {"first": first, "limit": limit, "n_train": n_train, "n_val": n_val}
+
+  def _read(self, unit: protocol.Unit, plan: dict):
+    """(reader, first global pair number, pair number to stop after) of a unit
+    a local run reads; None for one it never reaches."""
+    first = plan["first"].get(unit.index)
+    limit = plan["limit"]
+    if first is None or (limit is not None and first >= limit):
+      return None
+    stop = limit - 1 - first if limit is not None else None
+    return _UnitReader(unit, self.cfg.on_decode_error), first, stop
+
+  def _kept(self, unit: protocol.Unit, plan: dict):
+    """(global pair number, pair) of the unit's pairs that are written."""
+    read = self._read(unit, plan)
+    if read is None:
+      return
+    reader, g, stop = read
+    end = plan["n_train"] + plan["n_val"]
+    for _, pair, _ in reader.parsed(stop):
+      if pair is not None:
+        if g < end:
+          yield g, pair
+        g += 1
+
+  # -- pass "vocab" (word) / "bpe"
+
+  def _count_tokens(self, unit: protocol.Unit, values) -> Optional[tuple]:
+    accs: Tuple[dict, dict] = ({}, {})
+    for g, pair in self._kept(unit, values["plan"]):
+      core_vocab.count_first_seen(accs[0], g, pair[0])
+      core_vocab.count_first_seen(accs[1], g, pair[1])
+    return accs if accs[0] else None
+
+  def _vocabularies(self, merged: Optional[tuple]) -> dict:
+    merged = merged or ({}, {})
+    tokens = tuple(vocab_lib.word_vocab_from_counts(core_vocab.first_seen_counter(acc),
+                                                    self.cfg.min_freq) for acc in merged)
+    return {"tokens": tokens, "bpe": None, "files": {}}
+
+  def _train_sentences(self, unit: protocol.Unit, values) -> Optional[dict]:
+    n_train = values["plan"]["n_train"]
+    train = [pair for g, pair in self._kept(unit, values["plan"]) if g < n_train]
+    return {unit.index: train} if train else None
+
+  def _train_bpe(self, merged: Optional[dict]) -> dict:
+    pairs = [p for u in sorted(merged or {}) for p in merged[u]]
+    toks = [vocab_lib.train_bpe([p[side] for p in pairs], self.cfg.vocab_size,
+                                self.cfg.min_freq) for side in (0, 1)]
+    files = {schema.TOKENIZER_FILE[side]: vocab_lib.tokenizer_json(tok)
+             for side, tok in zip(("source", "target"), toks)}
+    return {"tokens": tuple(vocab_lib.bpe_tokens(t) for t in toks), "bpe": tuple(toks),
+            "files": files}
+
+  def _vocab(self, values) -> dict:
+    return values["vocab" if self.cfg.tokenizer == "word" else "bpe"]
+
+  # -- examples
+
+  def _ids(self, kept, vocab) -> List[tuple]:
+    """(global pair number, source ids, target ids) of kept pairs."""
+    if vocab["bpe"] is None:
+      codecs = [vocab_lib.WordCodec(t) for t in vocab["tokens"]]
+      return [(g, codecs[0].ids(s), codecs[1].ids(t)) for g, (s, t) in kept]
+    src = vocab_lib.bpe_encode_all(vocab["bpe"][0], [p[0] for _, p in kept])
+    tgt = vocab_lib.bpe_encode_all(vocab["bpe"][1], [p[1] for _, p in kept])
+    return [(g, s, t) for (g, _), s, t in zip(kept, src, tgt)]
+
+  def _shard_of(self, g: int, plan: dict) -> int:
+    """The record file of global pair g: train shards, then valid shards."""
+    n_train, shards = plan["n_train"], self.cfg.num_shards
+    if g < n_train:
+      return tfrecord.range_shard_of(g, n_train, shards)
+    return shards + tfrecord.range_shard_of(g - n_train, plan["n_val"], shards)
+
+  def examples(self, unit: protocol.Unit, values: Dict[str, Any]):
+    plan = values["plan"]
+    read = self._read(unit, plan)
+    if read is None:
+      return [], None
+    totals = [0] * _TOTALS
+    self._count_read(read, totals)
+    out = []
+    for g, src, tgt in self._ids(list(self._kept(unit, plan)), self._vocab(values)):
+      at = _SPLIT_AT + (0 if g < plan["n_train"] else 5)
+      for i, v in ((at, 1), (at + 1, len(src)), (at + 3, len(tgt))):
+        totals[i] += v
+      totals[at + 2], totals[at + 4] = max(totals[at + 2], len(src)), max(totals[at + 4], len(tgt))
+      totals[-2] += src.count(preprocess.UNK_ID)
+      totals[-1] += tgt.count(preprocess.UNK_ID)
+      out.append((self._shard_of(g, plan), g, records.encode_pair(src, tgt)))
+    return out, tuple(totals)
+
+  @staticmethod
+  def _count_read(read, totals: list):
+    """Adds the lines a local run reads in the unit, their skips and decode errors."""
+    reader, _, stop = read
+    last = -1
+    for j, _, reason in reader.parsed(stop):
+      last = j
+      if reason is not None:
+        totals[1 + preprocess.SKIP_REASONS.index(reason)] += 1
+    totals[0] += last + 1
+    for j, replaced, skipped in reader.positions:
+      if not reader.stopped or j <= last:  # lines after the stop are not read
+        totals[1 + _N_SKIPS] += replaced
+        totals[2 + _N_SKIPS] += skipped
+
+  def merge_totals(self, partials: List[tuple]) -> tuple:
+    out = list(partials[0])
+    for p in partials[1:]:
+      for i, v in enumerate(p):
+        out[i] = max(out[i], v) if i in _MAX_AT else out[i] + v
+    return tuple(out)
+
+  # -- files and metadata
+
+  def small_files(self, values: Dict[str, Any]) -> Dict[str, bytes]:
+    vocab = self._vocab(values)
+    lay = self.layout()
+    return {lay.path(n): data for n, data in units_lib.vocab_files(
+        self.cfg.tokenizer, *vocab["tokens"], vocab["files"]).items()}
+
+  def metadata(self, values: Dict[str, Any], totals, infos: List[dict]) -> dict:
+    plan, vocab = values["plan"], self._vocab(values)
+    t = totals or (0,) * _TOTALS
+    skipped = dict(zip(preprocess.SKIP_REASONS, t[1:1 + _N_SKIPS]))
+    decode_errors = text_input.DecodeErrorCounts(*t[1 + _N_SKIPS:_SPLIT_AT])
+    split_stats = {split: {"source": units_lib.length_stats(t[at], t[at + 1], t[at + 2]),
+                           "target": units_lib.length_stats(t[at], t[at + 3], t[at + 4])}
+                   for split, at in (("train", _SPLIT_AT), ("valid", _SPLIT_AT + 5))}
+    split_names = {s: [storage.basename(p) for p in ps]
+                   for s, ps in units_lib.record_paths(self.layout(), self.cfg.num_shards).items()}
+    src, tgt = vocab["tokens"]
+    files = units_lib.vocab_files(self.cfg.tokenizer, src, tgt, vocab["files"])
+    inputs = self.inputs if self.inputs is not None else units_lib.inputs_info(self.files)
+    return units_lib.build_meta(self.cfg, inputs, t[0], skipped, decode_errors,
+                                plan["n_train"], plan["n_val"], split_names, split_stats,
+                                len(src), len(tgt), files, {"source": t[-2], "target": t[-1]},
+                                infos)
+
+  def messages(self, meta: dict) -> List[str]:
+    return units_lib.split_warnings(meta["splits"]["train"]["pairs"],
+                                    meta["splits"]["valid"]["pairs"],
+                                    self.cfg.num_train, self.cfg.num_val)
+
+
+def _merge_sides(parts: List[tuple]) -> tuple:
+  """(source, target) first-seen counts, merged side by side."""
+  return tuple(core_vocab.merge_first_seen([p[side] for p in parts]) for side in (0, 1))
+
+
+def _merge_dicts(parts: List[dict]) -> dict:
+  """Dicts keyed by unit index, merged (into the first)."""
+  out = parts[0]
+  for p in parts[1:]:
+    out.update(p)
+  return out
+
+
+def create(cfg: config_lib.MTConfig, log: Optional[Callable[[str], None]] = None,
+           engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> run_lib.RunResult:
+  """Runs mt_data for one config on `engine`; returns the run's result (its
+  `meta`: the metadata written).
+
+  Raises:
+    UserError: bad settings, unreadable or unusable input, or an output that
+      exists (without overwrite/resume) or cannot be written, or another run
+      writing it. Nothing is left in the output folder on failure.
+  """
+  cfg.validate()
+  files = text_input.expand_patterns(cfg.input_file, flag="--input_file")
+  return generate.create(MTGenerator(cfg, files), cfg, engine, flag="--output_dir", log=log)

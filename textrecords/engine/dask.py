@@ -1,0 +1,122 @@
+"""The Dask engine: a declared generator (`engine.protocol`) on dask.distributed.
+
+`--engine=dask` runs the same steps as the other engines on a Dask cluster:
+the scheduler named by `--dask_scheduler=HOST:PORT`, or else a local cluster
+of `--num_workers` processes. dask.distributed is used directly (not Beam's
+DaskRunner).
+
+  1. Passes: each unit mapped in a task, the partials merged in a tree of
+     tasks (`TREE_FAN_IN` at a time); the small value goes to later tasks as
+     an argument.
+  2. Examples: each unit's records, framed and sorted by key, written as one
+     run object per output file it touches under the run's parts folder
+     (`DirectDataset.parts_dir`): a few large objects per unit, never one
+     per record.
+  3. Files: one task per record file merges its runs in key order and
+     streams the file in place (`DirectDataset.open`); a last task writes
+     the small files and the metadata (`generator_steps.finalize_direct`).
+
+Outputs are URLs or paths on a mount every worker has, as with Beam. A
+failed task's `UserError` is raised here, the first unit's in unit order,
+so bad input gives the local engine's one-line error.
+
+This module imports dask.distributed: import it only after
+`textrecords.engine.require_dask()` (EngineOptions.validate does that).
+"""
+
+import contextlib
+import logging
+from typing import Any, Dict, Iterator, List, Sequence
+
+import distributed
+
+from textrecords.engine import generator_steps
+
+TREE_FAN_IN = 8  # partials merged per task
+
+
+@contextlib.contextmanager
+def client_for(scheduler: str, num_workers: int) -> Iterator["distributed.Client"]:
+  """A client of the scheduler at `scheduler` (HOST:PORT), or of a local
+  cluster of `num_workers` single-threaded worker processes."""
+  logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO lines are noise
+  if scheduler:
+    address = scheduler if "://" in scheduler else f"tcp://{scheduler}"
+    with distributed.Client(address, timeout="30s") as client:
+      yield client
+    return
+  with distributed.LocalCluster(n_workers=max(1, num_workers), threads_per_worker=1,
+                                processes=True, dashboard_address=None) as cluster, \
+      distributed.Client(cluster) as client:
+    yield client
+
+
+def _results(client, futures: Sequence) -> List[Any]:
+  """The futures' results in order; the first failed one's error (in list
+  order) raised as itself."""
+  distributed.wait(futures)
+  for f in futures:
+    if f.status == "error":
+      raise f.exception()
+  return client.gather(list(futures))
+
+
+def _map_unit(unit, gen, name: str, values: Dict[str, Any]):
+  return generator_steps.map_pass(gen, name, unit, values)
+
+
+def _merge(gen, name: str, *partials):
+  return generator_steps.merge_pass(gen, name, partials)
+
+
+def _pass_value(client, gen, name: str, units, values: Dict[str, Any]):
+  """One pass: units mapped, partials merged in a tree, the value finished here."""
+  futures = client.map(_map_unit, units, gen=gen, name=name, values=values, pure=False)
+  _results(client, futures)
+  while len(futures) > 1:
+    futures = [client.submit(_merge, gen, name, *futures[i:i + TREE_FAN_IN], pure=False)
+               for i in range(0, len(futures), TREE_FAN_IN)]
+  merged = _results(client, futures)[0] if futures else None
+  return generator_steps.finish_pass(gen, name, merged)
+
+
+def _unit_runs(unit, gen, values: Dict[str, Any], parts_dir: str):
+  """A unit's records as run objects per output file; returns (totals, [(file, path)])."""
+  by_file, totals = generator_steps.unit_records(gen, unit, values)
+  return totals, generator_steps.keyed_runs(parts_dir, unit.index, by_file)
+
+
+def _write_file(dataset, path: str, compression: str, runs: Sequence[str]):
+  if dataset.is_finished(path):
+    return None
+  return generator_steps.write_file(dataset.open(path, compression),
+                                    generator_steps.merged_run(runs))
+
+
+def _finalize(gen, dataset, values, totals, infos):
+  generator_steps.finalize_direct(gen, dataset, values, totals, [i for i in infos if i])
+  return True
+
+
+def run_generator(gen, dataset, scheduler: str, num_workers: int) -> None:
+  """Runs a declared generator on a Dask cluster; workers write `dataset`
+  (a `DirectDataset`) in place, the metadata last."""
+  units = gen.units()
+  outputs = gen.outputs()
+  with client_for(scheduler, num_workers) as client:
+    values: Dict[str, Any] = {}
+    for p in gen.passes:
+      values = dict(values, **{p.name: _pass_value(client, gen, p.name, units, values)})
+    done = _results(client, client.map(_unit_runs, units, gen=gen, values=values,
+                                       parts_dir=dataset.parts_dir(), pure=False))
+    totals = generator_steps.merge_totals(gen, [t for t, _ in done])
+    runs: Dict[int, List[str]] = {}
+    for _, unit_runs in done:
+      for file_index, path in unit_runs:
+        runs.setdefault(file_index, []).append(path)
+    infos = [client.submit(_write_file, dataset, path, outputs.compression,
+                           runs.get(f, []), pure=False)
+             for f, path in enumerate(outputs.records)]
+    _results(client, infos)
+    _results(client, [client.submit(_finalize, gen, dataset, values, totals, infos,
+                                    pure=False)])

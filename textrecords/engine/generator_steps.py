@@ -1,0 +1,130 @@
+"""The steps every engine runs for a declared generator, free of any engine.
+
+`engine.local`, `engine.beam` and `engine.dask` call these on a
+`protocol.Generator`, so a unit's records, a file's bytes and the metadata
+are made by the same code whichever engine runs them:
+
+  * `map_pass`, `merge_pass`, `finish_pass`: one `Pass` by name.
+  * `unit_records`: a unit's examples, framed and grouped by output file,
+    each group sorted by key, plus the unit's totals.
+  * `write_file`: one record file from its records in key order, streamed
+    in place by a worker (temp name, sha256, offset index).
+  * `keyed_runs` / `merged_run`: a file's records as per-unit runs (bytes
+    under the run's parts folder) and their merge in key order.
+  * `finalize_direct`: small files, every file in place, metadata last, for
+    the engines whose workers write the outputs in place.
+"""
+
+import heapq
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
+
+from textrecords.engine import protocol
+from textrecords.files import spill
+from textrecords.files import storage
+from textrecords.files import tfrecord
+
+Keyed = Tuple[int, bytes]  # (order key, framed record)
+
+
+def pass_named(gen: protocol.Generator, name: str) -> protocol.Pass:
+  """The generator's pass called `name`."""
+  for p in gen.passes:
+    if p.name == name:
+      return p
+  raise KeyError(name)
+
+
+def map_pass(gen: protocol.Generator, name: str, unit: protocol.Unit,
+             values: Dict[str, Any]) -> Any:
+  """Pass `name`'s partial of one unit."""
+  return pass_named(gen, name).map(unit, values)
+
+
+def merge_pass(gen: protocol.Generator, name: str, partials: Iterable[Any]) -> Any:
+  """Pass `name`'s partials merged (None when every one is None)."""
+  return protocol.merge_all(pass_named(gen, name), partials)
+
+
+def finish_pass(gen: protocol.Generator, name: str, merged: Any) -> Any:
+  """Pass `name`'s value from its merged partial."""
+  return pass_named(gen, name).finish(merged)
+
+
+def merge_totals(gen: protocol.Generator, partials: Iterable[Any]) -> Any:
+  """The example statistics of several units (None when there are none)."""
+  present = [x for x in partials if x is not None]
+  if not present:
+    return None
+  return present[0] if len(present) == 1 else gen.merge_totals(present)
+
+
+def unit_records(gen: protocol.Generator, unit: protocol.Unit,
+                 values: Dict[str, Any]) -> Tuple[Dict[int, List[Keyed]], Any]:
+  """({file index: [(key, framed record)] in key order}, totals) of one unit."""
+  records, totals = gen.examples(unit, values)
+  by_file: Dict[int, List[Keyed]] = {}
+  frame = tfrecord.frame
+  for file_index, key, example in records:
+    by_file.setdefault(file_index, []).append((key, frame(example)))
+  for recs in by_file.values():
+    recs.sort()
+  return by_file, totals
+
+
+def write_file(handle, records: Iterable[Keyed], batch: int = 4096) -> dict:
+  """Writes framed records (in the order given) through a file a worker
+  streams in place (`DirectDataset.open`); returns its info."""
+  try:
+    pending: List[bytes] = []
+    for _, framed in records:
+      pending.append(framed)
+      if len(pending) >= batch:
+        handle.write_framed(b"".join(pending), len(pending))
+        pending = []
+    if pending:
+      handle.write_framed(b"".join(pending), len(pending))
+    return handle.commit()
+  except BaseException:
+    handle.abort()
+    raise
+
+
+# ---------------------------------------------------------------- runs on the store
+
+def run_path(parts_dir: str, file_index: int, unit_index: int) -> str:
+  """Where a unit's records for one output file are kept until written."""
+  return storage.join(parts_dir, "run-f%05d-u%08d" % (file_index, unit_index))
+
+
+def keyed_runs(parts_dir: str, unit_index: int,
+               by_file: Dict[int, List[Keyed]]) -> List[Tuple[int, str]]:
+  """Writes each file's sorted records of a unit as one object; returns
+  [(file index, path)]."""
+  out = []
+  for file_index in sorted(by_file):
+    path = run_path(parts_dir, file_index, unit_index)
+    storage.write_file(path, spill.pack(by_file[file_index]))
+    out.append((file_index, path))
+  return out
+
+
+def merged_run(paths: Sequence[str]) -> Iterable[Keyed]:
+  """The records of several runs (each sorted by key) in key order."""
+  runs = [spill.unpack(storage.read_bytes(p)) for p in sorted(paths)]
+  return heapq.merge(*runs)
+
+
+# ---------------------------------------------------------------- finalize
+
+def finalize_direct(gen: protocol.Generator, dataset, values: Dict[str, Any], totals: Any,
+                    infos: List[dict]) -> dict:
+  """The last step of a run whose workers wrote in place (`DirectDataset`):
+  the small files, every file in place, the metadata strictly last."""
+  outputs = gen.outputs()
+  names = {storage.basename(p) for p in outputs.paths}
+  infos = [i for i in infos if i["name"] in names]
+  for path, data in gen.small_files(values).items():
+    if not dataset.is_finished(path):
+      infos.append(dataset.write_bytes(path, data))
+  return dataset.finalize(outputs.paths, lambda file_infos: gen.metadata(values, totals,
+                                                                          file_infos), infos)

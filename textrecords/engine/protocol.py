@@ -1,0 +1,183 @@
+"""The generator protocol: what a package declares so that any engine runs it.
+
+A package says *what* is computed; an engine (`local`, `beam`, `dask`) says
+*where*. The package writes one `Generator` (no engine imports):
+
+  * `units()`: the work items, input byte ranges cut from file sizes alone
+    (`units_from_sizes`; nothing is read to list them). A unit reads the
+    whole lines that start in its range (`Unit.chunk`).
+  * `passes`: global statistics, in order, each a `Pass`: `map(unit,
+    values) -> partial` (values: the earlier passes' results by name),
+    `merge(partials) -> partial` (associative and order-free: a partial
+    carries its own order, e.g. unit indexes), `finish(partial) -> value`.
+    A value is small (vocabulary-sized, or a few bytes per unit), so engines
+    broadcast it to every worker.
+  * `examples(unit, values) -> (records, totals)`: the unit's records as
+    (file index, key, serialized example) and a partial of the example
+    statistics (`merge_totals`). Within an output file, records are written
+    in key order: keys fix the order, so bytes never depend on the engine
+    or the worker count.
+  * `layout()`, `outputs()`, `fingerprint()`, `small_files(values)`,
+    `metadata(values, totals, infos)`: the files of the run and the
+    metadata written last.
+
+The engine does the rest, once for every package: units to workers, the
+passes, the records sorted into their files, the offset indexes, finalize.
+"""
+
+import dataclasses
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from textrecords.errors import UserError
+from textrecords.files import storage
+from textrecords.files import text_input
+
+Record = Tuple[int, int, bytes]  # (output file index, order key, serialized example)
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+  """One work item: the lines that start in bytes [start, end) of an input file.
+
+  Attributes:
+    index: the unit's place in the global order (input files in order, each
+      cut front to back).
+    file: the input file's index.
+    path: the input file (absolute, or a URL).
+    start, end: the byte range (any offsets: lines belong to the range they
+      start in).
+  """
+  index: int
+  file: int
+  path: str
+  start: int
+  end: int
+
+  def chunk(self) -> text_input.LineChunk:
+    """The unit's whole lines as a chunk (`text_input.chunk_lines` reads it)."""
+    return text_input.range_chunk(self.path, self.start, self.end)
+
+
+def units_from_sizes(files: Sequence[str], unit_bytes: int) -> List[Unit]:
+  """Files cut into ranges of `unit_bytes` from their sizes alone.
+
+  >>> import tempfile, os
+  >>> d = tempfile.mkdtemp(); p = os.path.join(d, "a.txt")
+  >>> _ = open(p, "w").write("ab\\ncd\\nef")
+  >>> [(u.index, u.start, u.end) for u in units_from_sizes([p], 4)]
+  [(0, 0, 4), (1, 4, 8)]
+  """
+  units: List[Unit] = []
+  for file_index, path in enumerate(files):
+    path = storage.absolute(path)  # workers run in other folders (or machines)
+    size = storage.size(path)
+    for start in range(0, size, unit_bytes):
+      units.append(Unit(len(units), file_index, path, start, min(size, start + unit_bytes)))
+  return units
+
+
+@dataclasses.dataclass(frozen=True)
+class Pass:
+  """A global statistic, computed as a combinable map over the units.
+
+  Attributes:
+    name: the value's name in `values`.
+    map: (unit, values of the earlier passes) -> a partial, or None.
+    merge: a non-empty list of partials -> one partial; associative and
+      independent of the list's order.
+    finish: the merged partial (None when no unit gave one) -> the value.
+      It may raise `UserError` (no usable input).
+    enough: optional: (merged partial of units 0..i) -> True when the later
+      units cannot change the value. An engine that maps units in order may
+      stop there (their partials are then treated as None).
+    distributed: False when partials grow with the corpus (such a pass runs
+      on the local engine only; the generator refuses other engines).
+  """
+  name: str
+  map: Callable[[Unit, Dict[str, Any]], Any]
+  merge: Callable[[List[Any]], Any]
+  finish: Callable[[Any], Any]
+  enough: Optional[Callable[[Any], bool]] = None
+  distributed: bool = True
+
+
+def merge_all(p: Pass, partials: Iterable[Any]) -> Any:
+  """`p.merge` of the partials that are not None (None if none is)."""
+  present = [x for x in partials if x is not None]
+  if not present:
+    return None
+  return present[0] if len(present) == 1 else p.merge(present)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outputs:
+  """The files of one run (one dataset).
+
+  Attributes:
+    records: the record files, by file index (metadata order).
+    small: the other files (vocabularies, ...), written by `small_files`.
+    compression: "" or "GZIP" (record files).
+  """
+  records: Tuple[str, ...]
+  small: Tuple[str, ...]
+  compression: str
+
+  @property
+  def paths(self) -> List[str]:
+    """Every file, small files first (the metadata's order)."""
+    return list(self.small) + list(self.records)
+
+
+class Generator:
+  """What a package declares (see the module doc); subclasses fill it in.
+
+  Instances are pickled to workers: keep plain fields (the config, the input
+  files).
+  """
+
+  package: str = ""
+  passes: Sequence[Pass] = ()
+
+  def layout(self):
+    """The output dataset's `DatasetLayout`."""
+    raise NotImplementedError
+
+  def outputs(self) -> Outputs:
+    raise NotImplementedError
+
+  def fingerprint(self) -> dict:
+    """Everything that determines the bytes (`runs.run.fingerprint`)."""
+    raise NotImplementedError
+
+  def prepare(self) -> None:
+    """Launcher-side work before a run that writes (not on an already
+    complete output), e.g. the inputs' checksums for the metadata."""
+
+  def units(self) -> List[Unit]:
+    raise NotImplementedError
+
+  def examples(self, unit: Unit, values: Dict[str, Any]) -> Tuple[List[Record], Any]:
+    raise NotImplementedError
+
+  def merge_totals(self, partials: List[Any]) -> Any:
+    raise NotImplementedError
+
+  def small_files(self, values: Dict[str, Any]) -> Dict[str, bytes]:
+    """Path -> bytes of the files that are not records."""
+    raise NotImplementedError
+
+  def metadata(self, values: Dict[str, Any], totals: Any, infos: List[dict]) -> dict:
+    raise NotImplementedError
+
+  def messages(self, meta: dict) -> List[str]:  # pylint: disable=unused-argument
+    """Warnings to print after a run, from its metadata."""
+    return []
+
+  def check_engine(self, engine_name: str) -> None:
+    """Raises a one-line UserError when a pass cannot run on that engine."""
+    if engine_name == "local":
+      return
+    for p in self.passes:
+      if not p.distributed:
+        raise UserError(f"{self.package}: the {p.name} step needs every input in one "
+                        f"process; use --engine=local instead of --engine={engine_name}")

@@ -1,0 +1,66 @@
+"""A declared generator (`engine.protocol`) run on the chosen engine.
+
+`create` is every ported package's create: the `GeneratorRun` skeleton
+(locks, destination checks, resume, finalize) around the engine that runs
+the generator (`engine.local`, `engine.beam`, `engine.dask`).
+"""
+
+import sys
+from typing import Callable, Optional
+
+from textrecords.errors import UserError
+from textrecords.runs import run as run_lib
+
+
+def _stderr(msg: str):
+  print(msg, file=sys.stderr, flush=True)
+
+
+def create(gen, options, engine, *, flag: str,
+           log: Optional[Callable[[str], None]] = None) -> run_lib.RunResult:
+  """Runs generator `gen` with `engine` (an `EngineOptions`); returns the run's result.
+
+  Args:
+    gen: a `protocol.Generator` of a validated config.
+    options: the config (RunOptions: overwrite, resume, quiet, num_workers).
+    flag: the output flag, for messages.
+    log: where warnings go (stderr).
+  Raises:
+    UserError: bad input or output; nothing is left in the output on failure.
+  """
+  log = log or _stderr
+  engine.validate(declared=True)
+  gen.check_engine(engine.name)
+  out = gen.outputs()
+  files = run_lib.DatasetFiles(gen.layout(), out.records, out.small, out.compression)
+  with run_lib.GeneratorRun(gen.package, [files], gen.fingerprint(), options, flag=flag,
+                            engine=engine) as run:
+    if run.already_complete:
+      if not options.quiet:
+        log(f"{gen.package}: {run.datasets[0].layout.meta_path} is already complete for "
+            "these inputs and flags")
+      return run.result()
+    gen.prepare()
+    meta = _run_engine(gen, options, engine, run)
+    for message in gen.messages(meta):
+      log(message)
+    return run.result([meta])
+
+
+def _run_engine(gen, options, engine, run) -> dict:
+  """The engine's run inside `run`; returns the metadata written."""
+  if engine.name == "local":
+    from textrecords.engine import local  # pylint: disable=import-outside-toplevel
+    return local.run_generator(gen, run, options.num_workers)
+  dataset = run.writers[0]
+  try:
+    if engine.name == "beam":
+      from textrecords.engine import beam  # pylint: disable=import-outside-toplevel
+      beam.run_generator(gen, dataset, engine.beam_pipeline_options)
+    else:
+      from textrecords.engine import dask as dask_engine  # pylint: disable=import-outside-toplevel
+      dask_engine.run_generator(gen, dataset, engine.dask_scheduler, options.num_workers)
+  except UserError:
+    dataset.discard(gen.outputs().paths)
+    raise
+  return dataset.read_meta(gen.package)
