@@ -73,8 +73,9 @@ if not os.path.exists(os.path.join(work, "done")):
     w2v_pipeline.create(W2vConfig(
         input_file=repeated(os.path.join(testdata, "w2v_tiny.txt"),
                             os.path.join(work, "w.txt"), 20 * scale),
-        output_dir=os.path.join(work, "w2v"), min_freq=2, num_workers=1, num_shards=4,
-        quiet=True))
+        output_dir=os.path.join(work, "w2v"), min_freq=2,
+        subsample_t=1e-4,  # d2l's draw, every revision's old default (a literal: old trees)
+        num_workers=1, num_shards=4, quiet=True))
   if "mt_data" in packages:
     mt_make.create(mt_config.MTConfig(
         input_file=repeated(os.path.join(testdata, "mt_pairs.txt"),

@@ -53,6 +53,9 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# Every create here writes d2l's one subsampled draw (the baseline's work and
+# TARGETS' figures; w2v_data.create's default keeps every token).
+D2L_FLAG = "--subsample_t=1e-4"
 TARGETS = {"sentences": 42069, "vocab": 6719, "the": 50770, "the_after": 2040,
            "keep_the": 0.0402, "centers": 342700, "pairs": 1501200,
            "noise": {"the": 0.0197, "N": 0.0141, "of": 0.0114}}
@@ -231,7 +234,8 @@ def _time_creates(args, res):
   # 1. create, whole processes; runs interleaved, best of --repeats (shared machine).
   # A first, untimed run fills numba's cache (the kernels compile once).
   _timed([py, "-m", "w2v_data.create", f"--input_file={args.ptb}",
-          f"--output_dir={os.path.join(args.work_dir, 'warmup')}", "--overwrite", "--quiet"])
+          f"--output_dir={os.path.join(args.work_dir, 'warmup')}", "--overwrite", "--quiet",
+          D2L_FLAG])
   runs = collections.defaultdict(list)
   cpus = collections.defaultdict(list)
   for _ in range(args.repeats):
@@ -245,13 +249,13 @@ def _time_creates(args, res):
         key = f"create_{layout}" + ("_1worker" if extra == ["--num_workers=1"] else "")
         wall, _ = _timed([py, "-m", "w2v_data.create", f"--input_file={args.ptb}",
                           f"--output_dir={d}", f"--layout={layout}", "--overwrite", "--quiet",
-                          *extra], cpu=cpus[key])
+                          D2L_FLAG, *extra], cpu=cpus[key])
         runs[key].append(wall)
         res[key] = {"bytes": sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))}
     # The numpy code path (numba kernels off; the same bytes).
     d = os.path.join(args.work_dir, "numpy")
     wall, _ = _timed([py, "-m", "w2v_data.create", f"--input_file={args.ptb}",
-                      f"--output_dir={d}", "--overwrite", "--quiet", *workers],
+                      f"--output_dir={d}", "--overwrite", "--quiet", D2L_FLAG, *workers],
                      env={"TEXTRECORDS_NUMBA": "0"}, cpu=cpus["create_sentence_numpy"])
     runs["create_sentence_numpy"].append(wall)
     res["create_sentence_numpy"] = {"bytes": sum(os.path.getsize(os.path.join(d, f))
@@ -334,6 +338,7 @@ def _measure(path, spec):
   from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
   from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
+  from w2v_data.config import D2L_SUBSAMPLE_T  # pylint: disable=import-outside-toplevel
   t0 = time.perf_counter()
   cpu0 = time.process_time()
   if spec["what"] == "read":
@@ -355,7 +360,8 @@ def _measure(path, spec):
 
     corpus_lib.count_corpus = timed_count
     meta = pipeline.create(W2vConfig(input_file=path, output_dir=spec["out"], overwrite=True,
-                                     quiet=True, num_workers=spec["workers"])).meta
+                                     quiet=True, num_workers=spec["workers"],
+                                     subsample_t=D2L_SUBSAMPLE_T)).meta
     out = {"centers": meta["counts"]["centers"], **phases}
   out["wall_s"] = time.perf_counter() - t0
   if "count_s" in out:  # phase 2: vocab, then sample, encode and write (parallel)
@@ -449,7 +455,7 @@ def _scaling_and_memory(args, res):
 def _cli_create(path: str, workers: int, out_dir: str) -> float:
   """Wall seconds of the command a user runs: `python -m w2v_data.create`."""
   wall, _ = _timed([sys.executable, "-m", "w2v_data.create", f"--input_file={path}",
-                    f"--output_dir={out_dir}", "--overwrite", "--quiet",
+                    f"--output_dir={out_dir}", "--overwrite", "--quiet", D2L_FLAG,
                     f"--num_workers={workers}"])
   return wall
 

@@ -9,7 +9,8 @@ in_memory=False, interleaved in one process (2 shared cores are noisy: compare
 the two in the same run).
 
 Example:
-  python -m w2v_data.create --input_file=ptb.train.txt --output_dir=/tmp/ptb_w2v
+  python -m w2v_data.create --input_file=ptb.train.txt --output_dir=/tmp/ptb_w2v \\
+      --subsample_t=1e-4        # d2l's draw: 342,466 centers
   python scripts/bench_w2v_graph.py --data_dir=/tmp/ptb_w2v --epochs=4 --rounds=2
 """
 

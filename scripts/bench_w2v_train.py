@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """Our word2vec trainer (w2v_data.sgd) at its defaults against gensim, same data, same run.
 
-For each model (skip-gram, CBOW, PV-DBOW): records of every token are made
-(`w2v_data.create --subsample_t=1`; word models from --text, PV-DBOW from
-the halves of --pv_text's blocks of 20 lines, `vector_eval.split_documents`)
-once with --num_workers=1 and once with 4, then, in the same run, each side
-trains in its own child process, timed by the CPU seconds of its training
-(tf.data's, numba's and gensim's threads included; process start and
-imports are reported apart):
-  ours, with the training scripts' default settings (`w2v_data.training`:
-      epochs, rate, window, noise words (skip-gram's 10, not --negative),
-      subsampling threshold: PV's is 3e-5 and
-      CBOW's 5e-4, not --subsample_t; saved word vectors: CBOW's are the
-      input plus output vectors; --ours_epochs overrides the epochs): on
+For each model (skip-gram, CBOW, PV-DBOW) the documented commands run:
+`w2v_data.create` at its default flags (records of every token; word models
+from --text, PV-DBOW from the halves of --pv_text's blocks of 20 lines,
+`vector_eval.split_documents`, with --doc_id_column --min_freq=2 as
+docs/w2v_data.md shows), once with --num_workers=1 and once with 4; then, in
+the same run, each side trains in its own child process, timed by the CPU
+seconds of its training (tf.data's, numba's and gensim's threads included;
+process start and imports are reported apart):
+  ours, scripts/train_skipgram.py, train_cbow.py or train_pv.py given only
+      --data_dir, --seed, --threads and --save_vectors (--ours_epochs adds
+      --epochs), so every training setting is the script's default
+      (`w2v_data.training`; the time includes saving the vectors): on
       the 1-worker records with --threads=1 and on the 4-worker records with
       --threads=2 (the two vectors must be byte-identical);
   gensim (when --gensim_python names an interpreter with gensim; skipped
@@ -55,32 +55,44 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("skipgram", "cbow", "pv_dbow")
 
 
+SCRIPTS = {"skipgram": "train_skipgram", "cbow": "train_cbow", "pv": "train_pv"}
+
+
+def _script_main(script: str):
+  """The main() of scripts/<SCRIPTS[script]>.py, loaded from its file."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  name = SCRIPTS[script]
+  spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", f"{name}.py"))
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod.main
+
+
 def _ours(args) -> dict:
-  """Child: trains with w2v_data.sgd at the scripts' defaults, saves the vectors."""
+  """Child: the documented command, scripts/train_*.py at its defaults (the vectors saved).
+
+  Only --data_dir, --seed, --threads, --save_vectors (and --epochs with
+  --ours_epochs) are passed: every other setting is the script's default.
+  """
   start = time.process_time()
   sys.path.insert(0, ROOT)
-  from w2v_data import epochs, sgd, training, vectors  # pylint: disable=import-outside-toplevel
+  from w2v_data import models, training  # pylint: disable=import-outside-toplevel
   training.set_threads(args.threads)
   import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-  imported = time.process_time()
   script = "pv" if args.sg < 0 else ("skipgram" if args.sg else "cbow")
-  default_epochs, rate, window = training.SGD_MODEL_DEFAULTS[script]
-  d = training.SGD_DEFAULTS
-  settings = epochs.DrawSettings(subsample_t=training.default_subsample_t(script),
-                                 subsample_formula=d["subsample_formula"],
-                                 max_window_size=window,
-                                 num_noise_words=training.default_noise_words(script))
-  num_epochs = args.ours_epochs or default_epochs
-  k = settings.num_noise_words or args.negative
-  word_vectors = "in" if script == "pv" else training.default_word_vectors(script)
-  _, names, matrix, tokens = sgd.train(args.data_dir, seed=args.seed, settings=settings,
-                                       dim=args.dim, batch_size=d["batch_size"],
-                                       epochs=num_epochs, learning_rate=rate, verbose=0,
-                                       word_vectors=word_vectors)
+  main = _script_main(script)
+  imported = time.process_time()
+  argv = [f"--data_dir={args.data_dir}", f"--seed={args.seed}", f"--threads={args.threads}",
+          f"--save_vectors={args.vectors_out}"]
+  if args.ours_epochs:
+    argv.append(f"--epochs={args.ours_epochs}")
+  if main(argv) != 0:
+    raise RuntimeError(f"scripts/{SCRIPTS[script]}.py {' '.join(argv)} failed")
   cpu = time.process_time() - imported
-  vectors.save(args.vectors_out, names, matrix)
-  return {"train_cpu_s": cpu, "startup_cpu_s": imported - start, "tokens": tokens,
-          "epochs": num_epochs, "window": window or args.window, "noise_words": k}
+  settings = _ours_settings(args, "pv_dbow" if script == "pv" else script)
+  kept = models.read_meta(args.data_dir)["counts"]["subsampled_tokens"]
+  return {"train_cpu_s": cpu, "startup_cpu_s": imported - start,
+          "tokens": kept * settings["epochs"], **settings}
 
 
 def _gensim(args) -> dict:
@@ -168,16 +180,34 @@ def _pv_text(pv_text: str, out_dir: str) -> str:
   return path
 
 
+def create_flags(model: str, a) -> list:
+  """w2v_data.create's flags for `model`'s records: the documented command's.
+
+  Skip-gram and CBOW: none beyond --model (every default, so the records keep
+  every token); PV-DBOW: --doc_id_column --min_freq=--pv_min_freq, as
+  docs/w2v_data.md's example. --window, --negative and --min_freq are passed
+  only where they differ from create's defaults.
+  """
+  sys.path.insert(0, ROOT)
+  from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
+  default = W2vConfig(input_file="-", output_dir="-")
+  flags = [f"--model={model}"]
+  if model == "pv_dbow":
+    flags += ["--doc_id_column", f"--min_freq={a.pv_min_freq}"]
+  elif a.min_freq != default.min_freq:
+    flags.append(f"--min_freq={a.min_freq}")
+  for name, value in (("max_window_size", a.window), ("num_noise_words", a.negative)):
+    if value != getattr(default, name):
+      flags.append(f"--{name}={value}")
+  return flags
+
+
 def _make_records(text: str, out_dir: str, model: str, a, workers: int) -> str:
   d = os.path.join(out_dir, f"records_{model}_w{workers}")
-  pv = ["--doc_id_column"] if model == "pv_dbow" else []
   if not os.path.exists(os.path.join(d, "meta.json")):
     subprocess.run([sys.executable, "-m", "w2v_data.create", f"--input_file={text}",
-                    f"--output_dir={d}", f"--model={model}", "--subsample_t=1",
-                    f"--max_window_size={a.window}", f"--num_noise_words={a.negative}",
-                    f"--min_freq={a.pv_min_freq if pv else a.min_freq}",
-                    f"--num_workers={workers}", "--quiet", *pv], check=True, cwd=ROOT,
-                   env=dict(os.environ, PYTHONPATH=ROOT))
+                    f"--output_dir={d}", *create_flags(model, a), f"--num_workers={workers}",
+                    "--quiet"], check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
   return d
 
 

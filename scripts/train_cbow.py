@@ -7,7 +7,7 @@ run is deterministic on CPU (byte-identical --save_vectors).
 
 Example:
   python -m w2v_data.create --model=cbow --input_file=ptb.train.txt --output_dir=out/ptb_cbow
-  python scripts/train_cbow.py --data_dir=out/ptb_cbow --epochs=5 --seed=1 \\
+  python scripts/train_cbow.py --data_dir=out/ptb_cbow --seed=1 \\
       --save_vectors=out/cbow.vec --words=chip,baby,intel
 """
 

@@ -11,7 +11,7 @@ nearest documents of a few ids. With --seed the run is deterministic on CPU.
 Example:
   python -m w2v_data.create --model=pv_dbow --doc_id_column --input_file=docs.tsv \\
       --output_dir=out/pv --min_freq=2
-  python scripts/train_pv.py --data_dir=out/pv --epochs=10 --seed=1 --save_vectors=out/docs.vec
+  python scripts/train_pv.py --data_dir=out/pv --seed=1 --save_vectors=out/docs.vec
 """
 
 import os

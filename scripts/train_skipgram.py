@@ -15,8 +15,7 @@ any --threads, save byte-identical vectors. The saved vectors leave out
 <unk> (never trained).
 
 Example:
-  python -m w2v_data.create --input_file=ptb.train.txt --output_dir=out/ptb_all \\
-      --subsample_t=1
+  python -m w2v_data.create --input_file=ptb.train.txt --output_dir=out/ptb_all
   python scripts/train_skipgram.py --data_dir=out/ptb_all --seed=1 \\
       --save_vectors=out/ptb.vec --words=chip,baby,intel
   sha256sum out/ptb.vec

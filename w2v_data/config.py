@@ -10,17 +10,24 @@ from textrecords.runs.run_options import RunOptions
 from w2v_data import schema
 
 SUBSAMPLE_FORMULAS = ("sqrt", "word2vec")
+# --subsample_t's default: keep every token. The sgd trainers (scripts/train_*.py)
+# subsample afresh every epoch, as word2vec.c and gensim do; one draw fixed in the
+# records loses quality (docs/w2v_data.md, "Why records keep every token").
+KEEP_EVERY_TOKEN = 1.0
+# d2l's word2vec chapter: --subsample_t=1e-4 writes its one subsampled draw.
+D2L_SUBSAMPLE_T = 1e-4
 
 
 @dataclasses.dataclass(frozen=True)
 class W2vConfig(RunOptions):
-  """Settings of one `w2v_data.create` run (defaults are d2l's).
+  """Settings of one `w2v_data.create` run (defaults are d2l's but subsample_t's).
 
   Attributes:
     input_file: comma-separated text files or globs, one sentence per line.
     output_dir: folder for train.tfrecord*, vocab.txt and meta.json.
     min_freq: tokens seen fewer times map to <unk> (id 0).
-    subsample_t: the subsampling threshold t.
+    subsample_t: the subsampling threshold t; the default KEEP_EVERY_TOKEN (1)
+      keeps every token, D2L_SUBSAMPLE_T (1e-4) writes d2l's one draw.
     subsample_formula: "sqrt" keeps w with min(1, sqrt(t/f)) (d2l);
       "word2vec" with min(1, sqrt(t/f) + t/f) (word2vec.c).
     max_window_size: windows are uniform on 1..max_window_size.
@@ -35,7 +42,7 @@ class W2vConfig(RunOptions):
   input_file: str
   output_dir: str
   min_freq: int = 10
-  subsample_t: float = 1e-4
+  subsample_t: float = KEEP_EVERY_TOKEN
   subsample_formula: str = "sqrt"
   max_window_size: int = 5
   num_noise_words: int = 5

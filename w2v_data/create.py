@@ -16,6 +16,8 @@ from textrecords.runs import run as run_lib
 from textrecords.runs.run_options import run_options_from_flags
 from w2v_data import schema
 from w2v_data import units
+from w2v_data.config import D2L_SUBSAMPLE_T
+from w2v_data.config import KEEP_EVERY_TOKEN
 from w2v_data.config import SUBSAMPLE_FORMULAS
 from w2v_data.config import W2vConfig
 
@@ -28,7 +30,9 @@ def define_flags():
                       "sentence per line, tokens split on whitespace.")
   flags.DEFINE_string("output_dir", None, "Folder for train.tfrecord*, vocab.txt, meta.json.")
   flags.DEFINE_integer("min_freq", 10, "Tokens seen fewer times map to <unk> (id 0).")
-  flags.DEFINE_float("subsample_t", 1e-4, "Subsampling threshold t.")
+  flags.DEFINE_float("subsample_t", KEEP_EVERY_TOKEN, "Subsampling threshold t. The "
+                     "default 1 keeps every token (the trainers subsample afresh every "
+                     f"epoch); {D2L_SUBSAMPLE_T:g} writes d2l's one subsampled draw.")
   # DEFINE_string, not DEFINE_enum: config.validate() gives the one-line error.
   flags.DEFINE_string("subsample_formula", "sqrt", "Keep probability: 'sqrt' = "
                       "min(1, sqrt(t/f)) (d2l) or 'word2vec' = min(1, sqrt(t/f) + t/f) "

@@ -89,9 +89,9 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
                  help=f"default: {sgd_learning_rate} falling linearly to 1e-4 of it (sgd), "
                  f"{learning_rate} (keras, Adam)")
   p.add_argument("--subsample_t", type=float, default=None,
-                 help="sgd: fresh subsampling threshold (records written with "
-                 f"--subsample_t=1); default {default_subsample_t(sgd_model)}, or the records' "
-                 "own draw when they are subsampled")
+                 help="sgd: the subsampling threshold drawn afresh every epoch (records "
+                 "of every token: w2v_data.create's default); default "
+                 f"{default_subsample_t(sgd_model)}")
   p.add_argument("--subsample_formula", choices=("sqrt", "word2vec"),
                  default=SGD_DEFAULTS["subsample_formula"],
                  help="sgd: word2vec (word2vec.c's and gensim's keep probability) or sqrt "
@@ -154,14 +154,29 @@ def set_threads(threads: int):
                       "process") from e
 
 
+def check_keep_every_token(data_dir: str, meta: dict):
+  """UserError (one line, the fix) unless the records at data_dir kept every token.
+
+  The sgd trainer subsamples afresh every epoch; records written with a
+  --subsample_t below 1 hold one draw (d2l's), which trains worse vectors.
+  """
+  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
+  from w2v_data import epochs as epochs_lib  # pylint: disable=import-outside-toplevel
+  if not epochs_lib.records_keep_every_token(meta):
+    raise UserError(
+        f"--data_dir={data_dir}: the records hold one subsampled draw (--subsample_t="
+        f"{meta['flags']['subsample_t']:g}); the sgd trainer subsamples afresh every epoch: "
+        "rerun w2v_data.create without --subsample_t (default --subsample_t=1, every "
+        "token), or train this draw with --trainer=keras")
+
+
 def sgd_train(args, expect):
   """Trains with `w2v_data.sgd` from parsed flags; returns (names, matrix)."""
   from w2v_data import epochs as epochs_lib  # pylint: disable=import-outside-toplevel
   from w2v_data import models, sgd  # pylint: disable=import-outside-toplevel
   set_threads(args.threads)
-  t = args.subsample_t
-  if t is None and epochs_lib.records_keep_every_token(models.read_meta(args.data_dir)):
-    t = args._sgd_subsample_t  # pylint: disable=protected-access
+  check_keep_every_token(args.data_dir, models.read_meta(args.data_dir))
+  t = args._sgd_subsample_t if args.subsample_t is None else args.subsample_t  # pylint: disable=protected-access
   k = args._sgd_noise_words if args.noise_words is None else args.noise_words  # pylint: disable=protected-access
   settings = epochs_lib.DrawSettings(subsample_t=t, subsample_formula=args.subsample_formula,
                                      max_window_size=args.window or args._sgd_window,  # pylint: disable=protected-access
