@@ -24,11 +24,13 @@ An unmarked command block fails `test_every_command_block_is_marked`.
 Each file's commands run in its order, with bash, in a fresh folder of its
 own holding what they reference: scripts/ and the packages (with their
 sample/ folders), `setup.py`, the README's stand-ins for the user's data
-(`corpus/*.txt` and `vocab.txt`: bert_data's sample), and `.venv`: this test's environment, marked installed (the setup
-step of `./scripts/demo` would download; installing is not tested here).
-`python` and the console scripts come first on PATH. Each command must exit
-0, the files its flags name as outputs must exist, and what the text
-promises about its output holds (`_PROMISES`).
+(`corpus/*.txt` and `vocab.txt`: bert_data's sample), and `.venv`: this
+test's environment, marked installed (the setup step of `./scripts/demo`
+would download; installing is not tested here). `python` and the console
+scripts come first on PATH. Each command must exit 0, the files its flags
+name as outputs must exist, and what the text promises about its output
+holds (`_PROMISES`). A guide's block that repeats one already run (the
+README's) is not run again unless later blocks of the guide run.
 """
 
 import glob
