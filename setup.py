@@ -46,6 +46,8 @@ setup(
         # The TF-free readers (textrecords.reading.grain_reader, torch_reader).
         "grain": ["grain>=0.2,<0.3"],
         "torch": ["torch>=2.1"],
+        # scripts/train_bert_tiny_jax.py: Keras 3 on JAX fed by grain, no TensorFlow.
+        "jax": ["jax>=0.4", "keras>=3", "grain>=0.2,<0.3"],
         "beam": ["apache-beam[tfrecord]>=2.77,<2.78"],
         # Compiled kernels (numba): bert_data's reference-compatible walk, w2v_data's
         # sampling and record encoding (the same bytes as without it).

@@ -18,7 +18,6 @@ Example:
       --analogies=gensim/test/test_data/questions-words.txt
 """
 
-import argparse
 import json
 import os
 import sys
@@ -28,6 +27,7 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
 from textrecords.errors import UserError  # pylint: disable=wrong-import-position
+from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
 from w2v_data import schema, vector_eval, vectors  # pylint: disable=wrong-import-position
 
 
@@ -51,23 +51,21 @@ def evaluate(vectors_path: str, pairs=(), analogies=(), geometry: bool = False) 
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--vectors", required=True, help="word2vec text format file")
-  p.add_argument("--pairs", default="", help="comma-separated pair files")
-  p.add_argument("--analogies", default="", help="comma-separated analogy files")
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
+  p.add_argument("--vectors", required=True, check=script_args.existing_files,
+                 help="word2vec text format file")
+  p.add_argument("--pairs", default="", check=script_args.existing_files,
+                 help="comma-separated pair files")
+  p.add_argument("--analogies", default="", check=script_args.existing_files,
+                 help="comma-separated analogy files")
   p.add_argument("--geometry", action="store_true",
                  help="also vector length by frequency band and the mean cosine")
   p.add_argument("--json", action="store_true", help="print the results as JSON")
   args = p.parse_args(argv)
   split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
   if not split(args.pairs) and not split(args.analogies) and not args.geometry:
-    print("error: give --pairs, --analogies and/or --geometry", file=sys.stderr)
-    return 2
-  try:
-    res = evaluate(args.vectors, split(args.pairs), split(args.analogies), args.geometry)
-  except UserError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+    p.refuse("give --pairs, --analogies and/or --geometry")
+  res = evaluate(args.vectors, split(args.pairs), split(args.analogies), args.geometry)
   if args.json:
     print(json.dumps(res, indent=1, sort_keys=True))
     return 0
@@ -86,4 +84,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(cli.run_script(main))

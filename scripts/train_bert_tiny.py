@@ -17,11 +17,12 @@ on the [CLS] position.
   python scripts/train_bert_tiny.py --input out/train.tfrecord --steps 50
 """
 
-import argparse
+import functools
 import os
 import sys
 import time
-from typing import List, Optional
+import types
+from typing import List
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -29,10 +30,9 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:  # run from a checkout without installing
   sys.path.insert(0, _ROOT)
 
-import keras  # pylint: disable=wrong-import-position
-import tensorflow as tf  # pylint: disable=wrong-import-position
-
-import bert_data  # pylint: disable=wrong-import-position
+# Keras and TensorFlow are imported on first use (`_layers`), after the flags and
+# the input are checked and their being installed is (`script_args.require_tensorflow`).
+from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
 
 MASKED_LM = "masked_lm"
 NEXT_SENTENCE = "next_sentence"
@@ -52,100 +52,129 @@ def has_sentence_task(meta: dict) -> bool:
   return meta.get("sentence_task", "nsp") != "none"
 
 
-class BertEmbeddings(keras.layers.Layer):
-  """Sum of token, position and segment embeddings, then LayerNorm + dropout."""
+@functools.lru_cache(maxsize=None)
+def _layers() -> types.SimpleNamespace:
+  """The model's Keras layers and the step logger (Keras and TensorFlow imported here)."""
+  import keras  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-  def __init__(self, vocab_size, max_seq_length, hidden, type_vocab_size=2, dropout=0.1,
-               **kwargs):
-    super().__init__(**kwargs)
-    self.vocab_size, self.max_seq_length, self.hidden = vocab_size, max_seq_length, hidden
-    self.type_vocab_size, self.dropout_rate = type_vocab_size, dropout
-    init = keras.initializers.TruncatedNormal(stddev=0.02)
-    self.token = keras.layers.Embedding(vocab_size, hidden, embeddings_initializer=init,
-                                        name="token")
-    self.position = keras.layers.Embedding(max_seq_length, hidden,
-                                           embeddings_initializer=init, name="position")
-    self.segment = keras.layers.Embedding(type_vocab_size, hidden,
-                                          embeddings_initializer=init, name="segment")
-    self.norm = keras.layers.LayerNormalization(epsilon=1e-12, name="norm")
-    self.dropout = keras.layers.Dropout(dropout)
+  class BertEmbeddings(keras.layers.Layer):
+    """Sum of token, position and segment embeddings, then LayerNorm + dropout."""
 
-  def call(self, input_ids, segment_ids, training=None):
-    positions = tf.range(tf.shape(input_ids)[1])
-    x = (self.token(input_ids) + self.position(positions)[tf.newaxis]
-         + self.segment(segment_ids))
-    return self.dropout(self.norm(x), training=training)
+    def __init__(self, vocab_size, max_seq_length, hidden, type_vocab_size=2, dropout=0.1,
+                 **kwargs):
+      super().__init__(**kwargs)
+      self.vocab_size, self.max_seq_length, self.hidden = vocab_size, max_seq_length, hidden
+      self.type_vocab_size, self.dropout_rate = type_vocab_size, dropout
+      init = keras.initializers.TruncatedNormal(stddev=0.02)
+      self.token = keras.layers.Embedding(vocab_size, hidden, embeddings_initializer=init,
+                                          name="token")
+      self.position = keras.layers.Embedding(max_seq_length, hidden,
+                                             embeddings_initializer=init, name="position")
+      self.segment = keras.layers.Embedding(type_vocab_size, hidden,
+                                            embeddings_initializer=init, name="segment")
+      self.norm = keras.layers.LayerNormalization(epsilon=1e-12, name="norm")
+      self.dropout = keras.layers.Dropout(dropout)
 
-  def get_config(self):
-    return {**super().get_config(), "vocab_size": self.vocab_size,
-            "max_seq_length": self.max_seq_length, "hidden": self.hidden,
-            "type_vocab_size": self.type_vocab_size, "dropout": self.dropout_rate}
+    def call(self, input_ids, segment_ids, training=None):
+      positions = tf.range(tf.shape(input_ids)[1])
+      x = (self.token(input_ids) + self.position(positions)[tf.newaxis]
+           + self.segment(segment_ids))
+      return self.dropout(self.norm(x), training=training)
 
-
-class EncoderBlock(keras.layers.Layer):
-  """Post-LayerNorm transformer encoder block (self-attention + GELU MLP)."""
-
-  def __init__(self, hidden, num_heads, intermediate, dropout=0.1, **kwargs):
-    super().__init__(**kwargs)
-    self.hidden, self.num_heads, self.intermediate = hidden, num_heads, intermediate
-    self.dropout_rate = dropout
-    init = keras.initializers.TruncatedNormal(stddev=0.02)
-    self.attention = keras.layers.MultiHeadAttention(
-        num_heads=num_heads, key_dim=hidden // num_heads, dropout=dropout,
-        kernel_initializer=init, name="attention")
-    self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="attention_norm")
-    self.up = keras.layers.Dense(intermediate, activation="gelu", kernel_initializer=init,
-                                 name="intermediate")
-    self.down = keras.layers.Dense(hidden, kernel_initializer=init, name="output")
-    self.output_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="output_norm")
-    self.dropout = keras.layers.Dropout(dropout)
-
-  def call(self, x, input_mask, training=None):
-    # (B, L) padding mask -> (B, L_query, L_key): every query sees only real keys.
-    keys = tf.cast(input_mask, tf.bool)[:, tf.newaxis, :]
-    attention_mask = tf.broadcast_to(keys, [tf.shape(x)[0], tf.shape(x)[1], tf.shape(x)[1]])
-    attended = self.attention(x, x, attention_mask=attention_mask, training=training)
-    x = self.attention_norm(x + self.dropout(attended, training=training))
-    mlp = self.down(self.up(x))
-    return self.output_norm(x + self.dropout(mlp, training=training))
-
-  def get_config(self):
-    return {**super().get_config(), "hidden": self.hidden, "num_heads": self.num_heads,
-            "intermediate": self.intermediate, "dropout": self.dropout_rate}
+    def get_config(self):
+      return {**super().get_config(), "vocab_size": self.vocab_size,
+              "max_seq_length": self.max_seq_length, "hidden": self.hidden,
+              "type_vocab_size": self.type_vocab_size, "dropout": self.dropout_rate}
 
 
-class MaskedLMHead(keras.layers.Layer):
-  """Hidden states at masked_lm_positions -> transform -> logits over the vocabulary."""
+  class EncoderBlock(keras.layers.Layer):
+    """Post-LayerNorm transformer encoder block (self-attention + GELU MLP)."""
 
-  def __init__(self, vocab_size, hidden, **kwargs):
-    super().__init__(**kwargs)
-    self.vocab_size, self.hidden = vocab_size, hidden
-    init = keras.initializers.TruncatedNormal(stddev=0.02)
-    self.transform = keras.layers.Dense(hidden, activation="gelu", kernel_initializer=init,
-                                        name="transform")
-    self.norm = keras.layers.LayerNormalization(epsilon=1e-12, name="norm")
-    self.logits = keras.layers.Dense(vocab_size, kernel_initializer=init, name="logits")
+    def __init__(self, hidden, num_heads, intermediate, dropout=0.1, **kwargs):
+      super().__init__(**kwargs)
+      self.hidden, self.num_heads, self.intermediate = hidden, num_heads, intermediate
+      self.dropout_rate = dropout
+      init = keras.initializers.TruncatedNormal(stddev=0.02)
+      self.attention = keras.layers.MultiHeadAttention(
+          num_heads=num_heads, key_dim=hidden // num_heads, dropout=dropout,
+          kernel_initializer=init, name="attention")
+      self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="attention_norm")
+      self.up = keras.layers.Dense(intermediate, activation="gelu", kernel_initializer=init,
+                                   name="intermediate")
+      self.down = keras.layers.Dense(hidden, kernel_initializer=init, name="output")
+      self.output_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="output_norm")
+      self.dropout = keras.layers.Dropout(dropout)
 
-  def call(self, sequence, positions):
-    gathered = tf.gather(sequence, positions, batch_dims=1)  # (B, P, H)
-    return self.logits(self.norm(self.transform(gathered)))  # (B, P, V)
+    def call(self, x, input_mask, training=None):
+      # (B, L) padding mask -> (B, L_query, L_key): every query sees only real keys.
+      keys = tf.cast(input_mask, tf.bool)[:, tf.newaxis, :]
+      attention_mask = tf.broadcast_to(keys, [tf.shape(x)[0], tf.shape(x)[1], tf.shape(x)[1]])
+      attended = self.attention(x, x, attention_mask=attention_mask, training=training)
+      x = self.attention_norm(x + self.dropout(attended, training=training))
+      mlp = self.down(self.up(x))
+      return self.output_norm(x + self.dropout(mlp, training=training))
 
-  def get_config(self):
-    return {**super().get_config(), "vocab_size": self.vocab_size, "hidden": self.hidden}
+    def get_config(self):
+      return {**super().get_config(), "hidden": self.hidden, "num_heads": self.num_heads,
+              "intermediate": self.intermediate, "dropout": self.dropout_rate}
 
 
-class ClsToken(keras.layers.Layer):
-  """The hidden state of the first ([CLS]) position."""
+  class MaskedLMHead(keras.layers.Layer):
+    """Hidden states at masked_lm_positions -> transform -> logits over the vocabulary."""
 
-  def call(self, sequence):
-    return sequence[:, 0, :]
+    def __init__(self, vocab_size, hidden, **kwargs):
+      super().__init__(**kwargs)
+      self.vocab_size, self.hidden = vocab_size, hidden
+      init = keras.initializers.TruncatedNormal(stddev=0.02)
+      self.transform = keras.layers.Dense(hidden, activation="gelu", kernel_initializer=init,
+                                          name="transform")
+      self.norm = keras.layers.LayerNormalization(epsilon=1e-12, name="norm")
+      self.logits = keras.layers.Dense(vocab_size, kernel_initializer=init, name="logits")
+
+    def call(self, sequence, positions):
+      gathered = tf.gather(sequence, positions, batch_dims=1)  # (B, P, H)
+      return self.logits(self.norm(self.transform(gathered)))  # (B, P, V)
+
+    def get_config(self):
+      return {**super().get_config(), "vocab_size": self.vocab_size, "hidden": self.hidden}
+
+
+  class ClsToken(keras.layers.Layer):
+    """The hidden state of the first ([CLS]) position."""
+
+    def call(self, sequence):
+      return sequence[:, 0, :]
+
+  class _StepLogger(keras.callbacks.Callback):
+    """Records each step's losses (one-step epochs, so the logs are per step)."""
+
+    def __init__(self, every: int = 0):
+      super().__init__()
+      self.every, self.rows = every, []
+
+    def on_epoch_end(self, epoch, logs=None):
+      logs = dict(logs or {})
+      self.rows.append(logs)
+      if self.every and ((epoch + 1) % self.every == 0 or epoch == 0):
+        nsp = logs.get(NEXT_SENTENCE + "_loss")
+        print(f"step {epoch + 1:4d}  loss {logs.get('loss', float('nan')):.4f}  "
+              f"masked_lm {logs.get(MASKED_LM + '_loss', logs.get('loss', float('nan'))):.4f}"
+              + ("" if nsp is None else f"  next_sentence {nsp:.4f}"), flush=True)
+
+  return types.SimpleNamespace(BertEmbeddings=BertEmbeddings, EncoderBlock=EncoderBlock,
+                               MaskedLMHead=MaskedLMHead, ClsToken=ClsToken,
+                               StepLogger=_StepLogger)
 
 
 def build_model(vocab_size: int, max_seq_length: int, max_predictions_per_seq: int,
                 hidden: int = 64, num_layers: int = 2, num_heads: int = 2,
-                dropout: float = 0.1, next_sentence: bool = True) -> keras.Model:
-  """A tiny BERT: dict inputs named like `make_dataset`'s x, outputs named like its y
-  (without the next-sentence head for packed records: `next_sentence` False)."""
+                dropout: float = 0.1, next_sentence: bool = True):
+  """A tiny BERT (a keras.Model): dict inputs named like `make_dataset`'s x, outputs
+  named like its y (without the next-sentence head for packed records: `next_sentence`
+  False)."""
+  import keras  # pylint: disable=import-outside-toplevel
+  layers = _layers()
   if hidden % num_heads:
     raise ValueError(f"hidden={hidden} must be a multiple of num_heads={num_heads}")
   inputs = {
@@ -155,24 +184,25 @@ def build_model(vocab_size: int, max_seq_length: int, max_predictions_per_seq: i
       "masked_lm_positions": keras.Input((max_predictions_per_seq,), dtype="int32",
                                          name="masked_lm_positions"),
   }
-  x = BertEmbeddings(vocab_size, max_seq_length, hidden, dropout=dropout,
+  x = layers.BertEmbeddings(vocab_size, max_seq_length, hidden, dropout=dropout,
                      name="embeddings")(inputs["input_ids"], inputs["segment_ids"])
   for i in range(num_layers):
-    x = EncoderBlock(hidden, num_heads, 4 * hidden, dropout=dropout,
+    x = layers.EncoderBlock(hidden, num_heads, 4 * hidden, dropout=dropout,
                      name=f"encoder_{i}")(x, inputs["input_mask"])
-  mlm_logits = MaskedLMHead(vocab_size, hidden, name="mlm_head")(
+  mlm_logits = layers.MaskedLMHead(vocab_size, hidden, name="mlm_head")(
       x, inputs["masked_lm_positions"])
   # Identity layers so that the outputs carry exactly the names in the dataset's y.
   outputs = {MASKED_LM: keras.layers.Identity(name=MASKED_LM)(mlm_logits)}
   if next_sentence:
     pooled = keras.layers.Dense(hidden, activation="tanh",
-                                name="pooler")(ClsToken(name="cls")(x))
+                                name="pooler")(layers.ClsToken(name="cls")(x))
     nsp_logits = keras.layers.Dense(2, name="nsp_head")(pooled)
     outputs[NEXT_SENTENCE] = keras.layers.Identity(name=NEXT_SENTENCE)(nsp_logits)
   return keras.Model(inputs, outputs, name="tiny_bert")
 
 
 def _mlm_loss():
+  import keras  # pylint: disable=import-outside-toplevel
   # Mean over real predictions (sum(loss * w) / sum(w)), as BERT reports it; older
   # Keras 3 releases lack this reduction and average over all P slots instead.
   try:
@@ -182,8 +212,9 @@ def _mlm_loss():
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
-def compile_model(model: keras.Model, learning_rate: float = 2e-3,
-                  jit_compile: bool = False) -> keras.Model:
+def compile_model(model, learning_rate: float = 2e-3, jit_compile: bool = False):
+  """Compiles the keras.Model `model` with Adam and the masked-LM (+ NSP) losses; returns it."""
+  import keras  # pylint: disable=import-outside-toplevel
   # XLA ("auto" in Keras 3) costs more in compile time than a few dozen tiny CPU steps gain.
   loss = {MASKED_LM: _mlm_loss()}
   metrics = {}
@@ -193,23 +224,6 @@ def compile_model(model: keras.Model, learning_rate: float = 2e-3,
   model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=loss,
                 weighted_metrics=metrics or None, jit_compile=jit_compile)
   return model
-
-
-class _StepLogger(keras.callbacks.Callback):
-  """Records each step's losses (one-step epochs, so the logs are per step)."""
-
-  def __init__(self, every: int = 0):
-    super().__init__()
-    self.every, self.rows = every, []
-
-  def on_epoch_end(self, epoch, logs=None):
-    logs = dict(logs or {})
-    self.rows.append(logs)
-    if self.every and ((epoch + 1) % self.every == 0 or epoch == 0):
-      nsp = logs.get(NEXT_SENTENCE + "_loss")
-      print(f"step {epoch + 1:4d}  loss {logs.get('loss', float('nan')):.4f}  "
-            f"masked_lm {logs.get(MASKED_LM + '_loss', logs.get('loss', float('nan'))):.4f}"
-            + ("" if nsp is None else f"  next_sentence {nsp:.4f}"), flush=True)
 
 
 def _mlm_losses(rows: List[dict]) -> List[float]:
@@ -242,6 +256,8 @@ def train(records_path: str, steps: int, batch_size: int = 16, seed: int = 0,
   """
   if steps < 1:
     raise ValueError(f"steps={steps}: must be >= 1")
+  import keras  # pylint: disable=import-outside-toplevel
+  import bert_data  # pylint: disable=import-outside-toplevel
   meta = read_metadata(records_path)
   keras.utils.set_random_seed(seed)
   ds = bert_data.make_dataset(records_path, batch_size, training=True, seed=seed, repeat=True,
@@ -251,31 +267,47 @@ def train(records_path: str, steps: int, batch_size: int = 16, seed: int = 0,
                                     num_layers=num_layers, num_heads=num_heads,
                                     dropout=dropout,
                                     next_sentence=has_sentence_task(meta)), learning_rate)
-  logger = _StepLogger(log_every)
+  logger = _layers().StepLogger(log_every)
   model.fit(ds, epochs=steps, steps_per_epoch=1, callbacks=[logger], shuffle=False, verbose=0)
   losses = _mlm_losses(logger.rows)
   return (losses, model) if return_model else losses
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-  parser.add_argument("--input", required=True,
-                      help="records path given to bert_data.create as --output_file")
-  parser.add_argument("--steps", type=int, default=50, help="training steps (batches)")
-  parser.add_argument("--batch_size", type=int, default=16)
-  parser.add_argument("--hidden", type=int, default=64, help="hidden size")
-  parser.add_argument("--layers", type=int, default=2, help="encoder blocks")
-  parser.add_argument("--heads", type=int, default=2, help="attention heads")
-  parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--learning_rate", type=float, default=2e-3)
-  parser.add_argument("--log_every", type=int, default=5, help="print every N steps")
-  args = parser.parse_args(argv)
+def _parser() -> script_args.ScriptParser:
+  p = script_args.ScriptParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+  p.add_argument("--input", required=True,
+                 help="records path given to bert_data.create as --output_file")
+  p.add_argument("--steps", type=int, default=50, check=script_args.POSITIVE,
+                 help="training steps (batches)")
+  p.add_argument("--batch_size", type=int, default=16, check=script_args.POSITIVE)
+  p.add_argument("--hidden", type=int, default=64, check=script_args.POSITIVE,
+                 help="hidden size (a multiple of --heads)")
+  p.add_argument("--layers", type=int, default=2, check=script_args.POSITIVE,
+                 help="encoder blocks")
+  p.add_argument("--heads", type=int, default=2, check=script_args.POSITIVE,
+                 help="attention heads")
+  p.add_argument("--seed", type=int, default=0, check=script_args.SEED)
+  p.add_argument("--learning_rate", type=float, default=2e-3, check=script_args.RATE)
+  p.add_argument("--log_every", type=int, default=5, check=script_args.NON_NEGATIVE,
+                 help="print every N steps (0: only the summary)")
+  return p
 
+
+def main(argv=None) -> int:
+  p = _parser()
+  args = p.parse_args(argv)
+  if args.hidden % args.heads:
+    p.refuse(f"--hidden={args.hidden}: must be a multiple of --heads={args.heads}")
   meta = read_metadata(args.input)
+  script_args.check_batch_fits(args.batch_size, meta["counts"]["records"],
+                               f"records at --input={args.input}")
   print(f"records: {args.input}  ({meta['counts']['records']:,} records, "
         f"max_seq_length={meta['max_seq_length']}, "
         f"max_predictions_per_seq={meta['max_predictions_per_seq']}, "
-        f"vocab_size={meta['vocab_size']:,})")
+        f"vocab_size={meta['vocab_size']:,})", flush=True)
+  print(f"training {args.steps} steps; before step 1 TensorFlow loads, builds and traces "
+        "the model (10-30 s)", flush=True)
+  script_args.require_tensorflow()
   start = time.time()
   losses, model = train(args.input, args.steps, batch_size=args.batch_size, seed=args.seed,
                         hidden=args.hidden, num_layers=args.layers, num_heads=args.heads,
@@ -290,5 +322,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-  from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
   sys.exit(cli.run_script(main))

@@ -23,6 +23,7 @@ if ROOT not in sys.path:
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from textrecords.runs import cli  # pylint: disable=wrong-import-position
 from w2v_data import training  # pylint: disable=wrong-import-position
 
 
@@ -35,4 +36,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(cli.run_script(main))

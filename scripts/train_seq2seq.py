@@ -13,12 +13,17 @@ sentences are translated greedily (one token at a time, stopping at <eos>).
 Prints one JSON object: per-epoch losses and the translations.
 """
 
-import argparse
 import json
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:  # run from a checkout without installing
+  sys.path.insert(0, _ROOT)
+
+from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
 
 DEFAULT_SENTENCES = ("go .", "i lost .", "he's calm .", "i'm home .")
 
@@ -84,18 +89,24 @@ def greedy_translate(model, src_codec, tgt_codec, sentence, num_steps):
 def train(data_dir, epochs=30, batch_size=64, num_steps=9, lr=0.005, embed_size=32,
           num_hiddens=64, dropout=0.0, seed=0, sentences=DEFAULT_SENTENCES, verbose=0,
           validate=True):
-  """Trains on the "train" split (validating on "valid" when asked and it has pairs)."""
+  """Trains on the "train" split (validating on "valid" when asked and it has pairs).
+
+  Raises:
+    UserError: records another script trains on, a train split smaller than a
+      batch, or TensorFlow not installed (one line each, before any training).
+  """
   from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
-  script_inputs.check(data_dir, script_inputs.SEQ2SEQ, "--data_dir")  # other kinds: one line
+  meta = script_inputs.check(data_dir, script_inputs.SEQ2SEQ, "--data_dir")  # other kinds
+  script_args.check_batch_fits(batch_size, meta["splits"]["train"]["pairs"],
+                               f"pairs of the train split at --data_dir={data_dir}")
+  script_args.require_tensorflow()
   import keras  # pylint: disable=import-outside-toplevel
   import mt_data  # pylint: disable=import-outside-toplevel
-  from mt_data import dataset as mt_dataset  # pylint: disable=import-outside-toplevel
 
   keras.utils.set_random_seed(seed)
   src_codec, tgt_codec = mt_data.load_codecs(data_dir)
   train_ds = mt_data.make_dataset(data_dir, batch_size, split="train", num_steps=num_steps,
                                   seed=seed)
-  meta = mt_dataset.read_meta(data_dir)
   valid_ds = None
   if validate and meta["splits"]["valid"]["pairs"] > 0:
     valid_ds = mt_data.make_dataset(data_dir, batch_size, split="valid", num_steps=num_steps)
@@ -110,39 +121,31 @@ def train(data_dir, epochs=30, batch_size=64, num_steps=9, lr=0.005, embed_size=
           "translations": translations}
 
 
-def main():
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None) -> int:
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--data_dir", required=True, help="an --output_dir of mt_data.create")
-  p.add_argument("--epochs", type=int, default=30)
-  p.add_argument("--batch_size", type=int, default=64)
-  p.add_argument("--num_steps", type=int, default=9)
-  p.add_argument("--lr", type=float, default=0.005)
-  p.add_argument("--embed_size", type=int, default=32)
-  p.add_argument("--num_hiddens", type=int, default=64)
-  p.add_argument("--dropout", type=float, default=0.0)
-  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--epochs", type=int, default=30, check=script_args.POSITIVE)
+  p.add_argument("--batch_size", type=int, default=64, check=script_args.POSITIVE)
+  p.add_argument("--num_steps", type=int, default=9, check=script_args.POSITIVE)
+  p.add_argument("--lr", type=float, default=0.005, check=script_args.RATE)
+  p.add_argument("--embed_size", type=int, default=32, check=script_args.POSITIVE)
+  p.add_argument("--num_hiddens", type=int, default=64, check=script_args.POSITIVE)
+  p.add_argument("--dropout", type=float, default=0.0, check=script_args.DROPOUT)
+  p.add_argument("--seed", type=int, default=0, check=script_args.SEED)
   p.add_argument("--translate", action="append",
                  help="a source sentence to translate (repeatable)")
   p.add_argument("--no_validation", action="store_true",
                  help="skip the per-epoch validation loss")
-  p.add_argument("--verbose", type=int, default=0, help="Keras fit verbosity")
-  a = p.parse_args()
-  for name in ("epochs", "batch_size", "num_steps", "embed_size", "num_hiddens"):
-    if getattr(a, name) < 1:
-      print(f"error: --{name}={getattr(a, name)}: must be >= 1", file=sys.stderr)
-      return 2
-  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  try:
-    result = train(a.data_dir, a.epochs, a.batch_size, a.num_steps, a.lr, a.embed_size,
-                   a.num_hiddens, a.dropout, a.seed,
-                   tuple(a.translate) if a.translate else DEFAULT_SENTENCES, a.verbose,
-                   not a.no_validation)
-  except UserError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+  p.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2),
+                 help="Keras fit verbosity")
+  a = p.parse_args(argv)
+  result = train(a.data_dir, a.epochs, a.batch_size, a.num_steps, a.lr, a.embed_size,
+                 a.num_hiddens, a.dropout, a.seed,
+                 tuple(a.translate) if a.translate else DEFAULT_SENTENCES, a.verbose,
+                 not a.no_validation)
   print(json.dumps(result, indent=1, ensure_ascii=False))
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(cli.run_script(main))

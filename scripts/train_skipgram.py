@@ -30,6 +30,7 @@ if ROOT not in sys.path:
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
 from w2v_data import training  # pylint: disable=wrong-import-position
 
 
@@ -56,17 +57,17 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
 def main(argv=None):
   p = training.parser(__doc__)
   training.add_flags(p, vectors_help="the center embeddings")
-  p.add_argument("--pad_to", type=int, default=None, help="keras trainer only")
+  p.add_argument("--pad_to", type=int, default=None, check=script_args.POSITIVE,
+                 help="keras trainer only")
   p.add_argument("--negatives", choices=["stored", "fresh"], default="stored",
                  help="keras trainer only (sgd always draws fresh ones)")
   p.add_argument("--words", default="chip,baby,intel", help="show neighbours of these")
   args = training.resolve(p.parse_args(argv))
 
   def _train(a):
-    from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
     from w2v_data import models  # pylint: disable=import-outside-toplevel
     from w2v_data import vectors  # pylint: disable=import-outside-toplevel
-    script_inputs.check(a.data_dir, script_inputs.SKIPGRAM, "--data_dir")  # other kinds: 1 line
+    training.check_inputs(a.data_dir, "skipgram")  # other kinds, no TensorFlow: one line
     if a.trainer == "sgd":
       return training.sgd_train(a, ("skipgram",))
     model, _, tokens = train(a.data_dir, embed_size=a.embed_size, batch_size=a.batch_size,
@@ -79,4 +80,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(cli.run_script(main))

@@ -335,6 +335,34 @@ def test_sgd_skipgram_learns_cooccurrence(tmp_path):
               learning_rate=0.05, verbose=0, engine="xla")
 
 
+def test_a_slow_first_kernel_compile_is_announced(tmp_path, monkeypatch, capsys):
+  """numba compiles the kernel on a machine's first run (about a minute): the trainer says
+  so (`cli.BUILD_NOTICE`, as w2v_data.create does) instead of a silent first step (issue 36
+  item 14); a quick load (numba's cache) says nothing."""
+  import time  # pylint: disable=import-outside-toplevel
+  from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
+  from w2v_data import epochs, kernel_sgd, sgd  # pylint: disable=import-outside-toplevel
+  if not kernel_sgd.available():
+    pytest.skip("numba is not installed")
+  d = _create(tmp_path / "d", subsample_t=1.0)
+  train = lambda verbose: sgd.train(  # noqa: E731
+      d, seed=1, settings=epochs.DrawSettings(), dim=8, epochs=1, verbose=verbose,
+      engine="kernel")
+  train(0)  # compiled (or loaded from numba's cache) now
+  assert cli.BUILD_NOTICE not in capsys.readouterr().err
+  compile_kernel = kernel_sgd.KernelRun.compile
+
+  def slow_compile(run):
+    time.sleep(3.5)  # as long as a first compile seems to the notice (3 s)
+    compile_kernel(run)
+
+  monkeypatch.setattr(kernel_sgd.KernelRun, "compile", slow_compile)
+  train(2)
+  assert f"w2v_data: {cli.BUILD_NOTICE}" in capsys.readouterr().err
+  train(0)  # quiet: no notice
+  assert cli.BUILD_NOTICE not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("model", ["pv_dbow", "pv_dm"])
 def test_sgd_paragraph_vectors_and_deterministic_inference(tmp_path, model):
   from w2v_data import epochs, sgd  # pylint: disable=import-outside-toplevel
@@ -466,7 +494,9 @@ def test_sgd_flag_errors_are_one_line(tmp_path, capsys):
   assert mod.main([f"--data_dir={sub}", "--subsample_t=1e-3", "--words="]) == 2
   err = capsys.readouterr().err.strip()
   assert err.startswith("error: ") and "--subsample_t=1" in err and "\n" not in err
-  assert mod.main([f"--data_dir={sub}", "--threads=-1", "--words="]) == 2
+  with pytest.raises(SystemExit) as e:  # a flag's range: refused as the flags are parsed
+    mod.main([f"--data_dir={sub}", "--threads=-1", "--words="])
+  assert e.value.code == 2
   err = capsys.readouterr().err.strip()
   assert err == "error: --threads=-1: must be >= 0"
   cbow = _create(tmp_path / "cbow", model="cbow")

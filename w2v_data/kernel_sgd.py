@@ -67,12 +67,20 @@ class KernelRun:
       s1 = min(s0 + self.chunk, num_sentences)
       chunk_seed = seeding.derive_seed(self.seed, "w2v_data/kernel_sgd", self.epoch, c)
       progress = (self.epoch + self.row_splits[s0] / max(1, len(self.tokens))) / self.epochs
-      total += self._kernels.train_chunk(
-          self.code, self.tokens, self.row_splits, self.doc_ids, s0, s1,
-          self.weights["words_in"], self.weights["words_out"], self.docs, self.keep,
-          self.prob, self.alias, self.window, self.k, np.uint64(chunk_seed), self.rate, progress,
-          self.per_token, self.min_ratio)
+      total += self._train(s0, s1, chunk_seed, progress)
     return np.float32(total[0] / max(total[1], 1.0))
+
+  def compile(self):
+    """Compiles the kernel for this run's argument types (numba's first run on a
+    machine: about a minute; then its on-disk cache), training nothing."""
+    self._train(0, 0, 0, 0.0)
+
+  def _train(self, s0: int, s1: int, chunk_seed: int, progress: float) -> np.ndarray:
+    return self._kernels.train_chunk(
+        self.code, self.tokens, self.row_splits, self.doc_ids, s0, s1,
+        self.weights["words_in"], self.weights["words_out"], self.docs, self.keep,
+        self.prob, self.alias, self.window, self.k, np.uint64(chunk_seed), self.rate, progress,
+        self.per_token, self.min_ratio)
 
   def dataset(self, tf):
     """The chunk numbers of an epoch, CHUNKS_PER_STEP a batch, for model.fit."""

@@ -271,10 +271,13 @@ def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: i
 
 def _fit_kernel(model, draws, *, seed: int, epochs: int, learning_rate: float, verbose: int):
   """All epochs in one model.fit, each step a few chunks of the numba kernel."""
+  from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
   from w2v_data import kernel_sgd  # pylint: disable=import-outside-toplevel
   weights = model.weights_numpy()
-  run = kernel_sgd.KernelRun(draws, weights, seed=seed, epochs=epochs,
-                             learning_rate=learning_rate, min_ratio=MIN_RATE_RATIO)
+  with cli.notice_if_slow(cli.Progress(quiet=not verbose).sayer("w2v_data: ")):
+    run = kernel_sgd.KernelRun(draws, weights, seed=seed, epochs=epochs,
+                               learning_rate=learning_rate, min_ratio=MIN_RATE_RATIO)
+    run.compile()  # numba's first compile: announced, not a silent first step
   model.kernel_run = run
   try:
     model.fit(run.dataset(draws._tf), epochs=epochs, verbose=verbose, shuffle=False,  # pylint: disable=protected-access

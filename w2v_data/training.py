@@ -52,20 +52,15 @@ def default_word_vectors(sgd_model: str) -> str:
   return SGD_MODEL_WORD_VECTORS.get(sgd_model, "in")
 
 
-class _OneLineParser(argparse.ArgumentParser):
-  """argparse's parser whose usage errors are one line on stderr ("error: ..."), exit 2."""
-
-  def error(self, message):
-    self.exit(2, f"error: {message} (--help for usage)\n")
-
-
 def parser(doc: str) -> argparse.ArgumentParser:
   """The parser of a training script: its description is `doc`'s first line.
 
-  A bad flag value (e.g. --engine=bogus) ends the run with one line naming
-  the flag and exit status 2, before anything is read or trained.
+  A bad flag value (e.g. --engine=bogus, --epochs=0) ends the run with one
+  line naming the flag and exit status 2, before anything is read or trained
+  (`textrecords.runs.script_args`).
   """
-  return _OneLineParser(description=doc.split("\n")[0])
+  from textrecords.runs import script_args  # pylint: disable=import-outside-toplevel
+  return script_args.ScriptParser(description=doc.split("\n")[0])
 
 
 def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: float = 0.002,
@@ -74,21 +69,23 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
 
   `sgd_model`: whose sgd defaults (SGD_MODEL_DEFAULTS) the flags get.
   """
+  from textrecords.runs import script_args as checks  # pylint: disable=import-outside-toplevel
   sgd_epochs, sgd_learning_rate, sgd_window = SGD_MODEL_DEFAULTS[sgd_model]
   p.add_argument("--data_dir", required=True, help="a w2v_data.create --output_dir")
   p.add_argument("--trainer", choices=TRAINERS, default="sgd",
                  help="sgd: word2vec's SGD on fresh draws every epoch; keras: d2l's Keras "
                  "model with Adam on the records' draw")
-  p.add_argument("--embed_size", type=int, default=100)
-  p.add_argument("--batch_size", type=int, default=None,
+  p.add_argument("--embed_size", type=int, default=100, check=checks.POSITIVE)
+  p.add_argument("--batch_size", type=int, default=None, check=checks.POSITIVE,
                  help=f"default: {SGD_DEFAULTS['batch_size']} pairs/centers (sgd), 512 (keras)")
-  p.add_argument("--epochs", type=int, default=None,
+  p.add_argument("--epochs", type=int, default=None, check=checks.POSITIVE,
                  help=f"default: {sgd_epochs} (sgd), {epochs} (keras)")
-  p.add_argument("--steps_per_epoch", type=int, default=None, help="keras trainer only")
-  p.add_argument("--learning_rate", type=float, default=None,
+  p.add_argument("--steps_per_epoch", type=int, default=None, check=checks.POSITIVE,
+                 help="keras trainer only")
+  p.add_argument("--learning_rate", type=float, default=None, check=checks.RATE,
                  help=f"default: {sgd_learning_rate} falling linearly to 1e-4 of it (sgd), "
                  f"{learning_rate} (keras, Adam)")
-  p.add_argument("--subsample_t", type=float, default=None,
+  p.add_argument("--subsample_t", type=float, default=None, check=checks.FRACTION,
                  help="sgd: the subsampling threshold drawn afresh every epoch (records "
                  "of every token: w2v_data.create's default); default "
                  f"{default_subsample_t(sgd_model)}")
@@ -100,11 +97,11 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
                  help="sgd: kernel (word2vec.c's per-example updates in a numba kernel, "
                  "--batch_size unused), xla (a batch's updates summed in an XLA step); auto: "
                  "kernel when numba is installed")
-  p.add_argument("--window", type=int, default=None, help="sgd: max window (default: "
-                 f"{sgd_window or 'the records'})")
+  p.add_argument("--window", type=int, default=None, check=checks.POSITIVE,
+                 help=f"sgd: max window (default: {sgd_window or 'the records'})")
   noise_words = default_noise_words(sgd_model)
   noise_default = noise_words or "the records'"
-  p.add_argument("--noise_words", type=int, default=None,
+  p.add_argument("--noise_words", type=int, default=None, check=checks.POSITIVE,
                  help=f"sgd: K, noise words per pair (default: {noise_default})")
   if sgd_model != "pv":
     p.add_argument("--word_vectors", choices=("in", "in+out"),
@@ -112,11 +109,11 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
                    help="sgd: the saved vectors: in (the input vectors, as word2vec.c and "
                    "gensim) or in+out (input plus output vectors); default "
                    f"{default_word_vectors(sgd_model)}")
-  p.add_argument("--threads", type=int, default=0,
+  p.add_argument("--threads", type=int, default=0, check=checks.NON_NEGATIVE,
                  help="TensorFlow intra- and inter-op threads (0: TF's default)")
-  p.add_argument("--seed", type=int, default=None,
+  p.add_argument("--seed", type=int, default=None, check=checks.SEED,
                  help="seed everything (deterministic on CPU); default: not seeded (sgd: 0)")
-  p.add_argument("--save_vectors", default=None,
+  p.add_argument("--save_vectors", default=None, check=checks.writable_folder,
                  help=f"write {vectors_help} here (word2vec text format)")
   p.set_defaults(_keras_defaults=(epochs, learning_rate),
                  _sgd_defaults=(sgd_epochs, sgd_learning_rate), _sgd_window=sgd_window,
@@ -168,6 +165,17 @@ def check_keep_every_token(data_dir: str, meta: dict):
         f"{meta['flags']['subsample_t']:g}); the sgd trainer subsamples afresh every epoch: "
         "rerun w2v_data.create without --subsample_t (default --subsample_t=1, every "
         "token), or train this draw with --trainer=keras")
+
+
+def check_inputs(data_dir: str, model: str):
+  """Before training: records of `model` at `data_dir` (else one line naming the
+  script for them), then TensorFlow and Keras installed (else one line naming
+  the extra)."""
+  from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
+  from textrecords.runs import script_args  # pylint: disable=import-outside-toplevel
+  script = script_inputs.script_for({"package": "w2v_data", "model": model})
+  script_inputs.check(data_dir, script, "--data_dir")
+  script_args.require_tensorflow()
 
 
 def sgd_train(args, expect):
@@ -232,10 +240,8 @@ def vectors_main(argv: Optional[Sequence[str]], doc: str, expect: Sequence[str],
   args = resolve(p.parse_args(argv))
 
   def train(a):
-    from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
     from w2v_data import models  # pylint: disable=import-outside-toplevel
-    script_inputs.check(a.data_dir, script_inputs.script_for(  # other kinds: one line
-        {"package": "w2v_data", "model": expect[0]}), "--data_dir")
+    check_inputs(a.data_dir, expect[0])
     if a.trainer == "sgd":
       return sgd_train(a, expect)
     _, _, names, matrix = models.train(
