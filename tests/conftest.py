@@ -84,6 +84,15 @@ def write_varied_corpus(path, repeats: int) -> str:
   return str(path)
 
 
+def load_script(name: str):
+  """scripts/<name>.py loaded as a module (the scripts are not a package)."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "scripts", f"{name}.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
 def error_lines(stderr: str):
   """stderr lines that are not TensorFlow/absl log noise."""
   noise = ("WARNING: All log messages", "I0000", "W0000", "E0000")

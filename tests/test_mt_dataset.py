@@ -1,11 +1,11 @@
 """mt_data.make_dataset: d2l's arrays, bucketing, shuffling, argument checks."""
 
-import importlib.util
 import os
 
 import numpy as np
 import pytest
 
+from conftest import load_script
 from textrecords.errors import UserError
 
 from mt_data import config as mt_config
@@ -18,14 +18,6 @@ import mt_data  # pylint: disable=wrong-import-position
 HERE = os.path.dirname(os.path.abspath(__file__))
 PAIRS = os.path.join(HERE, "testdata", "mt_pairs.txt")
 ROOT = os.path.dirname(HERE)
-
-
-def load_check_script():
-  spec = importlib.util.spec_from_file_location(
-      "check_mt_d2l", os.path.join(ROOT, "scripts", "check_mt_d2l.py"))
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +33,7 @@ def all_batches(ds):
 
 
 def test_arrays_equal_d2l_reimplementation(tmp_path):
-  check = load_check_script()
+  check = load_script("check_mt_d2l")
   report = check.run_check(PAIRS, num_train=30, num_val=12, num_steps=9, min_freq=2,
                            work_dir=str(tmp_path))
   assert report["pairs_compared"] == 42 and report["d2l_pairs_kept"] == 43  # d2l's extra pair

@@ -5,7 +5,6 @@ Issue 36 item 12: the README's `mt_data.create ... --num_train=512
 train_seq2seq.py ended in KeyError: 'loss' (batch 64 > 50 pairs).
 """
 
-import importlib.util
 import json
 import os
 import re
@@ -14,18 +13,14 @@ import sys
 
 import pytest
 
-from conftest import REPO, error_lines
+from conftest import REPO, error_lines, load_script
 
 SAMPLE_DIR = os.path.join(REPO, "mt_data", "sample")
 SAMPLE = os.path.join(SAMPLE_DIR, "mt_sample.txt")
 
 
 def _maker():
-  spec = importlib.util.spec_from_file_location(
-      "make_mt_sample", os.path.join(REPO, "scripts", "make_mt_sample.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_script("make_mt_sample")
 
 
 def _readme_mt_commands():
