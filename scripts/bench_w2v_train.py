@@ -441,6 +441,7 @@ def _bench(a) -> int:
           file=sys.stderr)
     return 2
   out_dir = a.out_dir or tempfile.mkdtemp(prefix="bench_w2v_train_")
+  os.makedirs(out_dir, exist_ok=True)  # PV-DBOW's documents are written there first
   data = _gensim_test_data(a.gensim_python) if a.gensim_python else None
   if not data:
     print("note: gensim is not installed (--gensim_python); its side is skipped")
