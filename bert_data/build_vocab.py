@@ -26,7 +26,6 @@ not the corpus.
 import collections
 import hashlib
 import itertools
-import os
 import sys
 from typing import Counter, Dict, Iterable, Iterator, List, Optional, Sequence
 
@@ -293,11 +292,12 @@ def _check_flags(files: Sequence[str]) -> str:
   """Every flag checked before any reading; returns the output path."""
   if not FLAGS.output_file:
     raise UserError("--output_file is required")
+  inputs = [("--input_file", f) for f in files]
+  for flag in ("output_file", "summary_json"):
+    if FLAGS[flag].value:
+      storage.check_not_inputs([FLAGS[flag].value], inputs, f"--{flag}", FLAGS[flag].value)
   out = storage.check_output_file(FLAGS.output_file, "--output_file",
                                   overwrite=FLAGS.overwrite)
-  if not storage.is_url(out) and os.path.abspath(out) in {
-      os.path.abspath(f) for f in files if not storage.is_url(f)}:
-    raise UserError(f"--output_file: {out} is also an input file")
   cli.check_range("vocab_size", FLAGS.vocab_size, 1, 1 << 24)
   cli.check_range("num_unused", FLAGS.num_unused, 0, 1 << 20)
   if FLAGS["min_frequency"].present:

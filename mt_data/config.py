@@ -1,9 +1,10 @@
 """MTConfig: every setting of an `mt_data.create` run, built once from flags."""
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 from textrecords.runs import cli
+from textrecords.files import text_input
 from textrecords.files import tfrecord
 from textrecords.errors import UserError
 from textrecords.runs.run_options import RunOptions, run_options_from_flags
@@ -48,6 +49,11 @@ class MTConfig(RunOptions):
     cli.check_range("vocab_size", self.vocab_size, 16, 10 ** 7)
     self.validate_run_options()
     return self
+
+  def input_locations(self) -> Tuple[Tuple[str, str], ...]:
+    """(flag, path) of every file the run reads."""
+    return tuple(("--input_file", f)
+                 for f in text_input.expand_patterns(self.input_file, "--input_file"))
 
   @property
   def compression_name(self) -> str:

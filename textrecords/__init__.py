@@ -3,7 +3,8 @@
 The shared core, in rooms whose imports run one way (each only imports the
 rooms listed before it; `tests/test_import_cycles.py` checks it):
 
-- `errors`, `seeding`, `tf_import`, `lazy_exports`: foundations every room uses.
+- `errors`, `seeding`, `tf_import`, `lazy_exports`, `interrupts`: foundations every
+  room uses (`interrupts`: Ctrl-C while a command starts is one line, exit 130).
 - `files/`: local paths and storage URLs, atomic files, TFRecord framing, text input.
 - `wire/`: the tf.train.Example wire format (feature specs, encoder, decoder, varints).
 - `datasets/`: a dataset on disk: layout, metadata, offset index, writer, publishing.
@@ -16,3 +17,9 @@ Nothing in this package imports TensorFlow at import time.
 """
 
 __version__ = "0.1.0"
+
+# First thing every command imports: from here on, Ctrl-C during its imports is
+# `error: interrupted` and exit 130 (only in a command's process).
+from textrecords import interrupts as _interrupts  # pylint: disable=wrong-import-position
+
+_interrupts.install_for_commands()

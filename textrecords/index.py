@@ -5,7 +5,9 @@ uncompressed TFRecord file, checking every record's CRC."""
 import os
 import sys
 
+from textrecords.datasets import dataset_writer
 from textrecords.datasets import index
+from textrecords.files import storage
 from textrecords.errors import UserError
 from textrecords.runs import cli
 
@@ -26,14 +28,32 @@ def main(argv=None) -> int:
     return 2
   for path in args:
     try:
-      if not os.path.isfile(path):
-        raise UserError(f"{path}: no such file")
-      out = index.build(path)
+      out = _index_one(path)
     except UserError as e:
       print(f"error: {e}", file=sys.stderr)
       return 2
     print(f"{out}: {len(index.load(out))} records")
   return 0
+
+
+def _index_one(path: str) -> str:
+  """Writes the index of record file `path` (local or URL) beside it; returns its path.
+
+  Raises:
+    UserError: no such file (or a storage that cannot be reached), or an
+      existing file at the index's path that is not a textrecords index (the
+      generators' check: `dataset_writer.check_replaceable`).
+  """
+  path = storage.check(path)
+  if not storage.exists(path) or storage.is_dir(path):
+    raise UserError(f"{path}: no such file")
+  out = index.index_path(path)
+  ours = {storage.basename(out)} if storage.exists(out) and not storage.is_dir(out) \
+      and index.is_index_file(out) else set()
+  dataset_writer.check_replaceable([out], ours, "", foreign="a textrecords index",
+                                   remedy="move it away (textrecords.index replaces only "
+                                   "its own index files)")
+  return index.build(path, out)
 
 
 def entry_point():

@@ -82,6 +82,10 @@ class W2vConfig(RunOptions):
     """The expanded input files (UserError if a pattern matches nothing)."""
     return tuple(text_input.expand_patterns(self.input_file, "--input_file"))
 
+  def input_locations(self) -> Tuple[Tuple[str, str], ...]:
+    """(flag, path) of every file the run reads."""
+    return tuple(("--input_file", f) for f in self.input_files())
+
   def output_flags(self) -> dict:
     """The flags that determine the output bytes (stored in the metadata)."""
     return {"min_freq": self.min_freq, "subsample_t": self.subsample_t,

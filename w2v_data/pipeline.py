@@ -198,8 +198,8 @@ def _count_and_write(config, files, run, fingerprint, mode, compiled_now, scratc
                             docs_bytes)
 
   meta, = run.finalize([build_meta])
-  progress.update(lambda: f"w2v_data: done: {counts['centers']:,} centers, "
-                  f"{counts['pairs']:,} pairs", force=True)
+  progress.update(lambda: f"w2v_data: done: {units.examples_text(config.model, counts)}",
+                  force=True)
   return meta
 
 

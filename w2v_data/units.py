@@ -119,10 +119,22 @@ def counts_text(model: str, counts: dict, vocab_size: int) -> str:
   >>> counts_text("skipgram", {"sentences": 3, "centers": 9, "pairs": 20}, 5)
   '3 sentences, vocab 5, 9 centers, 20 pairs'
   """
-  head = f"{counts['sentences']:,} {text_unit(model)}, vocab {vocab_size:,}"
+  return f"{counts['sentences']:,} {text_unit(model)}, vocab {vocab_size:,}, " + \
+      examples_text(model, counts)
+
+
+def examples_text(model: str, counts: dict) -> str:
+  """What the records hold, in `model`'s units (the summary's and the
+  progress line's words).
+
+  >>> examples_text("pv_dbow", {"centers": 991, "pairs": 0})
+  '991 (document, word) examples'
+  >>> examples_text("cbow", {"centers": 9, "pairs": 20})
+  '9 centers, 20 pairs'
+  """
   if model == "pv_dbow":
-    return f"{head}, {counts['centers']:,} (document, word) examples"
-  return f"{head}, {counts['centers']:,} centers, {counts['pairs']:,} pairs"
+    return f"{counts['centers']:,} (document, word) examples"
+  return f"{counts['centers']:,} centers, {counts['pairs']:,} pairs"
 
 
 def summary_counts(config, num_sentences: int, raw_tokens: int, num_tokens: int,

@@ -32,23 +32,28 @@ def done_path(path: str) -> str:
   return os.path.join(d, f".{base}.done")
 
 
-def check_replaceable(paths: Sequence[str], ours: set, meta_path: str):
+def check_replaceable(paths: Sequence[str], ours: set, meta_path: str, *,
+                      foreign: str = "", remedy: str = "move it away or pass --overwrite"):
   """Refuses output paths that are folders, and existing files not named in
   `ours` (the names the dataset's metadata or progress lists): a run without
   --overwrite never replaces a file that is no part of the dataset.
 
+  Args:
+    foreign: what such a file is not, for the message (default: a file of
+      the dataset whose metadata is `meta_path`).
+    remedy: what the user can do about it.
   Raises:
     UserError: naming the path.
   """
+  foreign = foreign or f"a file of a textrecords dataset (not listed in {meta_path})"
   for path in paths:
     if storage.is_dir(path):
       raise UserError(f"{path} is a folder, not a file of the output; give another output "
                       "path or move the folder away")
     if storage.basename(path) not in ours and (
         os.path.lexists(path) if not storage.is_url(path) else storage.exists(path)):
-      raise UserError(f"{path} exists and is not a file of a textrecords dataset (not "
-                      f"listed in {meta_path}); this run would replace it: move it "
-                      "away or pass --overwrite")
+      raise UserError(f"{path} exists and is not {foreign}; this run would replace it: "
+                      f"{remedy}")
 
 
 class DatasetWriter:
@@ -97,9 +102,9 @@ class DatasetWriter:
       raise UserError(f"output folder {self.dir} is not writable")
     self.already_complete = False
     if os.path.exists(self.meta_path) and not overwrite:
-      if not resume:
-        raise UserError(f"{self.meta_path} exists (a complete earlier output); "
-                        "pass --overwrite to replace it")
+      refusal = metadata.existing_output_error(self.meta_path, resume)
+      if refusal is not None:
+        raise refusal
       if self._old_fingerprint() != self.fingerprint:
         raise UserError(f"{self.meta_path} exists (a complete output of other inputs or "
                         "flags); --resume would replace it: pass --overwrite instead")

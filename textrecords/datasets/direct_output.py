@@ -85,9 +85,9 @@ class DirectDataset:
       raise UserError(f"{self.dir}: cannot reach the storage: {e}") from e
 
   def _check_complete(self, resume: bool):
-    if not resume:
-      raise UserError(f"{self.meta_path} exists (a complete earlier output); "
-                      "pass --overwrite to replace it")
+    refusal = metadata.existing_output_error(self.meta_path, resume)
+    if refusal is not None:
+      raise refusal
     try:
       old = json.loads(storage.read_bytes(self.meta_path).decode("utf-8")).get("fingerprint")
     except (ValueError, AttributeError):

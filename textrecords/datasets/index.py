@@ -177,12 +177,23 @@ def load(path: str) -> RecordIndex:
   return decode(data, path)
 
 
+def is_index_file(path: str) -> bool:
+  """True if the file at `path` starts as a textrecords index does (an
+  index the index command may rebuild, even a stale or damaged one)."""
+  with storage.open_read(path) as f:
+    return f.read(len(MAGIC)) == MAGIC
+
+
 def build(record_path: str, out_path: Optional[str] = None) -> str:
-  """Scans `record_path` (all CRCs checked) and writes its index atomically."""
+  """Scans `record_path` (all CRCs checked) and writes its index atomically
+  (local paths or URLs)."""
   out_path = out_path or index_path(record_path)
   offsets = scan(record_path, check_data=True)
-  data = encode(offsets, os.path.basename(record_path), os.path.getsize(record_path),
-                tfrecord.file_sha256(record_path))
+  data = encode(offsets, storage.basename(record_path), storage.size(record_path),
+                storage.sha256(record_path))
+  if storage.is_url(out_path):
+    storage.write_file(out_path, data)
+    return out_path
   w = atomic_file.AtomicWriter(out_path)
   w.write(data)
   w.commit()

@@ -151,6 +151,40 @@ def read(path: str, package: Optional[str] = None) -> dict:
   return meta
 
 
+def not_metadata_reason(data: bytes) -> Optional[str]:
+  """Why bytes found where a dataset's metadata goes are not textrecords
+  metadata ("not JSON", ...), or None if they are.
+
+  >>> not_metadata_reason(b"x"), not_metadata_reason(b'{"format": "textrecords/2"}')
+  ('not JSON', None)
+  """
+  try:
+    doc = json.loads(data.decode("utf-8"))
+  except (UnicodeDecodeError, ValueError):
+    return "not JSON"
+  fmt = doc.get("format") if isinstance(doc, dict) else None
+  if isinstance(fmt, str) and fmt.startswith(FORMAT_PREFIX):
+    return None
+  return "JSON without a textrecords format"
+
+
+def existing_output_error(path: str, resume: bool = False) -> Optional[UserError]:
+  """The refusal to replace what is at an output's metadata path `path`
+  without --overwrite: a foreign file is named as one; textrecords metadata
+  is a complete earlier output, which `resume` may keep (then None: the
+  caller compares fingerprints)."""
+  try:
+    reason = not_metadata_reason(storage.read_bytes(path))
+  except UserError as e:
+    reason = f"unreadable: {e}"
+  if reason is not None:
+    return UserError(f"{path} exists and is not textrecords metadata ({reason}); move it "
+                     "away, or pass --overwrite to replace it")
+  if resume:
+    return None
+  return UserError(f"{path} exists (a complete earlier output); pass --overwrite to replace it")
+
+
 def foreign_message(where: str, meta: dict) -> str:
   pkg = meta.get("package")
   return f"{where}: {article(str(pkg))} {pkg} dataset; read it with {reader_of(pkg)}"

@@ -17,6 +17,7 @@ from typing import List, Optional, Tuple
 
 from textrecords.datasets import dataset_writer
 from textrecords.datasets import layout
+from textrecords.datasets import metadata
 from textrecords.files import storage
 from textrecords.errors import UserError
 
@@ -58,9 +59,10 @@ def staged_output(url: str, lay, *, overwrite: bool, resume: bool, flag: str) ->
     raise
   except Exception as e:  # pylint: disable=broad-except
     raise UserError(f"{flag}={url}: cannot reach the storage: {e}") from e
-  if present and not (overwrite or resume):
-    raise UserError(f"{meta_url} storage.exists (a complete earlier output); "
-                    "pass --overwrite to replace it")
+  if present and not overwrite:
+    refusal = metadata.existing_output_error(meta_url, resume)
+    if refusal is not None:
+      raise refusal
   folder = _staging_folder(url)
   if not resume:  # staged files of an earlier run are only kept for --resume
     shutil.rmtree(folder, ignore_errors=True)

@@ -23,16 +23,18 @@ Example:
   ('s3://b/out/meta.json', 's3://b/out')
 """
 
+import contextlib
 import fnmatch
 import glob as _glob
 import importlib
 import logging
 import os
+import posixpath
 import re
 import shutil
 import socket
 import urllib.parse
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from textrecords.files import atomic_file
 from textrecords.errors import UserError
@@ -219,17 +221,100 @@ def basename(path: str) -> str:
   return os.path.basename(path)
 
 
+# Scheme spellings of one storage (`gcs://` is `gs://`, `s3a://` is `s3://`).
+_SAME_SCHEME = {"gcs": "gs", "s3a": "s3"}
+
+
+def location_key(path: str) -> str:
+  """One spelling per location, to tell whether two paths name one file:
+  local paths absolute with symbolic links and `..` resolved, URLs with the
+  scheme's canonical name and the path's `.`, `..` and repeated `/` removed.
+
+  >>> location_key("GCS://b//x/./y/"), location_key("s3a://b/a/../y")
+  ('gs://b/x/y', 's3://b/y')
+  """
+  if not is_url(path):
+    return os.path.realpath(os.path.abspath(local_path(path)))
+  scheme, rest = split_scheme(path)
+  rest = posixpath.normpath("/" + rest).lstrip("/")
+  return f"{_SAME_SCHEME.get(scheme, scheme)}://{rest}"
+
+
+def same_location(a: str, b: str) -> bool:
+  """True if `a` and `b` name one file (`location_key`; local files that
+  exist also compare by device and inode, so hard links are one file)."""
+  if location_key(a) == location_key(b):
+    return True
+  if is_url(a) or is_url(b):
+    return False
+  try:
+    return os.path.samefile(local_path(a), local_path(b))
+  except OSError:
+    return False
+
+
+def check_not_inputs(writes: Sequence[str], inputs: Sequence[Tuple[str, str]], flag: str,
+                     output: str):
+  """Refuses a run that would write over one of its own inputs.
+
+  Checked before any work, whatever --overwrite says: replacing the text or
+  the vocab a run reads is never what was meant.
+
+  Args:
+    writes: every path the run would write (files, indexes, metadata).
+    inputs: (flag, path) of every file the run reads.
+    flag, output: the output flag and its value, for the message.
+  Raises:
+    UserError: `--output_file=c.txt: is the input --input_file=c.txt; ...`,
+      or `... would write d/vocab.txt, which is the input ...`.
+  """
+  for path in writes:
+    for in_flag, source in inputs:
+      if source and same_location(path, source):
+        what = "is" if same_location(path, output) else f"would write {path}, which is"
+        raise UserError(f"{flag}={output}: {what} the input {in_flag}={source}; a run never "
+                        "replaces its own input, even with --overwrite: give another output")
+
+
+# Top-level packages whose exceptions mean a storage service could not be used
+# at all (credentials, connection, timeouts); a missing file stays an OSError.
+_CLIENT_PACKAGES = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google", "aiohttp",
+                    "fsspec", "urllib3", "requests", "pyarrow")
+
+
+def is_unreachable_error(e: BaseException) -> bool:
+  """True for an exception a storage client raised about its service
+  (no credentials, no connection), not about one file."""
+  return any(c.__module__.split(".")[0] in _CLIENT_PACKAGES for c in type(e).__mro__)
+
+
+@contextlib.contextmanager
+def reaching(path: str):
+  """Turns a storage client's failure to reach its service, inside the block,
+  into one UserError: `PATH: cannot reach the storage: WHY`."""
+  try:
+    yield
+  except UserError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    if not is_unreachable_error(e):
+      raise
+    raise UserError(f"{path}: cannot reach the storage: {e}") from e
+
+
 # -- I/O
 
 def exists(path: str) -> bool:
   if is_url(path):
-    return filesystem(path).exists(path)
+    with reaching(path):
+      return filesystem(path).exists(path)
   return os.path.exists(local_path(path))
 
 
 def is_dir(path: str) -> bool:
   if is_url(path):
-    return filesystem(path).isdir(path)
+    with reaching(path):
+      return filesystem(path).isdir(path)
   return os.path.isdir(local_path(path))
 
 
@@ -240,8 +325,9 @@ def has_magic(pattern: str) -> bool:
 def glob(pattern: str) -> List[str]:
   """Paths matching `pattern`, sorted (URLs stay URLs of the same scheme)."""
   if is_url(pattern):
-    fs = filesystem(pattern)
-    return sorted(_url(pattern, p) for p in fs.glob(pattern)
+    with reaching(pattern):
+      found = filesystem(pattern).glob(pattern)
+    return sorted(_url(pattern, p) for p in found
                   if fnmatch.fnmatchcase(basename(_url(pattern, p)), basename(pattern)))
   return sorted(_glob.glob(local_path(pattern)))
 
@@ -249,11 +335,14 @@ def glob(pattern: str) -> List[str]:
 def list_dir(folder: str) -> List[str]:
   """Names in `folder`, sorted ([] if it is not a folder)."""
   if is_url(folder):
-    fs = filesystem(folder)
-    try:
-      return sorted(basename(_url(folder, p)) for p in fs.ls(folder, detail=False))
-    except (OSError, FileNotFoundError):
-      return []
+    with reaching(folder):
+      fs = filesystem(folder)
+      try:
+        return sorted(basename(_url(folder, p)) for p in fs.ls(folder, detail=False))
+      except (OSError, FileNotFoundError) as e:
+        if is_unreachable_error(e):
+          raise
+        return []
   try:
     return sorted(os.listdir(local_path(folder)))
   except OSError:
@@ -262,7 +351,8 @@ def list_dir(folder: str) -> List[str]:
 
 def size(path: str) -> int:
   if is_url(path):
-    return int(filesystem(path).size(path))
+    with reaching(path):
+      return int(filesystem(path).size(path))
   return os.path.getsize(local_path(path))
 
 
@@ -272,16 +362,19 @@ def open_read(path: str):
   Raises:
     UserError: the file cannot be opened (named in the message).
   """
-  try:
-    if is_url(path):
-      return filesystem(path).open(path, "rb")
-    return open(local_path(path), "rb")
-  except (OSError, FileNotFoundError) as e:
-    raise UserError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from e
+  with reaching(path):
+    try:
+      if is_url(path):
+        return filesystem(path).open(path, "rb")
+      return open(local_path(path), "rb")
+    except (OSError, FileNotFoundError) as e:
+      if is_unreachable_error(e):
+        raise
+      raise UserError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from e
 
 
 def read_bytes(path: str) -> bytes:
-  with open_read(path) as f:
+  with reaching(path), open_read(path) as f:
     return f.read()
 
 
@@ -481,7 +574,8 @@ def stat(path: str) -> Tuple[int, object]:
   if not is_url(path):
     st = os.stat(local_path(path))
     return st.st_size, st.st_mtime_ns
-  info = filesystem(path).info(path)
+  with reaching(path):
+    info = filesystem(path).info(path)
   version = next((info[k] for k in ("ETag", "etag", "md5Hash", "mtime", "LastModified",
                                     "updated", "created") if info.get(k) is not None), "")
   return int(info["size"]), str(version)
@@ -490,5 +584,5 @@ def stat(path: str) -> Tuple[int, object]:
 def sha256(path: str) -> str:
   """The sha256 hex digest of a local file or URL (streamed)."""
   from textrecords.files import hashing  # pylint: disable=import-outside-toplevel
-  with open_read(path) as f:
+  with reaching(path), open_read(path) as f:
     return hashing.stream_sha256(f)

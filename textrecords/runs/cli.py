@@ -100,12 +100,24 @@ def num_workers(value: Optional[int]) -> int:
   return value
 
 
-def check_range(flag: str, value, lo=None, hi=None):
-  """Raises UserError `--flag=value: must be in [lo, hi]` when out of range."""
+def check_range(flag: str, value, lo=None, hi=None, *, hi_flag: Optional[str] = None):
+  """Raises UserError `--flag=value: must be in [lo, hi]` when out of range.
+
+  `hi_flag` names the flag whose value `hi` is, so that the message names
+  both flags (the user may have changed either):
+
+  >>> check_range("max_predictions_per_seq", 20, 0, 5, hi_flag="max_seq_length")
+  Traceback (most recent call last):
+  ...
+  textrecords.errors.UserError: --max_predictions_per_seq=20: must be in [0, 5] \
+(at most --max_seq_length=5): lower it or raise --max_seq_length
+  """
   if value is None or (lo is not None and value < lo) or (hi is not None and value > hi):
     lo_s = "-inf" if lo is None else lo
     hi_s = "inf" if hi is None else hi
-    raise UserError(f"--{flag}={value}: must be in [{lo_s}, {hi_s}]")
+    bound = (f" (at most --{hi_flag}={hi}): lower it or raise --{hi_flag}"
+             if hi_flag and value is not None and hi is not None and value > hi else "")
+    raise UserError(f"--{flag}={value}: must be in [{lo_s}, {hi_s}]{bound}")
 
 
 def refuse_without_effect(flag_values, names, why: str):
@@ -349,6 +361,21 @@ def run_script(main: Callable[[], Optional[int]]) -> int:
     if not stdout_reader_gone():
       raise
     return _silence_stdout()
+  except Exception as e:  # pylint: disable=broad-except
+    if _unreachable_storage(e):
+      return 2
+    raise
+
+
+def _unreachable_storage(e: Exception) -> bool:
+  """Prints `error: cannot reach the storage: WHY` and returns True if `e` is
+  a storage client's failure to use its service (no credentials, no
+  connection) that no `storage.reaching` block turned into a UserError."""
+  from textrecords.files import storage  # pylint: disable=import-outside-toplevel
+  if not storage.is_unreachable_error(e):
+    return False
+  print(f"error: cannot reach the storage: {type(e).__name__}: {e}", file=sys.stderr)
+  return True
 
 
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: the status of a Unix tool whose reader left
@@ -414,6 +441,8 @@ def run(main: Callable):
         sys.exit(_silence_stdout())
       if "verbose" in FLAGS and FLAGS.verbose:
         raise
+      if _unreachable_storage(e):
+        sys.exit(2)
       print(f"error: {type(e).__name__}: {e} (rerun with --verbose for a traceback)",
             file=sys.stderr)
       sys.exit(1)

@@ -122,6 +122,13 @@ class DatasetFiles:
     return self.paths + indexes
 
 
+def _input_locations(options) -> tuple:
+  """(flag, path) of every file a run reads, as its config lists them
+  (`RunOptions.input_locations`; none for options without the method)."""
+  listed = getattr(options, "input_locations", None)
+  return tuple(listed()) if listed is not None else ()
+
+
 def _listed_names(meta_path: str) -> set:
   """The file names an existing metadata lists (none if there is none)."""
   if not storage.exists(meta_path):
@@ -163,7 +170,9 @@ class GeneratorRun:
     self.files_kept = 0
 
   def __enter__(self) -> "GeneratorRun":
+    inputs = _input_locations(self.options)
     for d in self.datasets:
+      self._check_not_inputs(d, inputs)
       self._check_location(d)
     self._lock = output_lock.hold([d.layout.meta_path for d in self.datasets])
     self._lock.__enter__()  # pylint: disable=unnecessary-dunder-call
@@ -188,6 +197,13 @@ class GeneratorRun:
       dataset_writer.check_replaceable(d.destinations, _listed_names(d.layout.meta_path),
                                        d.layout.meta_path)
     return w
+
+  def _check_not_inputs(self, d: DatasetFiles, inputs):
+    """No file the run writes (records, indexes, other files, metadata) is one
+    it reads, with or without --overwrite; a staged URL output compares as
+    its URL."""
+    writes = [storage.origin(p) for p in d.destinations + [d.layout.meta_path]]
+    storage.check_not_inputs(writes, inputs, self.flag, storage.origin(d.layout.location))
 
   def _check_location(self, d: DatasetFiles):
     """The output location is usable: checked before any work."""
@@ -284,6 +300,9 @@ def generator_main(argv, flag_values, make_config: Callable, create: Callable,
   cli.check_no_positional(argv)
   summary_json = cli.check_summary_path(flag_values.summary_json)
   config = make_config()
+  if summary_json:
+    storage.check_not_inputs([summary_json], _input_locations(config), "--summary_json",
+                             summary_json)
   engine = cli.engine_from_flags(flag_values)
   if engine.writes_in_place:  # workers write every output in place (`direct_output`)
     for loc in [getattr(config, output)] if isinstance(getattr(config, output), str) \

@@ -6,6 +6,7 @@ declared, validated and read from flags in one place.
 """
 
 import dataclasses
+from typing import Tuple
 
 from textrecords.runs import cli
 from textrecords.files import text_input
@@ -55,6 +56,12 @@ class RunOptions:
     # Stored normalized ("gzip" -> "GZIP", "none" -> ""), so every reader of
     # the field (writers, metadata, fingerprints) sees the one spelling.
     object.__setattr__(self, "compression", tfrecord.normalize_compression(self.compression))
+
+  def input_locations(self) -> Tuple[Tuple[str, str], ...]:
+    """(flag, path) of every file the run reads (texts, vocab, model), which
+    no output of the run may be (`GeneratorRun`): each package's config
+    lists its own; none here."""
+    return ()
 
   def identity_flags(self) -> dict:
     """Every field of the config except the run environment (for metadata)."""
