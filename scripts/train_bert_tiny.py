@@ -37,6 +37,7 @@ from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-po
 MASKED_LM = "masked_lm"
 NEXT_SENTENCE = "next_sentence"
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+PACKED_INPUT_NAMES = ("instance_ids", "position_ids")  # packed rows' extra inputs
 
 
 def read_metadata(records_path: str) -> dict:
@@ -45,6 +46,18 @@ def read_metadata(records_path: str) -> dict:
   script that trains on it."""
   from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
   return script_inputs.check(records_path, script_inputs.BERT, "--input")
+
+
+def check_packed(meta: dict, packed: bool, where: str) -> int:
+  """The records' pack_instances N, after checking that --packed is given
+  exactly for packed rows (ValueError otherwise)."""
+  n = int(meta.get("pack_instances", 1))
+  if n > 1 and not packed:
+    raise ValueError(f"--input={where}: packed rows (pack_instances={n}); add --packed")
+  if packed and n == 1:
+    raise ValueError(f"--packed: --input={where} holds one instance per row (made without "
+                     "--pack_instances); drop --packed")
+  return n
 
 
 def has_sentence_task(meta: dict) -> bool:
@@ -76,9 +89,11 @@ def _layers() -> types.SimpleNamespace:
       self.norm = keras.layers.LayerNormalization(epsilon=1e-12, name="norm")
       self.dropout = keras.layers.Dropout(dropout)
 
-    def call(self, input_ids, segment_ids, training=None):
-      positions = tf.range(tf.shape(input_ids)[1])
-      x = (self.token(input_ids) + self.position(positions)[tf.newaxis]
+    def call(self, input_ids, segment_ids, position_ids=None, training=None):
+      # Packed rows give each token its position within its instance.
+      positions = (tf.range(tf.shape(input_ids)[1])[tf.newaxis] if position_ids is None
+                   else position_ids)
+      x = (self.token(input_ids) + self.position(positions)
            + self.segment(segment_ids))
       return self.dropout(self.norm(x), training=training)
 
@@ -106,10 +121,13 @@ def _layers() -> types.SimpleNamespace:
       self.output_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="output_norm")
       self.dropout = keras.layers.Dropout(dropout)
 
-    def call(self, x, input_mask, training=None):
-      # (B, L) padding mask -> (B, L_query, L_key): every query sees only real keys.
-      keys = tf.cast(input_mask, tf.bool)[:, tf.newaxis, :]
-      attention_mask = tf.broadcast_to(keys, [tf.shape(x)[0], tf.shape(x)[1], tf.shape(x)[1]])
+    def call(self, x, input_mask, attention_mask=None, training=None):
+      # (B, L) padding mask -> (B, L_query, L_key): every query sees only real keys;
+      # packed rows pass their block-diagonal (B, L, L) mask instead.
+      if attention_mask is None:
+        keys = tf.cast(input_mask, tf.bool)[:, tf.newaxis, :]
+        attention_mask = tf.broadcast_to(keys,
+                                         [tf.shape(x)[0], tf.shape(x)[1], tf.shape(x)[1]])
       attended = self.attention(x, x, attention_mask=attention_mask, training=training)
       x = self.attention_norm(x + self.dropout(attended, training=training))
       mlp = self.down(self.up(x))
@@ -146,6 +164,30 @@ def _layers() -> types.SimpleNamespace:
     def call(self, sequence):
       return sequence[:, 0, :]
 
+  class InstanceClsTokens(keras.layers.Layer):
+    """Packed rows: the hidden state at each instance's [CLS] (its first token),
+    (B, N, H); an empty slot takes position 0 (its weight is 0)."""
+
+    def __init__(self, pack_instances, **kwargs):
+      super().__init__(**kwargs)
+      self.pack_instances = pack_instances
+
+    def call(self, sequence, instance_ids):
+      first = tf.stack([tf.argmax(tf.cast(tf.equal(instance_ids, k), tf.int32), axis=1,
+                                  output_type=tf.int32)
+                        for k in range(1, self.pack_instances + 1)], axis=1)  # (B, N)
+      return tf.gather(sequence, first, batch_dims=1)
+
+    def get_config(self):
+      return {**super().get_config(), "pack_instances": self.pack_instances}
+
+  class InstanceAttentionMask(keras.layers.Layer):
+    """Packed rows: instance_ids (B, L) -> (B, L, L) bool, true within an instance."""
+
+    def call(self, instance_ids):
+      from bert_data import instance_packing  # pylint: disable=import-outside-toplevel
+      return instance_packing.attention_mask(instance_ids)
+
   class _StepLogger(keras.callbacks.Callback):
     """Records each step's losses (one-step epochs, so the logs are per step)."""
 
@@ -164,15 +206,24 @@ def _layers() -> types.SimpleNamespace:
 
   return types.SimpleNamespace(BertEmbeddings=BertEmbeddings, EncoderBlock=EncoderBlock,
                                MaskedLMHead=MaskedLMHead, ClsToken=ClsToken,
+                               InstanceClsTokens=InstanceClsTokens,
+                               InstanceAttentionMask=InstanceAttentionMask,
                                StepLogger=_StepLogger)
 
 
 def build_model(vocab_size: int, max_seq_length: int, max_predictions_per_seq: int,
                 hidden: int = 64, num_layers: int = 2, num_heads: int = 2,
-                dropout: float = 0.1, next_sentence: bool = True):
+                dropout: float = 0.1, next_sentence: bool = True, pack_instances: int = 0):
   """A tiny BERT (a keras.Model): dict inputs named like `make_dataset`'s x, outputs
   named like its y (without the next-sentence head for packed records: `next_sentence`
-  False)."""
+  False).
+
+  pack_instances=N > 0: a model of packed rows (`create --pack_instances=N`):
+  inputs also instance_ids and position_ids, attention only within each
+  instance, positions per instance, next-sentence logits (B, N, 2) at each
+  instance's [CLS]; max_predictions_per_seq is then the row's bound. Its
+  weights are the unpacked model's, layer for layer.
+  """
   import keras  # pylint: disable=import-outside-toplevel
   layers = _layers()
   if hidden % num_heads:
@@ -184,18 +235,26 @@ def build_model(vocab_size: int, max_seq_length: int, max_predictions_per_seq: i
       "masked_lm_positions": keras.Input((max_predictions_per_seq,), dtype="int32",
                                          name="masked_lm_positions"),
   }
+  packed = {}
+  if pack_instances:
+    for name in PACKED_INPUT_NAMES:
+      inputs[name] = keras.Input((max_seq_length,), dtype="int32", name=name)
+    packed = {"attention_mask": layers.InstanceAttentionMask(name="instance_attention")(
+        inputs[PACKED_INPUT_NAMES[0]])}
   x = layers.BertEmbeddings(vocab_size, max_seq_length, hidden, dropout=dropout,
-                     name="embeddings")(inputs["input_ids"], inputs["segment_ids"])
+                     name="embeddings")(inputs["input_ids"], inputs["segment_ids"],
+                                        inputs.get(PACKED_INPUT_NAMES[1]))
   for i in range(num_layers):
     x = layers.EncoderBlock(hidden, num_heads, 4 * hidden, dropout=dropout,
-                     name=f"encoder_{i}")(x, inputs["input_mask"])
+                     name=f"encoder_{i}")(x, inputs["input_mask"], **packed)
   mlm_logits = layers.MaskedLMHead(vocab_size, hidden, name="mlm_head")(
       x, inputs["masked_lm_positions"])
   # Identity layers so that the outputs carry exactly the names in the dataset's y.
   outputs = {MASKED_LM: keras.layers.Identity(name=MASKED_LM)(mlm_logits)}
   if next_sentence:
-    pooled = keras.layers.Dense(hidden, activation="tanh",
-                                name="pooler")(layers.ClsToken(name="cls")(x))
+    cls = (layers.InstanceClsTokens(pack_instances, name="cls")(
+        x, inputs[PACKED_INPUT_NAMES[0]]) if pack_instances else layers.ClsToken(name="cls")(x))
+    pooled = keras.layers.Dense(hidden, activation="tanh", name="pooler")(cls)
     nsp_logits = keras.layers.Dense(2, name="nsp_head")(pooled)
     outputs[NEXT_SENTENCE] = keras.layers.Identity(name=NEXT_SENTENCE)(nsp_logits)
   return keras.Model(inputs, outputs, name="tiny_bert")
@@ -219,7 +278,9 @@ def compile_model(model, learning_rate: float = 2e-3, jit_compile: bool = False)
   loss = {MASKED_LM: _mlm_loss()}
   metrics = {}
   if NEXT_SENTENCE in model.output:  # not for packed records
-    loss[NEXT_SENTENCE] = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    # Packed rows: one label per instance slot, the mean over real instances.
+    loss[NEXT_SENTENCE] = (_mlm_loss() if len(model.output[NEXT_SENTENCE].shape) == 3
+                           else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     metrics[NEXT_SENTENCE] = [keras.metrics.SparseCategoricalAccuracy(name="acc")]
   model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=loss,
                 weighted_metrics=metrics or None, jit_compile=jit_compile)
@@ -238,7 +299,7 @@ def _mlm_losses(rows: List[dict]) -> List[float]:
 def train(records_path: str, steps: int, batch_size: int = 16, seed: int = 0,
           hidden: int = 64, num_layers: int = 2, num_heads: int = 2,
           learning_rate: float = 2e-3, dropout: float = 0.1, log_every: int = 0,
-          return_model: bool = False):
+          return_model: bool = False, packed: bool = False):
   """Fits a tiny BERT on `records_path` for `steps` steps.
 
   Args:
@@ -250,6 +311,9 @@ def train(records_path: str, steps: int, batch_size: int = 16, seed: int = 0,
       the obvious; `seed` fixes weights, dropout and the record order.
     log_every: print losses every this many steps (0: silent).
     return_model: also return the fitted model.
+    packed: the records are packed rows (`create --pack_instances=N`): train
+      the packed model (`build_model(pack_instances=N)`); required for them,
+      refused for unpacked records.
   Returns:
     The masked-LM loss of each step (a list of `steps` floats), or
     `(losses, model)` with `return_model`.
@@ -259,14 +323,15 @@ def train(records_path: str, steps: int, batch_size: int = 16, seed: int = 0,
   import keras  # pylint: disable=import-outside-toplevel
   import bert_data  # pylint: disable=import-outside-toplevel
   meta = read_metadata(records_path)
+  n = check_packed(meta, packed, records_path)
   keras.utils.set_random_seed(seed)
   ds = bert_data.make_dataset(records_path, batch_size, training=True, seed=seed, repeat=True,
                               drop_remainder=True)
   model = compile_model(build_model(meta["vocab_size"], meta["max_seq_length"],
-                                    meta["max_predictions_per_seq"], hidden=hidden,
+                                    meta["max_predictions_per_seq"] * n, hidden=hidden,
                                     num_layers=num_layers, num_heads=num_heads,
-                                    dropout=dropout,
-                                    next_sentence=has_sentence_task(meta)), learning_rate)
+                                    dropout=dropout, next_sentence=has_sentence_task(meta),
+                                    pack_instances=n if packed else 0), learning_rate)
   logger = _layers().StepLogger(log_every)
   model.fit(ds, epochs=steps, steps_per_epoch=1, callbacks=[logger], shuffle=False, verbose=0)
   losses = _mlm_losses(logger.rows)
@@ -290,6 +355,9 @@ def _parser() -> script_args.ScriptParser:
   p.add_argument("--learning_rate", type=float, default=2e-3, check=script_args.RATE)
   p.add_argument("--log_every", type=int, default=5, check=script_args.NON_NEGATIVE,
                  help="print every N steps (0: only the summary)")
+  p.add_argument("--packed", action="store_true",
+                 help="records made with --pack_instances: attention within each "
+                      "instance, positions per instance, NSP at each instance's [CLS]")
   return p
 
 
@@ -299,6 +367,10 @@ def main(argv=None) -> int:
   if args.hidden % args.heads:
     p.refuse(f"--hidden={args.hidden}: must be a multiple of --heads={args.heads}")
   meta = read_metadata(args.input)
+  try:
+    check_packed(meta, args.packed, args.input)
+  except ValueError as e:
+    p.refuse(str(e))
   script_args.check_batch_fits(args.batch_size, meta["counts"]["records"],
                                f"records at --input={args.input}")
   print(f"records: {args.input}  ({meta['counts']['records']:,} records, "
@@ -312,7 +384,7 @@ def main(argv=None) -> int:
   losses, model = train(args.input, args.steps, batch_size=args.batch_size, seed=args.seed,
                         hidden=args.hidden, num_layers=args.layers, num_heads=args.heads,
                         learning_rate=args.learning_rate, log_every=args.log_every,
-                        return_model=True)
+                        return_model=True, packed=args.packed)
   k = min(5, len(losses))
   first, last = sum(losses[:k]) / k, sum(losses[-k:]) / k
   print(f"model: {model.count_params():,} parameters; {args.steps} steps in "

@@ -249,3 +249,102 @@ def test_stats_report_padding_rows_and_pack_sizes(tmp_path, corpus, packed):
   assert unpacked["padding_share"] == pytest.approx(1 - tokens / (128 * unpacked["rows"]), abs=1e-4)
   assert rows["padding_share"] == pytest.approx(1 - tokens / (128 * rows["rows"]), abs=1e-4)
   assert rows["padding_share"] < unpacked["padding_share"]
+
+
+# ---------------------------------------------------------------- a model of packed rows
+
+def _train_script():
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  import os  # pylint: disable=import-outside-toplevel
+  from conftest import REPO  # pylint: disable=import-outside-toplevel
+  spec = importlib.util.spec_from_file_location(
+      "train_bert_tiny", os.path.join(REPO, "scripts", "train_bert_tiny.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def _summed_losses(outputs, y, w):
+  """(masked-LM, next-sentence) cross-entropy summed over weighted slots, per row."""
+  out = []
+  for key in ("masked_lm", "next_sentence"):
+    logits = np.asarray(outputs[key], np.float64)
+    logits = logits - logits.max(axis=-1, keepdims=True)
+    logp = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    labels = np.asarray(y[key]).reshape(logp.shape[:-1])
+    nll = -np.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
+    weights = np.asarray(w[key], np.float64).reshape(nll.shape)
+    out.append((nll * weights).reshape(len(nll), -1).sum(axis=1))
+  return out
+
+
+def test_packed_row_loss_is_the_sum_of_its_instances_losses(packed):
+  import bert_data  # pylint: disable=import-outside-toplevel
+  import keras  # pylint: disable=import-outside-toplevel
+  tiny = _train_script()
+  keras.utils.set_random_seed(3)
+  row_model = tiny.build_model(30522, 128, 60, hidden=32, num_heads=2, dropout=0.0,
+                               pack_instances=3)
+  one_model = tiny.build_model(30522, 128, 20, hidden=32, num_heads=2, dropout=0.0)
+  one_model.set_weights(row_model.get_weights())
+  x, y, w = next(iter(bert_data.make_dataset(packed, 16, training=False)))
+  assert int(np.max(x[S.INSTANCE_IDS])) >= 2  # rows of several instances are checked
+  row_mlm, row_nsp = _summed_losses(row_model(x, training=False), y, w)
+  for r in range(16):
+    row = {k: v[r].numpy().tolist() for k, v in x.items()}
+    row.update({S.MASKED_LM_IDS: y["masked_lm"][r].numpy().tolist(),
+                S.MASKED_LM_WEIGHTS: w["masked_lm"][r].numpy().tolist(),
+                S.NEXT_SENTENCE_LABELS: y["next_sentence"][r].numpy().tolist()})
+    insts = ip.unpack_row(row, 20)
+    xi = {k: np.array([i[k] for i in insts], np.int32) for k in tiny.INPUT_NAMES}
+    yi = {"masked_lm": np.array([i[S.MASKED_LM_IDS] for i in insts]),
+          "next_sentence": np.array([i[S.NEXT_SENTENCE_LABELS] for i in insts])}
+    wi = {"masked_lm": np.array([i[S.MASKED_LM_WEIGHTS] for i in insts]),
+          "next_sentence": np.ones(len(insts))}
+    mlm, nsp = _summed_losses(one_model(xi, training=False), yi, wi)
+    assert row_mlm[r] == pytest.approx(mlm.sum(), rel=1e-4, abs=1e-4)
+    assert row_nsp[r] == pytest.approx(nsp.sum(), rel=1e-4, abs=1e-4)
+
+
+def test_attention_never_crosses_instances_in_the_model(packed):
+  """Changing one instance's tokens leaves the other instances' outputs as they were."""
+  import bert_data  # pylint: disable=import-outside-toplevel
+  import keras  # pylint: disable=import-outside-toplevel
+  tiny = _train_script()
+  keras.utils.set_random_seed(4)
+  model = tiny.build_model(30522, 128, 60, hidden=32, num_heads=2, dropout=0.0,
+                           pack_instances=3)
+  x, _, _ = next(iter(bert_data.make_dataset(packed, 16, training=False)))
+  x = {k: v.numpy() for k, v in x.items()}
+  r = int(np.argmax(x[S.INSTANCE_IDS].max(axis=1)))
+  changed = {k: v.copy() for k, v in x.items()}
+  first = changed[S.INSTANCE_IDS][r] == 1
+  changed[S.INPUT_IDS][r, first] = (changed[S.INPUT_IDS][r, first] + 7) % 30000 + 1000
+  before, after = model(x, training=False), model(changed, training=False)
+  nsp_b, nsp_a = np.asarray(before["next_sentence"]), np.asarray(after["next_sentence"])
+  assert not np.allclose(nsp_b[r, 0], nsp_a[r, 0])
+  count = int(x[S.INSTANCE_IDS][r].max())  # empty slots read position 0: not compared
+  np.testing.assert_allclose(nsp_b[r, 1:count], nsp_a[r, 1:count], rtol=1e-5, atol=1e-5)
+  others = x[S.INSTANCE_IDS][r][x[S.MASKED_LM_POSITIONS][r]] > 1
+  mlm_b, mlm_a = np.asarray(before["masked_lm"])[r], np.asarray(after["masked_lm"])[r]
+  np.testing.assert_allclose(mlm_b[others], mlm_a[others], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("packed_flag", [False, True])
+def test_train_script_asks_for_packed_exactly_on_packed_rows(tmp_path, corpus, packed,
+                                                             packed_flag):
+  import os  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  from conftest import REPO  # pylint: disable=import-outside-toplevel
+  records = packed
+  if packed_flag:
+    records = str(tmp_path / "plain.tfrecord")
+    _create(records, corpus, max_seq_length=128)
+  r = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "train_bert_tiny.py"),
+                      f"--input={records}", "--steps=1", "--batch_size=2"]
+                     + (["--packed"] if packed_flag else []),
+                     capture_output=True, text=True, timeout=300)
+  lines = error_lines(r.stderr)
+  assert r.returncode == 2 and len(lines) == 1, r.stderr
+  assert ("drop --packed" if packed_flag else "add --packed") in lines[0]
