@@ -16,6 +16,8 @@
 The bytes are those of every earlier mt_data release. No TensorFlow here.
 """
 
+import bisect
+import itertools
 import json
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -26,7 +28,6 @@ from textrecords.engine import protocol
 from textrecords.errors import UserError
 from textrecords.files import storage
 from textrecords.files import text_input
-from textrecords.files import tfrecord
 from textrecords.runs import generate
 from textrecords.runs import run as run_lib
 
@@ -83,12 +84,17 @@ class MTGenerator(protocol.Generator):
   def __init__(self, cfg: config_lib.MTConfig, files: Sequence[str]):
     self.cfg, self.files = cfg, list(files)
     self.inputs: Optional[List[dict]] = None
-    vocab = (protocol.Pass("vocab", self._count_tokens, _merge_sides,
-                           self._vocabularies) if cfg.tokenizer == "word" else
-             protocol.Pass("bpe", self._train_sentences, _merge_dicts, self._train_bpe,
-                           distributed=False))
-    self.passes = (protocol.Pass("plan", self._unit_counts, _merge_dicts, self._plan,
-                                 enough=self._enough), vocab)
+    plan = protocol.Pass("plan", self._unit_counts, _merge_dicts, self._plan,
+                         enough=self._enough)
+    if cfg.tokenizer == "bpe":
+      self.passes = (plan, protocol.Pass("bpe", self._train_sentences, _merge_dicts,
+                                         self._train_bpe, distributed=False))
+    elif self._limit() is not None:
+      self.passes = (plan, protocol.Pass("vocab", self._count_tokens, _merge_sides,
+                                         self._vocabularies))
+    else:  # every pair is kept: one reading counts pairs and tokens
+      self.passes = (protocol.Pass("counts", self._unit_counts_and_tokens, _merge_counts,
+                                   self._plan_and_vocabularies),)
 
   # -- the run's files
 
@@ -124,7 +130,8 @@ class MTGenerator(protocol.Generator):
   def _unit_counts(self, unit: protocol.Unit, _values) -> Dict[int, tuple]:
     reader = _UnitReader(unit, self.cfg.on_decode_error)
     skips = [0] * _N_SKIPS
-    for _, _, reason in reader.parsed(None):
+    for text in reader.lines:
+      reason = preprocess.skip_reason(text)  # (no tokenizing: only counts are needed)
       if reason is not None:
         skips[preprocess.SKIP_REASONS.index(reason)] += 1
     return {unit.index: (len(reader.lines), len(reader.lines) - sum(skips), *skips)}
@@ -174,14 +181,30 @@ class MTGenerator(protocol.Generator):
           yield g, pair
         g += 1
 
-  # -- pass "vocab" (word) / "bpe"
+  # -- pass "vocab" (word) / "bpe", or "counts" (plan and vocab at once)
 
   def _count_tokens(self, unit: protocol.Unit, values) -> Optional[tuple]:
-    accs: Tuple[dict, dict] = ({}, {})
-    for g, pair in self._kept(unit, values["plan"]):
-      core_vocab.count_first_seen(accs[0], g, pair[0])
-      core_vocab.count_first_seen(accs[1], g, pair[1])
-    return accs if accs[0] else None
+    """First-seen token counts of the unit's kept pairs, keyed by its first
+    kept pair's number."""
+    kept = list(self._kept(unit, values["plan"]))
+    return _first_seen_sides(kept[0][0], kept) if kept else None
+
+  def _unit_counts_and_tokens(self, unit: protocol.Unit, _values) -> tuple:
+    """Without a pair limit every pair is kept: the unit's counts (as pass
+    "plan") and its first-seen token counts keyed by the unit's index."""
+    reader = _UnitReader(unit, self.cfg.on_decode_error)
+    skips, pairs = [0] * _N_SKIPS, []
+    for _, pair, reason in reader.parsed(None):
+      if reason is not None:
+        skips[preprocess.SKIP_REASONS.index(reason)] += 1
+      else:
+        pairs.append((None, pair))
+    counts = {unit.index: (len(reader.lines), len(pairs), *skips)}
+    return counts, (_first_seen_sides(unit.index, pairs) if pairs else None)
+
+  def _plan_and_vocabularies(self, merged: Optional[tuple]) -> dict:
+    counts, sides = merged or ({}, None)
+    return {"plan": self._plan(counts), "vocab": self._vocabularies(sides)}
 
   def _vocabularies(self, merged: Optional[tuple]) -> dict:
     merged = merged or ({}, {})
@@ -203,8 +226,16 @@ class MTGenerator(protocol.Generator):
     return {"tokens": tuple(vocab_lib.bpe_tokens(t) for t in toks), "bpe": tuple(toks),
             "files": files}
 
-  def _vocab(self, values) -> dict:
-    return values["vocab" if self.cfg.tokenizer == "word" else "bpe"]
+  @staticmethod
+  def _plan_of(values) -> dict:
+    return values["plan"] if "plan" in values else values["counts"]["plan"]
+
+  @staticmethod
+  def _vocab(values) -> dict:
+    for name in ("vocab", "bpe"):
+      if name in values:
+        return values[name]
+    return values["counts"]["vocab"]
 
   # -- examples
 
@@ -217,45 +248,55 @@ class MTGenerator(protocol.Generator):
     tgt = vocab_lib.bpe_encode_all(vocab["bpe"][1], [p[1] for _, p in kept])
     return [(g, s, t) for (g, _), s, t in zip(kept, src, tgt)]
 
-  def _shard_of(self, g: int, plan: dict) -> int:
-    """The record file of global pair g: train shards, then valid shards."""
-    n_train, shards = plan["n_train"], self.cfg.num_shards
-    if g < n_train:
-      return tfrecord.range_shard_of(g, n_train, shards)
-    return shards + tfrecord.range_shard_of(g - n_train, plan["n_val"], shards)
+  def _shard_starts(self, plan: dict) -> List[int]:
+    """The first global pair number of every record file (train shards, then
+    valid shards: contiguous ranges, as `tfrecord.range_shard_of` cuts them)."""
+    shards, n_train = self.cfg.num_shards, plan["n_train"]
+    return ([i * n_train // shards for i in range(shards)]
+            + [n_train + i * plan["n_val"] // shards for i in range(shards)])
 
   def examples(self, unit: protocol.Unit, values: Dict[str, Any]):
-    plan = values["plan"]
+    plan = self._plan_of(values)
     read = self._read(unit, plan)
     if read is None:
       return [], None
     totals = [0] * _TOTALS
-    self._count_read(read, totals)
-    out = []
-    for g, src, tgt in self._ids(list(self._kept(unit, plan)), self._vocab(values)):
-      at = _SPLIT_AT + (0 if g < plan["n_train"] else 5)
-      for i, v in ((at, 1), (at + 1, len(src)), (at + 3, len(tgt))):
-        totals[i] += v
-      totals[at + 2], totals[at + 4] = max(totals[at + 2], len(src)), max(totals[at + 4], len(tgt))
-      totals[-2] += src.count(preprocess.UNK_ID)
-      totals[-1] += tgt.count(preprocess.UNK_ID)
-      out.append((self._shard_of(g, plan), g, records.encode_pair(src, tgt)))
-    return out, tuple(totals)
+    kept = self._read_lines(read, plan, totals)
+    ids = self._ids(kept, self._vocab(values))
+    n_train = plan["n_train"]
+    for at, part in ((_SPLIT_AT, [x for x in ids if x[0] < n_train]),
+                     (_SPLIT_AT + 5, [x for x in ids if x[0] >= n_train])):
+      if part:
+        src_lens, tgt_lens = [len(x[1]) for x in part], [len(x[2]) for x in part]
+        totals[at:at + 5] = [len(part), sum(src_lens), max(src_lens), sum(tgt_lens),
+                             max(tgt_lens)]
+    totals[-2] = sum(x[1].count(preprocess.UNK_ID) for x in ids)
+    totals[-1] = sum(x[2].count(preprocess.UNK_ID) for x in ids)
+    starts = self._shard_starts(plan)
+    return ([(bisect.bisect_right(starts, g) - 1, g, records.encode_pair(src, tgt))
+             for g, src, tgt in ids], tuple(totals))
 
   @staticmethod
-  def _count_read(read, totals: list):
-    """Adds the lines a local run reads in the unit, their skips and decode errors."""
-    reader, _, stop = read
-    last = -1
-    for j, _, reason in reader.parsed(stop):
+  def _read_lines(read, plan: dict, totals: list) -> List[tuple]:
+    """Adds the lines a local run reads in the unit, their skips and decode
+    errors to `totals`; returns the kept (global pair number, pair)."""
+    reader, g, stop = read
+    end = plan["n_train"] + plan["n_val"]
+    last, kept = -1, []
+    for j, pair, reason in reader.parsed(stop):
       last = j
       if reason is not None:
         totals[1 + preprocess.SKIP_REASONS.index(reason)] += 1
+      else:
+        if g < end:
+          kept.append((g, pair))
+        g += 1
     totals[0] += last + 1
     for j, replaced, skipped in reader.positions:
       if not reader.stopped or j <= last:  # lines after the stop are not read
         totals[1 + _N_SKIPS] += replaced
         totals[2 + _N_SKIPS] += skipped
+    return kept
 
   def merge_totals(self, partials: List[tuple]) -> tuple:
     out = list(partials[0])
@@ -273,7 +314,7 @@ class MTGenerator(protocol.Generator):
         self.cfg.tokenizer, *vocab["tokens"], vocab["files"]).items()}
 
   def metadata(self, values: Dict[str, Any], totals, infos: List[dict]) -> dict:
-    plan, vocab = values["plan"], self._vocab(values)
+    plan, vocab = self._plan_of(values), self._vocab(values)
     t = totals or (0,) * _TOTALS
     skipped = dict(zip(preprocess.SKIP_REASONS, t[1:1 + _N_SKIPS]))
     decode_errors = text_input.DecodeErrorCounts(*t[1 + _N_SKIPS:_SPLIT_AT])
@@ -294,6 +335,19 @@ class MTGenerator(protocol.Generator):
     return units_lib.split_warnings(meta["splits"]["train"]["pairs"],
                                     meta["splits"]["valid"]["pairs"],
                                     self.cfg.num_train, self.cfg.num_val)
+
+
+def _first_seen_sides(key, pairs: List[tuple]) -> tuple:
+  """(source, target) first-seen counts of a unit's pairs (in corpus order),
+  the unit's place in the corpus being `key`."""
+  return tuple(core_vocab.first_seen_of(key, itertools.chain.from_iterable(
+      pair[side] for _, pair in pairs)) for side in (0, 1))
+
+
+def _merge_counts(parts: List[tuple]) -> tuple:
+  """Pass "counts": unit counts and token counts merged."""
+  sides = [p[1] for p in parts if p[1] is not None]
+  return _merge_dicts([p[0] for p in parts]), (_merge_sides(sides) if sides else None)
 
 
 def _merge_sides(parts: List[tuple]) -> tuple:

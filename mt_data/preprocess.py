@@ -62,7 +62,9 @@ def tokenize(cleaned: str) -> List[str]:
   >>> tokenize("")
   ['<eos>']
   """
-  tokens = [t for t in cleaned.split(" ") if t]
+  tokens = cleaned.split(" ")
+  if "" in tokens:  # (most texts have no empty piece: no filtering pass)
+    tokens = [t for t in tokens if t]
   tokens.append(EOS)
   return tokens
 
@@ -89,6 +91,29 @@ def parse_line(line: str) -> Tuple[Optional[Pair], Optional[str]]:
   if len(src) < 2 or len(tgt) < 2:
     return None, SKIP_EMPTY
   return (src, tgt), None
+
+
+def _has_token(side: str) -> bool:
+  """True when `tokenize(clean(side))` has a token besides `<eos>`: cleaning
+  only turns U+202F and U+00A0 into spaces, lowercases (never to a space)
+  and inserts spaces, so a side has a token iff something else is left."""
+  return bool(side.replace("\u202f", " ").replace("\u00a0", " ").strip(" "))
+
+
+def skip_reason(line: str) -> Optional[str]:
+  """`parse_line(line)`'s skip reason (None for a pair), without tokenizing.
+
+  >>> skip_reason("Go.\\tVa !"), skip_reason("Hi.\\t\\u00a0"), skip_reason(" ")
+  (None, 'empty_source_or_target', 'blank_line')
+  """
+  if not line.strip(" "):
+    return SKIP_BLANK
+  parts = line.split("\t", 2)
+  if len(parts) < 2:
+    return SKIP_COLUMNS
+  if not (_has_token(parts[0]) and _has_token(parts[1])):
+    return SKIP_EMPTY
+  return None
 
 
 class PairReader:

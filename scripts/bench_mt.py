@@ -62,10 +62,10 @@ def timed_create(input_file, out, extra, repeats):
 
 _CPU_RUN = r"""
 import json, resource, sys
-from mt_data import config, create
+from mt_data import config, generator
 cfg = config.MTConfig(input_file=sys.argv[1], output_dir=sys.argv[2], num_train=0, quiet=True,
                       num_workers=int(sys.argv[3]))
-create.create(cfg, log=lambda m: None)
+generator.create(cfg, log=lambda m: None)
 s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"main_cpu_s": s.ru_utime + s.ru_stime, "workers_cpu_s": c.ru_utime + c.ru_stime}))
 """

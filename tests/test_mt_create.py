@@ -247,3 +247,13 @@ def test_bpe_vocab_reserved_ids_and_determinism(tmp_path):
     assert s[-1] == preprocess.EOS_ID
   assert src.decode(src.encode("The cat is black.")) == "the cat is black ."
   assert tgt.decode(tgt.encode("Le chien est noir.")) == "le chien est noir ."
+
+
+def test_skip_reason_is_parse_lines_without_tokenizing():
+  """The counting pass classifies lines without tokenizing: always as parse_line."""
+  lines = ["", " ", "\t", "a", "a\t", "\tb", "a\tb", "a\t\u00a0\u202f ", "\u00a0\tb", "A.\tB !\tC",
+           "a\u2009\tb", "\u2009\t\u2009", " \t \t x", "É\tÉ", "!\t?", "a\t\u3000"]
+  for path in (PAIRS, MESSY):
+    lines += open(path, encoding="utf-8").read().split("\n")
+  for line in lines:
+    assert preprocess.skip_reason(line) == preprocess.parse_line(line)[1], repr(line)

@@ -145,3 +145,16 @@ def first_seen_counter(acc: dict) -> "collections.Counter":
   for t, (count, _) in sorted(acc.items(), key=lambda kv: kv[1][1]):
     counter[t] = count
   return counter
+
+
+def first_seen_of(key, tokens: Iterable[str]) -> dict:
+  """First-seen counts of one unit's tokens (in corpus order), whose place in
+  the corpus is `key`: each token's first occurrence is (key, its rank among
+  the unit's distinct tokens), which orders tokens across units as
+  `count_first_seen` does (merge with `merge_first_seen`).
+
+  >>> first_seen_of(7, ["b", "a", "b"])
+  {'b': [2, (7, 0)], 'a': [1, (7, 1)]}
+  """
+  counts = collections.Counter(tokens)  # (in first-occurrence order)
+  return {t: [c, (key, rank)] for rank, (t, c) in enumerate(counts.items())}

@@ -19,8 +19,9 @@ written: no finished file is read back.
     them; the files are recorded with their `DatasetWriter` here.
   * `run_generator`: any declared generator (`engine.protocol`) on this
     machine: passes over the units in worker processes, each unit's records
-    spilled per output file (`files/spill.py`), each file's records sorted
-    by key into parts for a `PartWriter`, the metadata last.
+    sorted into one run file per output file (`files/spill.py`'s layout),
+    each file's runs merged in key order into parts for a `PartWriter`, the
+    metadata last.
 """
 
 import os
@@ -32,7 +33,6 @@ import numpy as np
 from textrecords.engine import generator_steps
 from textrecords.engine import parallel
 from textrecords.engine import protocol
-from textrecords.files import spill
 
 _LENGTH = struct.Struct("<Q")
 
@@ -245,20 +245,11 @@ def _map_unit(item):
   return generator_steps.map_pass(_GEN["gen"], name, unit, _GEN["values"])
 
 
-def _spill_unit(unit):
-  """Worker: a unit's records spilled to its output files' folders; returns
-  the unit's totals."""
+def _unit_runs(unit):
+  """Worker: a unit's records, sorted, as one run file per output file it
+  reaches; returns (the unit's totals, [(file index, run path)])."""
   by_file, totals = generator_steps.unit_records(_GEN["gen"], unit, _GEN["values"])
-  for f, recs in by_file.items():
-    w = spill.SpillWriter(_file_dir(_GEN["dir"], f), "u%08d" % unit.index, 1)
-    for key, rec in recs:
-      w.add(key, rec)
-    w.close()
-  return totals
-
-
-def _file_dir(spill_dir: str, f: int) -> str:
-  return os.path.join(spill_dir, "f%05d" % f)
+  return totals, generator_steps.keyed_runs(_GEN["dir"], unit.index, by_file)
 
 
 def pass_values(gen, units, num_workers: int) -> dict:
@@ -279,20 +270,21 @@ def pass_values(gen, units, num_workers: int) -> dict:
 
 
 def _spill_records(gen, units, values, spill_dir: str, num_workers: int):
-  """Every unit's records spilled per output file; returns the merged totals."""
-  for f in range(len(gen.outputs().records)):
-    os.makedirs(_file_dir(spill_dir, f), exist_ok=True)
-  totals = None
-  for partial in parallel.ordered_map(_spill_unit, units, num_workers,
-                                      initializer=_init_generator,
-                                      initargs=(gen, values, spill_dir)):
+  """Every unit's records as sorted runs per output file; returns (the merged
+  totals, {file index: [run paths]})."""
+  totals, runs = None, {}
+  for partial, unit_runs in parallel.ordered_map(_unit_runs, units, num_workers,
+                                                 initializer=_init_generator,
+                                                 initargs=(gen, values, spill_dir)):
     totals = generator_steps.merge_totals(gen, [totals, partial])
-  return totals
+    for f, path in unit_runs:
+      runs.setdefault(f, []).append(path)
+  return totals, runs
 
 
-def _write_records(gen, dw, spill_dir: str):
-  """Each record file from its spilled records in key order (finished files
-  of a resumed run are kept)."""
+def _write_records(gen, dw, runs: dict, batch: int = 8192):
+  """Each record file from its runs merged in key order, in parts of `batch`
+  records (finished files of a resumed run are kept)."""
   outputs = gen.outputs()
   paths = outputs.records
   out = PartWriter(lambda f: None if dw.is_finished(paths[f])
@@ -300,7 +292,12 @@ def _write_records(gen, dw, spill_dir: str):
   try:
     for f, path in enumerate(paths):
       if not dw.is_finished(path):
-        framed = [rec for _, rec in spill.read_bucket(_file_dir(spill_dir, f), 0)]
+        framed = []
+        for _, rec in generator_steps.merged_run(runs.get(f, [])):
+          framed.append(rec)
+          if len(framed) >= batch:
+            out.append(part(f, framed))
+            framed = []
         out.append(part(f, framed))
       out.finish(f)
   finally:
@@ -317,14 +314,14 @@ def run_generator(gen, run, num_workers: int) -> dict:
     run.mark("passes")
     spill_dir = os.path.join(run.scratch_dir(), "records")
     os.makedirs(spill_dir, exist_ok=True)
-    totals = _spill_records(gen, units, values, spill_dir, num_workers)
+    totals, runs = _spill_records(gen, units, values, spill_dir, num_workers)
   finally:
     _GEN.clear()
   run.mark("examples")
   for path, data in sorted(gen.small_files(values).items()):
     if not dw.is_finished(path):
       dw.write_bytes(path, data)
-  _write_records(gen, dw, spill_dir)
+  _write_records(gen, dw, runs)
   run.mark("write")
   meta, = run.finalize([lambda infos: gen.metadata(values, totals, infos)])
   return meta
