@@ -25,7 +25,7 @@ def record_schema(meta: dict):
   masking = meta.get("masking")
   next_sentence = meta.get("sentence_task") != "none"
   if meta.get("pack_instances", 1) > 1:
-    return S.packed_schema(meta["max_seq_length"], meta["max_predictions_per_seq"],
+    return S.packed_schema(meta["max_seq_length"], meta["predictions_per_row"],
                            meta["pack_instances"], v2)
   if _dynamic(meta):
     return S.dynamic_schema(meta["max_seq_length"], registry.rule_of_meta(masking).WORDS, v2,

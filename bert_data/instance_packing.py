@@ -19,6 +19,7 @@ No TensorFlow here (`attention_mask` takes numpy or TF tensors alike).
 """
 
 import bisect
+import math
 import struct
 from typing import List, Optional, Sequence
 
@@ -31,6 +32,23 @@ from bert_data.instances import Instance
 MAX_PACK_INSTANCES = 8
 PACK_WINDOW = 2048  # consecutive instances packed together
 _HEADER = struct.Struct("<4i")  # tokens, num_a, is_random_next, predictions
+
+
+def predictions_per_row(max_seq_length: int, max_predictions_per_seq: int,
+                        pack_instances: int, masked_lm_prob: float) -> int:
+  """The masked-LM slots of a packed row: min(N * max_predictions_per_seq,
+  floor(masked_lm_prob * max_seq_length) + N).
+
+  An instance of n tokens gets at most max(1, round(n * masked_lm_prob)) <=
+  n * masked_lm_prob + 1 predictions, so a row of at most max_seq_length
+  tokens and N instances never needs more; the slots of a model's masked-LM
+  head (its largest layer) stay about those of one unpacked row.
+
+  >>> predictions_per_row(512, 76, 8, 0.15), predictions_per_row(128, 20, 3, 0.15)
+  (84, 22)
+  """
+  bound = math.floor(masked_lm_prob * max_seq_length + 1e-9) + pack_instances
+  return min(max_predictions_per_seq * pack_instances, bound)
 
 
 # ---------------------------------------------------------------- compact instances
@@ -62,9 +80,9 @@ class CompactInstanceEncoder:
   rows' (what the metadata names).
   """
 
-  def __init__(self, max_seq_length: int, max_predictions_per_seq: int, pack_instances: int,
-               v2_names: bool = False):
-    self.schema = S.packed_schema(max_seq_length, max_predictions_per_seq, pack_instances,
+  def __init__(self, max_seq_length: int, max_predictions_per_seq: int,
+               predictions_per_row_: int, pack_instances: int, v2_names: bool = False):
+    self.schema = S.packed_schema(max_seq_length, predictions_per_row_, pack_instances,
                                   v2_names)
     self._seq, self._pred = max_seq_length, max_predictions_per_seq
 
@@ -133,9 +151,16 @@ def pack_lengths(lengths: Sequence[int], max_seq_length: int,
 class RowPacker:
   """Compact instances in their final order -> encoded packed rows.
 
+  Args:
+    max_seq_length: the row's length.
+    predictions_per_row_: its masked-LM slots (`predictions_per_row`); a row
+      whose instances hold more raises ValueError (the bound makes it
+      impossible).
+    pack_instances: at most this many instances per row.
+
   Example (two instances of 5 and 3 tokens share a row of 8):
     >>> from textrecords.wire import example_decoder
-    >>> p = RowPacker(8, 1, 2)
+    >>> p = RowPacker(8, 2, 2)
     >>> rows = p.pack_records([compact_instance([1, 5, 2, 6, 2], 3, False, [1], [7]),
     ...                        compact_instance([1, 2, 2], 2, True, [], [])])
     >>> row = example_decoder.decode_example(rows[0])
@@ -143,11 +168,11 @@ class RowPacker:
     ([1, 1, 1, 1, 1, 2, 2, 2], [0, 1, 2, 3, 4, 0, 1, 2], [0, 1])
   """
 
-  def __init__(self, max_seq_length: int, max_predictions_per_seq: int, pack_instances: int,
+  def __init__(self, max_seq_length: int, predictions_per_row_: int, pack_instances: int,
                v2_names: bool = False, window: int = PACK_WINDOW):
-    self.seq, self.pred, self.n = max_seq_length, max_predictions_per_seq, pack_instances
+    self.seq, self.bound, self.n = max_seq_length, predictions_per_row_, pack_instances
     self.window = window
-    self.encoder = records.PackedRecordEncoder(max_seq_length, max_predictions_per_seq,
+    self.encoder = records.PackedRecordEncoder(max_seq_length, predictions_per_row_,
                                                pack_instances, v2_names)
 
   def pack_records(self, compact: Sequence[bytes]) -> List[bytes]:
@@ -161,7 +186,7 @@ class RowPacker:
 
   def row_arrays(self, insts, rows) -> dict:
     """Canonical feature name -> (R, length) array of the rows (see `S.packed_schema`)."""
-    r, seq, bound = len(rows), self.seq, self.pred * self.n
+    r, seq, bound = len(rows), self.seq, self.bound
     cols = {name: np.zeros((r, seq), np.int64) for name in (
         S.INPUT_IDS, S.INPUT_MASK, S.SEGMENT_IDS, S.INSTANCE_IDS, S.POSITION_IDS)}
     for name in (S.MASKED_LM_POSITIONS, S.MASKED_LM_IDS):
@@ -175,6 +200,8 @@ class RowPacker:
       for k, i in enumerate(members):
         tokens, num_a, rnd, positions, labels = insts[i]
         n, m = len(tokens), len(positions)
+        if used + m > bound:
+          raise ValueError(f"a row's instances hold more than {bound} predictions")
         cols[S.INPUT_IDS][j, start:start + n] = tokens
         cols[S.SEGMENT_IDS][j, start + num_a:start + n] = 1
         cols[S.INSTANCE_IDS][j, start:start + n] = k + 1
@@ -196,8 +223,8 @@ def unpack_row(features: dict, max_predictions_per_seq: Optional[int] = None) ->
 
   Args:
     features: canonical feature name -> list of values (one decoded row).
-    max_predictions_per_seq: the per-instance bound the run was made with
-      (default: the row's bound over its instance slots, which is it).
+    max_predictions_per_seq: the per-instance bound the run was made with,
+      to pad the masked-LM features to (default: no padding).
   Returns:
     Per instance, in row order: input_ids, input_mask, segment_ids (padded
     to the row's length), masked_lm_positions (relative to the instance),
@@ -214,9 +241,6 @@ def unpack_row(features: dict, max_predictions_per_seq: Optional[int] = None) ->
   """
   inst = np.asarray(features[S.INSTANCE_IDS], np.int64)
   seq = len(inst)
-  if max_predictions_per_seq is None:
-    max_predictions_per_seq = (len(features[S.MASKED_LM_POSITIONS])
-                               // len(features[S.NEXT_SENTENCE_LABELS]))
   ids, seg = np.asarray(features[S.INPUT_IDS]), np.asarray(features[S.SEGMENT_IDS])
   used = np.asarray(features[S.MASKED_LM_WEIGHTS]) > 0
   positions = np.asarray(features[S.MASKED_LM_POSITIONS], np.int64)[used]
@@ -227,7 +251,7 @@ def unpack_row(features: dict, max_predictions_per_seq: Optional[int] = None) ->
     start, n = int(where[0]), len(where)
     mine = (positions >= start) & (positions < start + n)
     m = int(mine.sum())
-    pad_seq, pad_pred = [0] * (seq - n), [0] * (max_predictions_per_seq - m)
+    pad_seq, pad_pred = [0] * (seq - n), [0] * ((max_predictions_per_seq or m) - m)
     out.append({
         S.INPUT_IDS: ids[start:start + n].tolist() + pad_seq,
         S.INPUT_MASK: [1] * n + pad_seq,

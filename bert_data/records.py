@@ -268,11 +268,11 @@ class PackedRecordEncoder:
     [0, 1, 0, 1]
   """
 
-  def __init__(self, max_seq_length: int, max_predictions_per_seq: int, pack_instances: int,
+  def __init__(self, max_seq_length: int, predictions_per_row: int, pack_instances: int,
                v2_names: bool = False):
-    self.schema = S.packed_schema(max_seq_length, max_predictions_per_seq, pack_instances,
+    self.schema = S.packed_schema(max_seq_length, predictions_per_row, pack_instances,
                                   v2_names)
-    canonical = S.packed_schema(max_seq_length, max_predictions_per_seq, pack_instances)
+    canonical = S.packed_schema(max_seq_length, predictions_per_row, pack_instances)
     self._specs = canonical
     self._hdr = {c.name: _EntryHeaders(s) for c, s in zip(canonical, self.schema)}
     self._ints = [s for s in canonical if s.dtype == F.INT64]

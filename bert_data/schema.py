@@ -78,21 +78,21 @@ def _predictions(bound: int):
           FeatureSpec(MASKED_LM_WEIGHTS, FLOAT, bound))
 
 
-def packed_schema(max_seq_length: int, max_predictions_per_seq: int, pack_instances: int,
+def packed_schema(max_seq_length: int, predictions_per_row: int, pack_instances: int,
                   v2_names: bool = False):
   """The FeatureSpecs of packed rows: up to `pack_instances` instances per row.
 
   Per token: input_ids, input_mask, segment_ids as in `bert_schema`,
   instance_ids (1..N, 0 = padding) and position_ids (restarting at 0 for
   each instance). The masked-LM features run over the whole row, with room
-  for `max_predictions_per_seq * pack_instances` predictions;
+  for `predictions_per_row` predictions (`instance_packing.predictions_per_row`);
   next_sentence_labels and next_sentence_weights (1.0 for a real instance)
   have one slot per instance.
   """
   return _named(_inputs(max_seq_length) + (
       FeatureSpec(INSTANCE_IDS, INT64, max_seq_length),
       FeatureSpec(POSITION_IDS, INT64, max_seq_length),
-  ) + _predictions(max_predictions_per_seq * pack_instances) + (
+  ) + _predictions(predictions_per_row) + (
       FeatureSpec(NEXT_SENTENCE_LABELS, INT64, pack_instances),
       FeatureSpec(NEXT_SENTENCE_WEIGHTS, FLOAT, pack_instances),
   ), v2_names)

@@ -98,8 +98,8 @@ def make_encoder(config: BertConfig, tok) -> records.BertRecordEncoder:
   instances, packed into rows once ordered; see `make_row_packer`)."""
   if config.pack_instances > 1:
     return instance_packing.CompactInstanceEncoder(
-        config.max_seq_length, config.max_predictions_per_seq, config.pack_instances,
-        v2_names=config.use_v2_feature_names)
+        config.max_seq_length, config.max_predictions_per_seq, predictions_per_row(config),
+        config.pack_instances, v2_names=config.use_v2_feature_names)
   return records.BertRecordEncoder(config.max_seq_length, config.max_predictions_per_seq,
                                    tok.vocab_size, v2_names=config.use_v2_feature_names,
                                    next_sentence=config.next_sentence)
@@ -109,8 +109,15 @@ def make_row_packer(config: BertConfig) -> Optional[instance_packing.RowPacker]:
   """--pack_instances > 1: what packs the ordered instances into rows (else None)."""
   if config.pack_instances == 1:
     return None
-  return instance_packing.RowPacker(config.max_seq_length, config.max_predictions_per_seq,
+  return instance_packing.RowPacker(config.max_seq_length, predictions_per_row(config),
                                     config.pack_instances, config.use_v2_feature_names)
+
+
+def predictions_per_row(config: BertConfig) -> int:
+  """Packed rows' masked-LM slots (`instance_packing.predictions_per_row`)."""
+  return instance_packing.predictions_per_row(config.max_seq_length,
+                                              config.max_predictions_per_seq,
+                                              config.pack_instances, config.masked_lm_prob)
 
 
 def make_dynamic_encoder(config: BertConfig) -> Optional[records.DynamicRecordEncoder]:
@@ -389,6 +396,8 @@ class MetaBuilder:
         "sentence_task": config.sentence_task,
         "packing": config.packing or None,
         "pack_instances": config.pack_instances,
+        "predictions_per_row": (predictions_per_row(config) if config.pack_instances > 1
+                                else config.max_predictions_per_seq),
         "tokenizer": "sentencepiece" if config.spm_model_file else "wordpiece",
     })
     if config.spm_model_file:

@@ -328,7 +328,8 @@ def train(records_path: str, steps: int, batch_size: int = 16, seed: int = 0,
   ds = bert_data.make_dataset(records_path, batch_size, training=True, seed=seed, repeat=True,
                               drop_remainder=True)
   model = compile_model(build_model(meta["vocab_size"], meta["max_seq_length"],
-                                    meta["max_predictions_per_seq"] * n, hidden=hidden,
+                                    meta.get("predictions_per_row",
+                                             meta["max_predictions_per_seq"]), hidden=hidden,
                                     num_layers=num_layers, num_heads=num_heads,
                                     dropout=dropout, next_sentence=has_sentence_task(meta),
                                     pack_instances=n if packed else 0), learning_rate)

@@ -103,7 +103,7 @@ def test_unpacking_rows_gives_back_the_unpacked_instances(tmp_path, corpus, kw):
 
 def test_row_features_describe_each_instance(tmp_path, corpus):
   _create(tmp_path / "p.tfrecord", corpus, pack_instances=3)
-  spec = {s.name: s.length for s in S.packed_schema(256, 20, 3)}
+  spec = {s.name: s.length for s in S.packed_schema(256, 41, 3)}  # 41: floor(0.15 * 256) + 3
   for row in _records(tmp_path / "p.tfrecord"):
     f = example_decoder.decode_example(row)
     assert {k: len(v) for k, v in f.items()} == spec
@@ -182,7 +182,7 @@ def test_make_dataset_static_shapes_and_no_attention_across_instances(packed):
   assert spec_x[S.ATTENTION_MASK].shape.as_list() == [4, 128, 128]
   assert spec_x[S.INSTANCE_IDS].shape.as_list() == [4, 128]
   assert spec_y["next_sentence"].shape.as_list() == spec_w["next_sentence"].shape.as_list() == [4, 3]
-  assert spec_y["masked_lm"].shape.as_list() == [4, 60]
+  assert spec_y["masked_lm"].shape.as_list() == [4, 22]  # floor(0.15 * 128) + 3
   crossed = 0
   for x, _, w in ds:
     ids, mask = x[S.INSTANCE_IDS].numpy(), x[S.ATTENTION_MASK].numpy()
@@ -209,7 +209,7 @@ def test_keras_hub_names_carry_the_attention_mask(packed):
                                              feature_names="keras_hub")))
   assert set(x) == {"token_ids", "padding_mask", "segment_ids", "position_ids",
                     "mask_positions", "attention_mask"}
-  assert x["attention_mask"].shape == (2, 128, 128) and y.shape == w.shape == (2, 60)
+  assert x["attention_mask"].shape == (2, 128, 128) and y.shape == w.shape == (2, 22)
 
 
 def test_make_dataset_refuses_another_pack_instances(packed):
@@ -283,7 +283,7 @@ def test_packed_row_loss_is_the_sum_of_its_instances_losses(packed):
   import keras  # pylint: disable=import-outside-toplevel
   tiny = _train_script()
   keras.utils.set_random_seed(3)
-  row_model = tiny.build_model(30522, 128, 60, hidden=32, num_heads=2, dropout=0.0,
+  row_model = tiny.build_model(30522, 128, 22, hidden=32, num_heads=2, dropout=0.0,
                                pack_instances=3)
   one_model = tiny.build_model(30522, 128, 20, hidden=32, num_heads=2, dropout=0.0)
   one_model.set_weights(row_model.get_weights())
@@ -312,7 +312,7 @@ def test_attention_never_crosses_instances_in_the_model(packed):
   import keras  # pylint: disable=import-outside-toplevel
   tiny = _train_script()
   keras.utils.set_random_seed(4)
-  model = tiny.build_model(30522, 128, 60, hidden=32, num_heads=2, dropout=0.0,
+  model = tiny.build_model(30522, 128, 22, hidden=32, num_heads=2, dropout=0.0,
                            pack_instances=3)
   x, _, _ = next(iter(bert_data.make_dataset(packed, 16, training=False)))
   x = {k: v.numpy() for k, v in x.items()}
