@@ -225,6 +225,12 @@ def test_dask_flags_and_missing_extra(tmp_path):
   assert len(lines) == 1 and "pip install 'textrecords[dask]'" in lines[0], lines
   assert not os.path.exists(tmp_path / "x")
   shutil.rmtree(shadow.parent)
+  r = run_cli("w2v_data.create", "--input_file=" + os.path.join(TESTDATA, "w2v_tiny.txt"),
+              f"--output_dir={tmp_path}/w", "--engine=dask", "--quiet")
+  assert r.returncode == 2 and error_lines(r.stderr) == [
+      "error: --engine=dask runs the generators declared with textrecords.engine.protocol "
+      "(so far mt_data); use --engine=local or --engine=beam"], r.stderr
+  assert not os.path.exists(tmp_path / "w")
 
 
 def test_mt_declares_its_generator_without_engines():
