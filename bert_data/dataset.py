@@ -78,8 +78,9 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
   padding_mask (bool), segment_ids, mask_positions}, y = mask ids,
   sample_weight = mask weights (`keras_hub.models.BertMaskedLM`). int32 but
   float32 weights and the bool mask; static shapes. Records written with
-  `--masking=dynamic` are masked here per batch, afresh every epoch, the
-  same for a `seed` (with `training=False` the same every pass).
+  `--masking=dynamic` are masked here per batch, afresh every epoch (each
+  pass of a training dataset is the next epoch), the same for a `seed`
+  (with `training=False` the same every pass).
 
   Packed rows (`create --pack_instances=N`): x also holds instance_ids
   (1..N per token, 0 = padding) and position_ids (restarting per
@@ -133,7 +134,7 @@ def _one_dataset(location: str, split: str, opts: ReadOptions, reading):
   tf = require_tf()
   meta, entries = _entries(location, split, opts)
   parse = reading(meta)
-  plan = opts.plan([e.records for e in entries])
+  plan = opts.plan([e.records for e in entries], where=dataset_files.given(entries))
   ds = tf_input.planned_batches(entries, meta["compression"], plan, opts.log)
   if not _dynamic(meta):  # masked at create time: no salt
     salted = lambda e, b: parse(b, None)  # noqa: E731

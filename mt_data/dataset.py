@@ -160,7 +160,7 @@ def _mixture(locations, weights, split: str, opts: read_options.ReadOptions, bou
 def _fixed_length_batches(meta, entries, opts: read_options.ReadOptions, num_steps: int):
   """(x, y, w) batches padded or trimmed to `num_steps`, their number known."""
   tf = require_tf()
-  plan = opts.plan([e.records for e in entries])
+  plan = opts.plan([e.records for e in entries], where=dataset_files.given(entries))
   batches = tf_input.planned_batches(entries, meta.get("compression", ""), plan, opts.log)
   to_arrays = _fixed_length(tf, num_steps)
   return batches.map(lambda _, serialized: to_arrays(serialized),
@@ -173,13 +173,25 @@ def _bucketed_batches(split_meta, meta, entries, opts: read_options.ReadOptions,
   partial buckets, not records: every pair is read."""
   tf = require_tf()
   plan = opts.keeping_remainder().plan([e.records for e in entries])
-  batches = tf_input.planned_batches(entries, meta.get("compression", ""), plan, opts.log)
+  if opts.drop_remainder and sum(e.records for e in entries) < plan.sharing.global_batch:
+    raise UserError(read_options.too_few(sum(e.records for e in entries), plan.sharing,
+                                         dataset_files.given(entries)))
   deterministic = not opts.training or opts.seed is not None
-  pairs = batches.map(lambda _, serialized: _parse_pairs(tf, serialized),
-                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  return _bucketed(tf, pairs, split_meta, bounds, batch_sizes,
+
+  def read_pairs():
+    batches = tf_input.planned_batches(entries, meta.get("compression", ""), plan, opts.log)
+    return batches.map(lambda _, serialized: _parse_pairs(tf, serialized),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+
+  # Batches are counted over pairs read apart: counting over the dataset's own
+  # would spend its first pass (a training dataset gives the next epoch on
+  # each pass). Every training pass holds the same pairs when it is a whole
+  # epoch read by one pipeline; a shared-out pass's share depends on its order.
+  alike = not opts.training or (plan.passes_alike and plan.sharing.pipelines == 1)
+  return _bucketed(tf, read_pairs(), split_meta, bounds, batch_sizes,
                    drop_remainder=opts.drop_remainder,
-                   count=None if opts.repeat else pairs,
+                   count=read_pairs() if not opts.repeat and alike else None,
+                   repeat=opts.repeat,
                    pad_to_boundary=opts.drop_remainder if pad_to_bucket_boundary is None
                    else pad_to_bucket_boundary,
                    deterministic=deterministic)
@@ -228,7 +240,7 @@ def _bucket_batches(tf, pairs, bounds, batch_sizes, drop_remainder: bool) -> int
 
 
 def _bucketed(tf, pairs, split_meta, bounds, batch_sizes, *, drop_remainder: bool,
-              count, pad_to_boundary: bool, deterministic: bool):
+              count, repeat: bool, pad_to_boundary: bool, deterministic: bool):
   """Batches of parsed pairs -> (x, y, w) batches bucketed by
   max(len(source), len(target)).
 
@@ -237,8 +249,8 @@ def _bucketed(tf, pairs, split_meta, bounds, batch_sizes, *, drop_remainder: boo
   batch of a bucket to one length (boundary - 1; the last bucket to the
   split's longest pair), else to the batch's longest. With drop_remainder
   and one batch size the batch dimension is static. The number of batches
-  is counted (one pass over `count`, the same pairs) and set; count=None:
-  infinite (repeat).
+  is counted (one pass over `count`, the same pairs) and set; infinite
+  with `repeat`; count=None: left unknown.
   """
   def length(src, tgt):
     return tf.maximum(tf.shape(src)[0], tf.shape(tgt)[0])
@@ -266,7 +278,9 @@ def _bucketed(tf, pairs, split_meta, bounds, batch_sizes, *, drop_remainder: boo
     return _outputs(tf, src, label)
 
   ds = ds.map(pad_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  n = tf.data.INFINITE_CARDINALITY if count is None else _bucket_batches(
+  if count is None and not repeat:
+    return ds
+  n = tf.data.INFINITE_CARDINALITY if repeat else _bucket_batches(
       tf, count, bounds, batch_sizes, drop_remainder)
   return ds.apply(tf.data.experimental.assert_cardinality(n))
 

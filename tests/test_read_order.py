@@ -186,8 +186,16 @@ def test_start_step_resumes_the_uninterrupted_run(datasets):
   for k in (1, 7, 19):  # 19: past the first epoch (of ~14 steps)
     resumed = _ids(bert_data.make_dataset(loc, 4, seed=5, repeat=True, start_step=k).take(8))
     assert all(np.array_equal(x, y) for x, y in zip(resumed, run[k:k + 8]))
-  one_epoch = bert_data.make_dataset(loc, 4, seed=5, start_step=3)
-  assert int(one_epoch.cardinality()) == sum(1 for _ in one_epoch)
+  # Without repeat, pass 1 is the rest of start_step's epoch, pass 2 the whole
+  # next epoch, as in the run: passes of two lengths, so the length is unknown.
+  steps = len(bert_data.make_dataset(loc, 4, seed=5))
+  resumed = bert_data.make_dataset(loc, 4, seed=5, start_step=3)
+  assert int(resumed.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+  first, second = _ids(resumed), _ids(resumed)
+  assert (len(first), len(second)) == (steps - 3, steps)
+  assert all(np.array_equal(x, y) for x, y in zip(first + second, run[3:steps * 2]))
+  at_epoch = bert_data.make_dataset(loc, 4, seed=5, start_step=steps)
+  assert int(at_epoch.cardinality()) == steps == sum(1 for _ in at_epoch)
 
 
 @pytest.mark.parametrize("which", ["bert_data", "one"])

@@ -4,13 +4,16 @@ Skip-gram records: each batch, for B centers and rows padded to L:
   x = {"center": int32 (B, 1), "contexts_negatives": int32 (B, L)}
   y = float32 (B, L): 1 for context words, 0 for noise words and padding
   sample_weight = float32 (B, L): 1 for real entries, 0 for padding
-L is the longest row of the batch (as d2l pads) or `pad_to` (static shape).
+L is the data's longest row when batches have a static size (drop_remainder,
+the training default: every shape static), else the batch's longest (as d2l
+pads; also pad_to="batch"), or `pad_to`.
 
 Pipeline: the read order over centers (`w2v_data.tf_centers`: held rows
 gathered by center number, or records streamed and parsed into centers) ->
 per-replica batches of centers, rows [contexts, noise words, 0...] as wide
 as the data's longest row -> (fresh noise words) -> labels and mask, the
-rows trimmed to the batch's longest (pad_to=None) or padded to pad_to.
+rows kept that wide, trimmed to the batch's longest or padded to pad_to
+(`row_width`).
 
 CBOW, PV-DM and PV-DBOW records (K noise words per center), for B centers:
   x = {"center_and_noise": int32 (B, 1 + K),
@@ -21,7 +24,7 @@ CBOW, PV-DM and PV-DBOW records (K noise words per center), for B centers:
 W is the data's max_window_size; contexts are zero-padded with mask 0.
 """
 
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -95,7 +98,7 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = sch
                  start_step: int = 0, drop_remainder: Optional[bool] = None,
                  shuffle_buffer: int = 10000, repeat: bool = False,
                  verify: str = "checksum", skip_corrupt: bool = False,
-                 log=print, pad_to: Optional[int] = None, negatives: str = "stored",
+                 log=print, pad_to: Union[int, str, None] = None, negatives: str = "stored",
                  in_memory: Optional[bool] = None, expand_labels: bool = False,
                  data_service: Optional[str] = None, job_name: Optional[str] = None,
                  weights: Optional[Sequence[float]] = None):
@@ -117,7 +120,10 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = sch
       mixture (one vocabulary, schema and K; held in memory).
     batch_size: centers per batch (per replica); or global_batch_size.
     pad_to: pad rows to this static length (e.g. 60 = 2*5*(1+5)), at least
-      the data's longest row; None: to each batch's longest row.
+      the data's longest row; "batch": to each batch's longest row (d2l's
+      padding); None: the data's longest row when drop_remainder (the
+      training default, a static shape), else each batch's longest
+      (`row_width`).
     negatives: "stored" uses the noise words written by create; "fresh" draws
       new ones every epoch (`w2v_data.fresh_noise`: keyed by seed, epoch and
       center) from the same count**0.75 distribution, never equal to a
@@ -157,8 +163,7 @@ class _Choices:
   def __init__(self, pad_to, negatives: str, in_memory, expand_labels):
     if not isinstance(expand_labels, bool):
       raise UserError(f"expand_labels={expand_labels!r}: must be True or False")
-    if pad_to is not None and not _positive_int(pad_to):
-      raise UserError(f"pad_to={pad_to!r}: must be a positive integer or None")
+    check_pad_to(pad_to)
     if negatives not in NEGATIVES_MODES:
       raise UserError(f"negatives={negatives!r}: must be one of {', '.join(NEGATIVES_MODES)}")
     self.pad_to, self.negatives = pad_to, negatives
@@ -181,7 +186,7 @@ class _Source:
                       "a fixed width)")
     self.k = int(meta["noise"]["num_noise_words"])
     self.longest = max(int(meta["counts"]["max_row_length"]), 1)
-    if choice.pad_to is not None and choice.pad_to < self.longest:
+    if _positive_int(choice.pad_to) and choice.pad_to < self.longest:
       raise UserError(f"pad_to={choice.pad_to!r} is shorter than the longest row "
                       f"({self.longest} = (1 + K) * max contexts, from {self.meta_path}); use "
                       f"pad_to >= {self.longest} or None")
@@ -214,7 +219,7 @@ class _Source:
 def _one_dataset(tf, location: str, opts, choice: _Choices):
   """(x, y, w) batches of one dataset in the read order over its centers."""
   src = _Source(location, opts, choice)
-  plan = opts.plan(src.centers)
+  plan = opts.plan(src.centers, where=src.location, unit="centers")
   width = src.longest if src.model == "skipgram" else src.two_w
   parse = src.parser(tf, width)
   held = read_file = None
@@ -224,6 +229,7 @@ def _one_dataset(tf, location: str, opts, choice: _Choices):
     tf_input.note_compressed_resume(src.compression, plan, opts.log)
     read_file = tf_centers.streamed_reader(tf, src.files, src.compression, parse,
                                            src.centers)
+  pad_to = row_width(choice.pad_to, opts.drop_remainder, width)
   fresh = None
   if choice.negatives == "fresh" and src.k > 0:
     noise_seed = plan.stream.seed if opts.training else read_order.resolve_seed(opts.seed)
@@ -233,7 +239,7 @@ def _one_dataset(tf, location: str, opts, choice: _Choices):
   if held is not None and fresh is not None:  # a window at a time (the same draws)
     redraw, fresh = _redraw(tf, src.k, fresh), None
   units = tf_centers.planned_units(tf, plan, held, read_file, redraw)
-  return _to_batches(tf, units, src, choice.pad_to, fresh)
+  return _to_batches(tf, units, src, pad_to, fresh)
 
 
 def _mixture(tf, locations, weights, opts, choice: _Choices):
@@ -253,7 +259,8 @@ def _mixture(tf, locations, weights, opts, choice: _Choices):
           for s in srcs]
   units = tf_centers.mixture_units(tf, mix, held, [s.centers for s in srcs])
   units = units.map(lambda step, u: (step, (u[1], u[2])))
-  return _to_batches(tf, units, srcs[0], choice.pad_to, None)
+  return _to_batches(tf, units, srcs[0], row_width(choice.pad_to, opts.drop_remainder, width),
+                     None)
 
 
 def check_mixable(srcs):
@@ -320,6 +327,27 @@ def _finished(tf, ds, expand_labels: bool):
   return ds.prefetch(tf.data.AUTOTUNE).with_options(options)
 
 
+def check_pad_to(pad_to):
+  """UserError unless `pad_to` is a positive integer, "batch" or None."""
+  if pad_to is not None and pad_to != "batch" and not _positive_int(pad_to):
+    raise UserError(f"pad_to={pad_to!r}: must be a positive integer, \"batch\" or None")
+
+
+def row_width(pad_to, drop_remainder: bool, longest: int) -> Optional[int]:
+  """The rows' static width (None: each batch's longest row, d2l's padding).
+
+  `pad_to` if given; by default (None) the data's `longest` row when
+  batches have a static size (drop_remainder, the training default), so
+  that every shape is static (TPU-ready); "batch": each batch's longest.
+
+  >>> row_width(None, True, 60), row_width(None, False, 60), row_width("batch", True, 60)
+  (60, None, None)
+  """
+  if pad_to == "batch" or (pad_to is None and not drop_remainder):
+    return None
+  return longest if pad_to is None else pad_to
+
+
 def _use_memory(in_memory: Optional[bool], held_bytes: int) -> bool:
   """in_memory as given, or (None) whether the rows fit IN_MEMORY_BYTES.
 
@@ -368,15 +396,18 @@ def _positive_int(value) -> bool:
 def _dense_rows(tf, contexts, noise, longest):
   """[contexts, noise words] of each center (int32), zero-padded to `longest` columns.
 
-  Built from the two dense matrices (a ragged concat of int64 row splits
-  makes oneDNN log a line at TF's default log level)."""
-  n = contexts.row_lengths()[:, tf.newaxis]
-  width = noise.row_lengths()[:, tf.newaxis] + n
-  col = tf.range(longest, dtype=tf.int64)[tf.newaxis, :]
-  dense_noise = noise.to_tensor(0, shape=[None, longest])
-  from_noise = tf.gather(dense_noise, tf.clip_by_value(col - n, 0, longest - 1), batch_dims=1)
-  return tf.where(col < n, contexts.to_tensor(0, shape=[None, longest]),
-                  tf.where(col < width, from_noise, tf.zeros([], dense_noise.dtype)))
+  The two ragged tensors' rows are interleaved by one ragged gather (no
+  dense intermediate; `tf.concat` of ragged tensors along axis 1 would
+  transpose, which makes oneDNN log a line at TF's default log level)."""
+  b = contexts.nrows()
+  both = tf.RaggedTensor.from_row_lengths(
+      tf.concat([contexts.values, noise.values], 0),
+      tf.concat([contexts.row_lengths(), noise.row_lengths()], 0), validate=False)
+  pairs = tf.reshape(tf.stack([tf.range(b), tf.range(b) + b], 1), [-1])
+  rows = tf.RaggedTensor.from_row_lengths(
+      tf.gather(both, pairs).values, contexts.row_lengths() + noise.row_lengths(),
+      validate=False)
+  return rows.to_tensor(0, shape=[None, longest])
 
 
 def _parse_centers(tf, serialized, spec, k, longest):

@@ -197,7 +197,7 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
                     f"{' or '.join(expect)}")
   if seed is not None:
     seed_everything(seed)
-  # The read order is a function of the step: epochs come from repeat=True.
+  # One infinite pass (repeat=True), cut into epochs by steps_per_epoch.
   ds = w2v_data.make_dataset(data_dir, batch_size, seed=seed, repeat=True)
   steps_per_epoch = steps_per_epoch or len(w2v_data.make_dataset(data_dir, batch_size))
   tokens = read_tokens(data_dir)

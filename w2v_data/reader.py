@@ -4,7 +4,9 @@
 options, batch for batch (the read order over centers, training or not;
 sharding, start_step and mixtures alike): x = {"center": int32 (B, 1),
 "contexts_negatives": int32 (B, L)}, y = float32 labels (B, L),
-sample_weight = float32 mask (B, L); L the batch's longest row or `pad_to`.
+sample_weight = float32 mask (B, L); L as make_dataset's (`dataset.row_width`:
+by default the data's longest row with drop_remainder, else the batch's
+longest; or `pad_to`).
 `--model=cbow|pv_dbow|pv_dm` records give that model's arrays
 (`CenterDecoder`). Stored noise words only (`negatives="fresh"` is
 make_dataset's). Record files are decoded a file at a time (`FileRows`),
@@ -156,9 +158,7 @@ def open_dataset(location: str, *, pad_to: Optional[int] = None, negatives: str 
   if negatives != "stored":
     raise UserError(f"negatives={negatives!r}: the TF-free readers give the stored noise "
                     "words only (negatives='fresh' is make_dataset's)")
-  if pad_to is not None and (isinstance(pad_to, bool) or not isinstance(pad_to, int)
-                             or pad_to < 1):
-    raise UserError(f"pad_to={pad_to!r}: must be a positive integer or None")
+  dataset.check_pad_to(pad_to)
   found = dataset.open_dataset(location)
   meta, meta_path = found.meta, found.layout.meta_path
   model = meta.get("model", schema.DEFAULT_MODEL)
@@ -173,10 +173,10 @@ def open_dataset(location: str, *, pad_to: Optional[int] = None, negatives: str 
     return package_readers.Opened(entries, meta.get("compression", ""), decoder,
                                   verify=verify, skip_corrupt=skip_corrupt, index=index, log=log)
   longest = max(int(meta["counts"]["max_row_length"]), 1)
-  if pad_to is not None and pad_to < longest:
+  if pad_to not in (None, "batch") and pad_to < longest:
     raise UserError(f"pad_to={pad_to!r} is shorter than the longest row ({longest}, from "
                     f"{meta_path}); use pad_to >= {longest} or None")
-  decoder = W2vDecoder(meta["layout"], k, longest, pad_to)
+  decoder = W2vDecoder(meta["layout"], k, longest, None if pad_to == "batch" else pad_to)
   return package_readers.Opened(entries, meta.get("compression", ""), decoder, verify=verify,
                                 skip_corrupt=skip_corrupt, index=index, log=log)
 
@@ -214,11 +214,12 @@ def _planned_batches(location: str, opts, options: dict):
   """Decoded batches of one dataset in the read order over its centers."""
   opened = open_dataset(location, **options)
   rows = FileRows(opened, _held_budget(opened))
-  plan = opts.plan(rows.centers)
+  plan = opts.plan(rows.centers, where=location, unit="centers")
+  decoder = _rows_as_make_dataset(opened.decoder, options.get("pad_to"), opts.drop_remainder)
 
   def batches():
     for _, ids in plan.batches():
-      yield opened.decoder.finish(*rows.gather(ids))
+      yield decoder.finish(*rows.gather(ids))
 
   return batches()
 
@@ -238,6 +239,7 @@ def _mixture_batches(locations, weights, opts, options: dict):
                       "w2v_data mixture reads datasets of one vocabulary and K")
   decoder = _widest(opened)
   rows = [FileRows(o, None, decoder) for o in opened]
+  decoder = _rows_as_make_dataset(decoder, options.get("pad_to"), opts.drop_remainder)
   mix = mixtures.build([r.centers for r in rows], weights, opts)
 
   def batches():
@@ -263,6 +265,14 @@ def _widest(opened):
     width = max(o.decoder.longest for o in opened)
     return W2vDecoder(first.layout, first.k, width, first.pad_to)
   return CenterDecoder(first.model, first.k, max(o.decoder.two_w for o in opened))
+
+
+def _rows_as_make_dataset(decoder, pad_to, drop_remainder: bool):
+  """`decoder` giving rows as wide as make_dataset's (`dataset.row_width`)."""
+  if not isinstance(decoder, W2vDecoder):
+    return decoder
+  width = dataset.row_width(pad_to, drop_remainder, decoder.longest)
+  return W2vDecoder(decoder.layout, decoder.k, decoder.longest, width)
 
 
 def _held_budget(opened) -> Optional[int]:

@@ -135,7 +135,7 @@ def planned_units(tf, plan, held, read_file, redraw=None):
                                held.first_epoch(plan, redraw))
   else:
     ds = tf_order.plan_dataset(plan, read_file)
-  return tf_input.with_cardinality(ds, plan.num_batches())
+  return tf_input.plan_cardinality(ds, plan)
 
 
 def mixture_units(tf, mix, held: Sequence[HeldRows], counts: Sequence[Sequence[int]]):

@@ -156,6 +156,11 @@ def record_files(found: List[Found], split: Optional[str] = L.DEFAULT_SPLIT, *,
   return entries
 
 
+def given(entries: List[RecordFile]) -> str:
+  """The locations, as the user gave them, that `entries` came from (for errors)."""
+  return ", ".join(dict.fromkeys(e.found.given for e in entries))
+
+
 def _meta_candidates(path: str) -> str:
   name, folder = L.basename(path), L.parent(path)
   shard = L.parse_shard(name)

@@ -19,6 +19,7 @@ from textrecords.wire import example_decoder
 from textrecords import seeding
 from textrecords.files import tfrecord
 from textrecords.errors import UserError
+from textrecords.reading.locations import given
 from textrecords.reading.record_source import RecordSource, open_source
 
 
@@ -181,7 +182,7 @@ def planned_records(opened: "Opened", opts) -> Iterator:
   GZIP files are read sequentially: evaluation order from step 0, one
   input pipeline.
   """
-  plan = opts.plan([e.records for e in opened.entries])
+  plan = opts.plan([e.records for e in opened.entries], where=given(opened.entries))
   if opened.compression:
     if opts.training or plan.sharing.pipelines > 1 or opts.start_step:
       raise UserError(f"{opened.entries[0].path}: {opened.compression}-compressed records can "

@@ -154,19 +154,41 @@ class ReadOptions:
     b = self.per_replica
     return num_examples // b if self.drop_remainder else -(-num_examples // b)
 
-  def plan(self, counts, key: int = 0):
-    """The `read_order.Plan` of files of `counts` records (after `for_split`)."""
+  def plan(self, counts, key: int = 0, *, where: Optional[str] = None, unit: str = "records"):
+    """The `read_order.Plan` of files of `counts` records (after `for_split`).
+
+    Raises:
+      UserError: drop_remainder with fewer records (`unit`) than one
+        global batch (no batch at all), naming `where` and both numbers.
+    """
     from textrecords.reading import read_order as R  # pylint: disable=import-outside-toplevel
     sharing = self.sharing()
     total = int(sum(counts))
+    if self.drop_remainder and total < sharing.global_batch:
+      raise UserError(too_few(total, sharing, where, unit))
     stream = R.Stream(tuple(int(c) for c in counts), bool(self.training),
                       R.resolve_seed(self.seed) if self.training else 0,
                       R.used_records(total, sharing.global_batch, bool(self.drop_remainder)),
                       R.window_records(self.shuffle_buffer, sharing.global_batch), key)
     if self.repeat and not stream.used:
-      raise UserError(f"repeat=True: {total} records, fewer than one global batch of "
-                      f"{sharing.global_batch} (drop_remainder=True drops them all)")
+      raise UserError(f"{where + ': ' if where else ''}repeat=True: no {unit} to repeat")
     return R.Plan(stream, sharing, bool(self.drop_remainder), self.start_step, self.repeat)
+
+
+def too_few(total: int, sharing, where: Optional[str] = None, unit: str = "records") -> str:
+  """The one-line error of `total` records, fewer than one (global) batch.
+
+  >>> from textrecords.reading.read_order import Sharing
+  >>> too_few(94, Sharing(128), "out/d/meta.json")
+  'out/d/meta.json: 94 records, fewer than one batch of 128: drop_remainder=True (the \
+training default) would give no batch; use a batch size of at most 94 or drop_remainder=False'
+  """
+  batch = f"batch of {sharing.global_batch}"
+  if sharing.replicas > 1:
+    batch = f"global {batch} ({sharing.replicas} replicas x {sharing.per_replica})"
+  return (f"{where + ': ' if where else ''}{total} {unit}, fewer than one {batch}: "
+          "drop_remainder=True (the training default) would give no batch; use a batch "
+          f"size of at most {total} or drop_remainder=False")
 
 
 SHARED_ARGUMENTS = ("training", "seed", "global_batch_size", "input_context", "start_step",

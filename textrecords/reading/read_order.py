@@ -280,8 +280,17 @@ class Plan:
     """(epoch, step within it) where reading starts."""
     return divmod(self.start_step, max(1, self.steps_per_epoch))
 
+  @property
+  def passes_alike(self) -> bool:
+    """Whether every pass over the dataset (each new iterator) yields
+    `num_batches()` batches. A training plan without repeat gives epoch
+    e0 + n on its pass n (`tf_order.passes`): pass 0 from start_step's step
+    of e0, later passes whole, so a start_step inside an epoch makes the
+    first pass shorter."""
+    return self.repeat or not self.stream.training or self.start()[1] == 0
+
   def num_batches(self) -> Optional[int]:
-    """Per-replica batches this pipeline yields (None: forever)."""
+    """Per-replica batches this pipeline yields on its first pass (None: forever)."""
     if self.repeat:
       return None
     g, used = self.sharing.global_batch, self.stream.used

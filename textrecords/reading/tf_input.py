@@ -194,7 +194,7 @@ def planned_batches(entries, compression: str, plan, log=print):
   note_compressed_resume(compression, plan, log)
   read = file_reader(files, compression)
   ds = tf_order.plan_dataset(plan, read, read_files=read)
-  return with_cardinality(ds, plan.num_batches())
+  return plan_cardinality(ds, plan)
 
 
 def note_compressed_resume(compression: str, plan, log=print):
@@ -216,6 +216,17 @@ def file_reader(files: List[str], compression: str) -> Callable:
   comp = compression or None
   return lambda i: tf.data.TFRecordDataset(tf.gather(paths, i), compression_type=comp,
                                            buffer_size=_READ_BUFFER)
+
+
+def plan_cardinality(ds, plan):
+  """`ds`, the batches of `plan` (`read_order.Plan`), with its length
+  asserted where every pass has it (`plan.passes_alike`): infinite with
+  repeat. A training dataset resumed inside an epoch (start_step) has a
+  shorter first pass than its later ones (whole epochs): its length is
+  left unknown (Keras then reads each pass to its end)."""
+  if not plan.passes_alike:
+    return ds
+  return with_cardinality(ds, plan.num_batches())
 
 
 def with_cardinality(ds, n: Optional[int]):

@@ -409,7 +409,8 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
   if first is None:
     first = _epoch_batches(tf, plan, windows_of, e0, j0, skip)
   if not plan.repeat:
-    return first
+    per_epoch = plan.stream.used // plan.sharing.global_batch * len(plan.sharing.local_replicas)
+    return passes(plan, first, lambda e: _later_epochs(tf, plan, read_files, e).take(per_epoch))
   return first.concatenate(_later_epochs(tf, plan, read_files, e0 + 1))
 
 
@@ -430,7 +431,7 @@ def plan_windows(plan: R.Plan, windows_of: Callable, first=None):
   if ds is None:
     ds = _epoch_batches(tf, plan, windows_of, e0, j0, skip)
   if not plan.repeat:
-    return ds
+    return passes(plan, ds, lambda e: _epoch_batches(tf, plan, windows_of, e, 0, 0))
   later = tf.data.Dataset.range(e0 + 1, tf.int64.max).flat_map(
       _plain(lambda e: _epoch_batches(tf, plan, windows_of, e, 0, 0)))
   return ds.concatenate(later)
@@ -471,6 +472,58 @@ def id_windows(tf, stream: R.Stream, epoch, first_window):
     seg = tf.searchsorted(at, pos, side="right") - 1
     out = tf.gather(first_id, seg) + pos - tf.gather(at, seg)
     if state is None:
+def pass_numbers():
+  """A dataset of one int64 scalar: the number of iterators of it (and of
+  the datasets made from it) that read it before this one: 0, then 1, 2, ...
+
+  The count is kept by the dataset (a hash table made now, with it) and
+  advanced when an iterator reads the element, so a dataset iterated again
+  (Keras makes an iterator per epoch) can give its next epoch,
+  deterministically in the number of passes (as tf.data's
+  `reshuffle_each_iteration` does, which draws instead). Every pipeline
+  keeps its own count; on a tf.data service the workers rebuild the
+  pipeline, and so the count, for each job. An iterator checkpoint
+  (`tf.train.Checkpoint(iterator=...)`) saves the position in the pass,
+  not the count (the table is external state, ignored when saving)."""
+  tf = require_tf()
+  with tf.init_scope():
+    table = tf.lookup.experimental.MutableHashTable(tf.int64, tf.int64, default_value=0)
+
+  def advance(_):
+    key = tf.constant(0, tf.int64)
+    before = tf.reshape(table.lookup(key), [])
+    with tf.control_dependencies([table.insert(key, before + 1)]):
+      return tf.identity(before)
+
+  options = tf.data.Options()
+  options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+  return tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(
+      _plain(advance)).with_options(options)
+
+
+def passes(plan: R.Plan, first, whole_epoch: Callable):
+  """A plan's batches pass after pass: `first` (its batches from
+  start_step to the end of its epoch e0) on the dataset's first pass; on
+  pass n > 0 (its n-th new iterator, `pass_numbers`) of a training plan
+  without repeat, the whole epoch e0 + n (`whole_epoch(e)`, e an int64
+  tensor; it must give those of `plan.batches()`). So the passes of a
+  training dataset follow each other as `repeat=True` gives them
+  (new order, new per-epoch draws), however many passes came before in
+  this process. Evaluation plans give `first` on every pass; repeating
+  plans are one infinite pass (not wrapped)."""
+  if plan.repeat or not plan.stream.training:
+    return first
+  tf = require_tf()
+  e0, _ = plan.start()
+
+  def one_pass(n):
+    later = tf.data.Dataset.from_tensors(e0 + n).take(tf.minimum(n, 1))
+    keep_first = tf.where(n > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64))
+    return first.take(keep_first).concatenate(later.flat_map(_plain(whole_epoch)))
+
+  return pass_numbers().flat_map(_plain(one_pass))
+
+
       return out
     return tf.gather(out, R.permutation(ops, tf.size(out, out_type=tf.int64), state=state))
 
