@@ -348,3 +348,15 @@ def test_train_script_asks_for_packed_exactly_on_packed_rows(tmp_path, corpus, p
   lines = error_lines(r.stderr)
   assert r.returncode == 2 and len(lines) == 1, r.stderr
   assert ("drop --packed" if packed_flag else "add --packed") in lines[0]
+
+
+def test_v2_names_on_packed_rows(tmp_path, corpus):
+  import bert_data  # pylint: disable=import-outside-toplevel
+  from bert_data import stats  # pylint: disable=import-outside-toplevel
+  out = tmp_path / "v2.tfrecord"
+  _create(out, corpus, pack_instances=2, max_seq_length=128, use_v2_feature_names=True)
+  assert "input_word_ids" in example_decoder.decode_example(_records(out)[0])
+  x, y, _ = next(iter(bert_data.make_dataset(str(out), 2, training=False, feature_names="v2")))
+  assert {"input_word_ids", "input_type_ids", "instance_ids", "position_ids"} <= set(x)
+  assert y["next_sentence"].shape == (2, 2)
+  assert stats.summarize(stats.collect(str(out)))["instances_per_row"]["max"] == 2
