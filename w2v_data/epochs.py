@@ -9,8 +9,8 @@ gives, for each epoch, a `tf.data.Dataset` of examples drawn from
 gives the same batches on every run, for any tf.data parallelism, and the
 records of any generator worker count (they are byte-identical).
 
-Fresh subsampling needs records that kept every token: write them with
-`w2v_data.create --subsample_t=1` (then every sentence's tokens are stored;
+Fresh subsampling needs records that kept every token: `w2v_data.create`
+writes them by default (`--subsample_t=1`: every sentence's tokens are stored;
 `subsample_t` here draws the subsampling). Records written with a smaller
 --subsample_t hold one subsampled draw; with `subsample_t=None` their tokens
 are used as they are (windows and noise words are still redrawn).
@@ -74,7 +74,8 @@ def _check_settings(s: DrawSettings, meta: dict, meta_path: str):
     if float(meta["flags"]["subsample_t"]) < 1.0:
       raise UserError(f"{meta_path}: the records are subsampled (--subsample_t="
                       f"{meta['flags']['subsample_t']}); fresh subsampling needs records of "
-                      "every token: rerun w2v_data.create with --subsample_t=1")
+                      "every token: rerun w2v_data.create without --subsample_t (default "
+                      "--subsample_t=1)")
   for name in ("max_window_size", "num_noise_words"):
     v = getattr(s, name)
     low = 1 if name == "max_window_size" else 0
