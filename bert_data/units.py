@@ -402,4 +402,6 @@ class MetaBuilder:
     })
     if config.spm_model_file:
       meta["spm_model_sha256"] = self.vocab_sha
+    meta["external_files"] = [metadata.external_file(
+        config.tokenizer_file, self.vocab_sha, "tokenizer" if config.spm_model_file else "vocab")]
     return metadata.set_files(meta, infos, {DEFAULT_SPLIT: [i["name"] for i in infos]})

@@ -3,6 +3,7 @@ r"""Times the three make_dataset readers against a baseline checkout, same run.
     git worktree add /tmp/base <base commit>     # or any copy of the older tree
     python scripts/bench_read.py --baseline=/tmp/base [--rounds=3] [--epochs=3] [--scale=1]
         [--packages=bert_data,w2v_data,mt_data] [--w2v_negatives=stored] [--repeat]
+        [--mode=evaluation] [--batch_size=w2v_data=512] [--w2v_data=DIR] [--bert_data=PATH]
 
 For each tree (this one and --baseline) a subprocess (PYTHONPATH = that tree)
 writes one dataset per package from the bundled test corpora (repeated to a
@@ -14,7 +15,14 @@ before):
   start_s   `make_dataset(...)` to its first batch (the fixed cost);
   pass_s    the fastest full pass after the first (a new iterator over the
             built dataset, as Keras makes each epoch): the feed rate,
-            with its CPU seconds (all threads) as pass_cpu_s.
+            with its CPU seconds (all threads) as pass_cpu_s;
+  fresh_s   start-up as a user sees it: from the `make_dataset(...)` call
+            to the end of its first pass (fresh_cpu_s: its CPU seconds);
+  examples_per_s  examples a second of the fastest later pass.
+--mode=evaluation reads with training=False, verify="none" instead.
+--w2v_data / --bert_data read a given dataset (e.g. PTB's w2v records) in
+both trees instead of the generated one; --batch_size sets the batch per
+package.
 With --repeat, `make_dataset(..., repeat=True)` instead: --epochs epochs
 through one iterator (start_s to its first batch, pass_s the fastest epoch
 after the first: the later epochs' read path).
@@ -29,6 +37,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import Optional
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(HERE, "tests", "testdata")
@@ -39,6 +48,8 @@ import json, os, sys, time
 work, testdata, epochs, scale = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 packages, w2v_negatives = sys.argv[5].split(","), sys.argv[6]
 repeat = sys.argv[7] == "1"
+extra = json.loads(sys.argv[8])  # mode, batch sizes, given datasets
+training = extra["mode"] == "training"
 
 def repeated(src, dst, times, sep="\n"):
   text = open(src, encoding="utf-8").read().strip()
@@ -47,7 +58,8 @@ def repeated(src, dst, times, sep="\n"):
   return dst
 
 out = {}
-bert_out = os.path.join(work, "bert", "train.tfrecord")
+bert_out = extra.get("bert_data") or os.path.join(work, "bert", "train.tfrecord")
+w2v_dir = extra.get("w2v_data") or os.path.join(work, "w2v")
 if not os.path.exists(os.path.join(work, "done")):
   from bert_data import pipeline
   from bert_data.config import BertConfig
@@ -62,14 +74,14 @@ if not os.path.exists(os.path.join(work, "done")):
     except ImportError:  # a tree before mt_data/pipeline.py
       from mt_data import create as mt_make
   os.makedirs(os.path.dirname(bert_out))
-  if "bert_data" in packages:
+  if "bert_data" in packages and not extra.get("bert_data"):
     corpus = repeated(os.path.join(testdata, "bert_sample_text.txt"),
                       os.path.join(work, "bert.txt"), 40 * scale, "\n\n")
     pipeline.create(BertConfig(input_files=(corpus,), output_files=(bert_out,),
                                vocab_file=os.path.join(testdata, "vocab_uncased.txt"),
                                max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2,
                                num_shards=4, num_workers=1, quiet=True))
-  if "w2v_data" in packages:
+  if "w2v_data" in packages and not extra.get("w2v_data"):
     w2v_pipeline.create(W2vConfig(
         input_file=repeated(os.path.join(testdata, "w2v_tiny.txt"),
                             os.path.join(work, "w.txt"), 20 * scale),
@@ -86,36 +98,48 @@ if not os.path.exists(os.path.join(work, "done")):
 
 import bert_data, mt_data, w2v_data
 
+# training: seed 0, drop_remainder; evaluation: training=False, verify="none", the defaults
+KW = (dict(training=True, seed=0, drop_remainder=True) if training
+      else dict(training=False, verify="none"))
+bs = extra["batch_size"]
+
 def mt_reader(repeat=False):
-  kw = dict(training=True, seed=0, drop_remainder=True, repeat=repeat)
+  kw = dict(KW, repeat=repeat)
   try:
-    return mt_data.make_dataset(os.path.join(work, "mt"), 64, split="train", **kw)
+    return mt_data.make_dataset(os.path.join(work, "mt"), bs.get("mt_data", 64),
+                                split="train", **kw)
   except TypeError:  # a tree before issue 24: make_dataset(location, split, batch_size)
-    return getattr(mt_data, "make_dataset")(os.path.join(work, "mt"), "train", 64, **kw)
+    return getattr(mt_data, "make_dataset")(os.path.join(work, "mt"), "train",
+                                            bs.get("mt_data", 64), **kw)
 
 readers = {
     "bert_data": lambda repeat=False: bert_data.make_dataset(
-        bert_out, 32, training=True, seed=0, drop_remainder=True, repeat=repeat),
+        bert_out, bs.get("bert_data", 32), repeat=repeat, **KW),
     "w2v_data": lambda repeat=False: w2v_data.make_dataset(
-        os.path.join(work, "w2v"), 256, training=True, seed=0, drop_remainder=True,
-        negatives=w2v_negatives, repeat=repeat),
+        w2v_dir, bs.get("w2v_data", 256), negatives=w2v_negatives, repeat=repeat, **KW),
     "mt_data": mt_reader,
 }
 readers = {name: make for name, make in readers.items() if name in packages}
 
-def timed_passes(make):  # (seconds, batches, start_s, passes): new iterators, one dataset
-  t0 = time.perf_counter()
+def rows(batch):  # examples in a batch (its first tensor's first dimension)
+  import tensorflow as tf
+  return int(tf.shape(tf.nest.flatten(batch)[0])[0])
+
+def timed_passes(make):  # (seconds, batches, start_s, passes, fresh): new iterators, one dataset
+  t0, c0 = time.perf_counter(), time.process_time()
   ds = make()
   it = iter(ds)
-  next(it)
+  first = next(it)
   start = time.perf_counter() - t0
   batches = 1 + sum(1 for _ in it)
+  fresh = (time.perf_counter() - t0, time.process_time() - c0)
+  out["_rows"] = rows(first)
   passes = []
   for _ in range(epochs - 1):
     t1, c1 = time.perf_counter(), time.process_time()
     batches += sum(1 for _ in ds)
     passes.append((time.perf_counter() - t1, time.process_time() - c1))
-  return time.perf_counter() - t0, batches, start, passes
+  return time.perf_counter() - t0, batches, start, passes, fresh
 
 def timed_repeat(make, per_epoch):  # as timed_passes, epochs of one repeat=True iterator
   t0 = time.perf_counter()
@@ -130,24 +154,28 @@ def timed_repeat(make, per_epoch):  # as timed_passes, epochs of one repeat=True
     for _ in range(per_epoch):
       next(it)
     passes.append((time.perf_counter() - t1, time.process_time() - c1))
-  return time.perf_counter() - t0, epochs * per_epoch, start, passes
+  return time.perf_counter() - t0, epochs * per_epoch, start, passes, (None, None)
 
 for name, make in readers.items():
   ds = make()  # verifies the checksums (once per process), outside the timing
-  seconds, batches, start, passes = (timed_repeat(make, sum(1 for _ in ds)) if repeat
+  seconds, batches, start, passes, fresh = (timed_repeat(make, sum(1 for _ in ds)) if repeat
                                      else timed_passes(make))
   out[name] = {"seconds": seconds, "batches": batches, "start_s": start,
                "pass_s": min(passes)[0] if passes else None,
-               "pass_cpu_s": min(passes)[1] if passes else None}
+               "pass_cpu_s": min(passes)[1] if passes else None,
+               "fresh_s": fresh[0], "fresh_cpu_s": fresh[1],
+               "examples_per_s": (out.pop("_rows", 0) * batches / epochs / min(passes)[0]
+                                  if passes and not repeat else None)}
 print(json.dumps(out))
 """
 
 
 def run_tree(tree: str, work: str, epochs: int, scale: int, packages: str,
-             w2v_negatives: str, repeat: bool = False) -> dict:
+             w2v_negatives: str, repeat: bool = False, extra: Optional[dict] = None) -> dict:
   env = dict(os.environ, PYTHONPATH=tree, TF_CPP_MIN_LOG_LEVEL="3")
   p = subprocess.run([sys.executable, "-c", CHILD, work, TESTDATA, str(epochs), str(scale),
-                      packages, w2v_negatives, "1" if repeat else "0"],
+                      packages, w2v_negatives, "1" if repeat else "0",
+                      json.dumps(extra or {"mode": "training", "batch_size": {}})],
                      cwd=tree, env=env, capture_output=True, text=True, check=False)
   if p.returncode != 0:
     sys.exit(f"error: {tree}: {p.stderr.strip().splitlines()[-1:]}")
@@ -155,19 +183,22 @@ def run_tree(tree: str, work: str, epochs: int, scale: int, packages: str,
 
 
 PACKAGES = ("bert_data", "w2v_data", "mt_data")
-FIGURES = ("seconds", "start_s", "pass_s", "pass_cpu_s")
+FIGURES = ("seconds", "start_s", "pass_s", "pass_cpu_s", "fresh_s", "fresh_cpu_s",
+           "examples_per_s")
+HIGHER_IS_BETTER = ("examples_per_s",)
 
 
 def _best(runs):
   """The lowest of each figure over the rounds (None where not measured)."""
-  return {k: min((r[k] for r in runs if r[k] is not None), default=None) for k in FIGURES}
+  return {k: (max if k in HIGHER_IS_BETTER else min)(
+      (r.get(k) for r in runs if r.get(k) is not None), default=None) for k in FIGURES}
 
 
 def _median(runs):
   """The median of each figure over the rounds (None where not measured)."""
   out = {}
   for k in FIGURES:
-    v = sorted(r[k] for r in runs if r[k] is not None)
+    v = sorted(r.get(k) for r in runs if r.get(k) is not None)
     out[k] = None if not v else (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
   return out
 
@@ -187,6 +218,15 @@ def main():
   ap.add_argument("--repeat", action="store_true",
                   help="time make_dataset(repeat=True): --epochs epochs through one iterator "
                   "(pass_s: the fastest epoch after the first)")
+  ap.add_argument("--mode", default="training", choices=("training", "evaluation"),
+                  help="training: seed 0, drop_remainder=True; evaluation: training=False, "
+                  "verify='none' (examples_per_s: a pass's read rate)")
+  ap.add_argument("--batch_size", default="",
+                  help="per package, e.g. w2v_data=512,bert_data=256 (default 32/256/64)")
+  ap.add_argument("--bert_data", default="", help="read this bert_data dataset (a records "
+                  "path) instead of the generated one, in both trees")
+  ap.add_argument("--w2v_data", default="", help="read this w2v_data folder (e.g. PTB's "
+                  "records) instead of the generated one, in both trees")
   ap.add_argument("--w2v_negatives", default="stored", choices=("stored", "fresh"),
                   help="w2v_data's negatives= (fresh: new noise words every epoch)")
   args = ap.parse_args()
@@ -195,12 +235,17 @@ def main():
     sys.exit(f"error: --packages: unknown {', '.join(sorted(unknown))}; "
              f"choose from {', '.join(PACKAGES)}")
   trees = {"this": HERE, "baseline": os.path.abspath(args.baseline)}
+  sizes = dict(kv.split("=") for kv in args.batch_size.split(",") if kv)
+  extra = {"mode": args.mode, "batch_size": {k: int(v) for k, v in sizes.items()},
+           "bert_data": os.path.abspath(args.bert_data) if args.bert_data else "",
+           "w2v_data": os.path.abspath(args.w2v_data) if args.w2v_data else ""}
   runs = {t: {} for t in trees}
   with tempfile.TemporaryDirectory() as tmp:
     for _ in range(args.rounds):
       for t, tree in trees.items():
         for pkg, r in run_tree(tree, os.path.join(tmp, t), args.epochs, args.scale,
-                                    args.packages, args.w2v_negatives, args.repeat).items():
+                                    args.packages, args.w2v_negatives, args.repeat,
+                                    extra).items():
           runs[t].setdefault(pkg, []).append(r)
   report = {}
   for pkg in runs["this"]:
@@ -214,7 +259,7 @@ def main():
         "pass_s_rounds": [[round(r["pass_s"], 3) for r in runs[t][pkg]] for t in trees],
         "batches": [runs["this"][pkg][-1]["batches"], runs["baseline"][pkg][-1]["batches"]]}
   print(json.dumps({"rounds": args.rounds, "epochs": args.epochs, "scale": args.scale,
-                    "repeat": args.repeat,
+                    "repeat": args.repeat, **extra,
                     "w2v_negatives": args.w2v_negatives,
                     "load": os.getloadavg(), **report}, indent=1))
 

@@ -13,6 +13,9 @@ One convention for every package (format "textrecords/2"):
 Every file of the dataset is in `files`, with its role ("records", "vocab",
 "tokenizer", ...); record files also name their split, and `splits` lists
 each split's record files in reading order with their total record count.
+A file outside the dataset that gives its records their meaning (bert_data's
+`--vocab_file`) is in `external_files`: {"path", "bytes", "sha256", "role"},
+checked on reading like the companions in `files` (`verified_files`).
 Where the metadata lives is `textrecords.datasets.layout`'s business. Format 1
 (textrecords 0.1.0 before this convention: bert_data's `files` only, w2v_data's
 `record_files`, mt_data's `splits[s].files` without roles) is read and converted; other
@@ -259,6 +262,24 @@ def companion_names(meta: dict) -> List[str]:
           if f.get("role") not in (ROLE_RECORDS, ROLE_INDEX)]
 
 
+def external_file(path: str, sha256: str, role: str) -> dict:
+  """The `external_files` entry of a file outside the dataset (its absolute
+  path, or its URL), to be checked like a companion when read."""
+  where = path if storage.is_url(path) else os.path.abspath(path)
+  return {"path": where, "bytes": storage.size(path), "sha256": sha256, "role": role}
+
+
+def _companions(meta: dict, lay, names: List[str]) -> List[tuple]:
+  """(path, info) of the companions to check with `names`: the dataset's
+  own (`companion_names`) and the `external_files` still where they were
+  written from (a dataset read on another machine cannot check those)."""
+  by_name = file_infos(meta)
+  own = [(lay.path(n), by_name.get(n)) for n in companion_names(meta) if n not in names]
+  outside = [(e["path"], e) for e in meta.get("external_files", [])
+             if layout_lib.exists(e["path"])]
+  return own + outside
+
+
 def _file_problem(info: Optional[dict], path: str, meta_path: str,
                   verify: str) -> Optional[str]:
   """Why a listed file cannot be read as the metadata describes it (sizes
@@ -307,8 +328,9 @@ def verified_files(meta: dict, where: Union[str, "layout_lib.DatasetLayout"],
     skip_corrupt: drop (and log) bad files instead of raising.
     require_some: raise if no file is left.
     companions: also check the dataset's `companion_names` (vocabs,
-      tokenizers) the same way, so that records are never read against a
-      changed vocab; a bad companion always raises, skip_corrupt or not.
+      tokenizers) and its `external_files` the same way, so that records
+      are never read against a changed vocab; a bad companion always
+      raises, skip_corrupt or not.
 
   Raises:
     UserError: a missing, resized or changed file (unless skip_corrupt), or
@@ -320,12 +342,10 @@ def verified_files(meta: dict, where: Union[str, "layout_lib.DatasetLayout"],
          else where)
   meta_path = lay.meta_path
   by_name = file_infos(meta)
-  extra = [n for n in companion_names(meta) if n not in names] if companions else []
-  checked = []  # (path, problem or None, info)
-  for name in list(names) + extra:
-    path = lay.path(name)
-    checked.append((path, _file_problem(by_name.get(name), path, meta_path, verify),
-                    by_name.get(name)))
+  todo = [(lay.path(n), by_name.get(n)) for n in names]
+  todo += _companions(meta, lay, names) if companions else []
+  checked = [(path, _file_problem(info, path, meta_path, verify), info)
+             for path, info in todo]  # (path, problem or None, info)
   if verify == "checksum":
     checked = _sha_checked(checked, meta_path, log)
   for _, problem, _ in checked[len(names):]:  # companions: never skipped

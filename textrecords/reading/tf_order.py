@@ -394,6 +394,8 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
   positions computed in numpy (up to `_CONSTANT_RECORDS` records: less to
   trace and to start per iterator); a repeating plan's later epochs each
   read as one sequence, their positions drawn in-graph (`_later_epochs`).
+  An evaluation plan for one replica is read as a plain batched sequence
+  (`_sequential_batches`).
 
   Args:
     plan: the read order.
@@ -401,6 +403,8 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
     read_files: optional, as above.
   """
   tf = require_tf()
+  if read_files is not None and _read_in_sequence(plan):
+    return _sequential_batches(tf, plan, read_files)
   windows_of = lambda e, j: _windows(tf, plan.stream, read_file, e, j)  # noqa: E731
   if read_files is None or not plan.drop_remainder:
     return plan_windows(plan, windows_of)
@@ -412,6 +416,38 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
     per_epoch = plan.stream.used // plan.sharing.global_batch * len(plan.sharing.local_replicas)
     return passes(plan, first, lambda e: _later_epochs(tf, plan, read_files, e).take(per_epoch))
   return first.concatenate(_later_epochs(tf, plan, read_files, e0 + 1))
+
+
+def _read_in_sequence(plan: R.Plan) -> bool:
+  """Whether `plan`'s batches are its records read in file order and cut in
+  turn: evaluation (no permutation, no rotation) for a single replica (its
+  per-replica batch is the global batch), with records to read."""
+  _, k0 = plan.start()
+  return (not plan.stream.training and plan.sharing.replicas == 1
+          and plan.stream.used > k0 * plan.sharing.global_batch)
+
+
+def _sequential_batches(tf, plan: R.Plan, read_files: Callable):
+  """(epoch, batch) of a `_read_in_sequence` plan: its files read as one
+  sequence from its start record and batched, nothing between the read and
+  the batch (the records and batches of `plan_windows`, a tf.data pipeline
+  as plain as a hand-written `TFRecordDataset(files).batch(n)`; the epoch
+  zipped on, as a map function call per batch costs more)."""
+  stream, g = plan.stream, plan.sharing.global_batch
+  e0, k0 = plan.start()
+
+  def epoch(e, first: int):
+    segs = stream.segments(0, first, stream.used - first).reshape(-1, 3)
+    records = read_files(tf.constant(segs[:, 0], tf.int64)).skip(int(segs[0, 1])).take(
+        stream.used - first)
+    batches = records.batch(g, drop_remainder=plan.drop_remainder)
+    return tf.data.Dataset.zip((tf.data.Dataset.from_tensors(e).repeat(), batches))
+
+  ds = epoch(tf.constant(e0, tf.int64), k0 * g)
+  if not plan.repeat:
+    return ds
+  return ds.concatenate(tf.data.Dataset.range(e0 + 1, tf.int64.max).flat_map(
+      _plain(lambda e: epoch(e, 0))))
 
 
 def plan_windows(plan: R.Plan, windows_of: Callable, first=None):
@@ -437,41 +473,6 @@ def plan_windows(plan: R.Plan, windows_of: Callable, first=None):
   return ds.concatenate(later)
 
 
-def _plain(fn: Callable) -> Callable:
-  """`fn` traced as written (no autograph: plain Python control flow on
-  Python values only, so tracing is cheaper)."""
-  return require_tf().autograph.experimental.do_not_convert(fn)
-
-
-def _record_positions(tf, stream: R.Stream, epoch):
-  """(stream position where each segment of `epoch` starts, its first
-  record number, positions in all): the epoch's reading order as int64
-  vectors, numpy constants for a Python epoch."""
-  base = np.concatenate(([0], np.cumsum(np.asarray(stream.counts, np.int64))))[:-1]
-  if isinstance(epoch, int):
-    segs = stream.segments(epoch, 0, stream.used).reshape(-1, 3)
-    at = np.concatenate(([0], np.cumsum(segs[:, 2])))[:-1]
-    return tf.constant(at, tf.int64), tf.constant(base[segs[:, 0]] + segs[:, 1], tf.int64)
-  segs = segments(tf, stream, epoch, 0, stream.used)
-  at = tf.cumsum(segs[:, 2], exclusive=True)
-  return at, tf.gather(tf.constant(base, tf.int64), segs[:, 0]) + segs[:, 1]
-
-
-def id_windows(tf, stream: R.Stream, epoch, first_window):
-  """`Stream.window_ids` of `epoch`'s windows from `first_window` on: a
-  dataset of int64 vectors, a window's record numbers in reading order.
-
-  The epoch's segments and window keys are computed once per epoch (numpy
-  constants for a Python epoch); a window costs a few vector ops."""
-  at, first_id = _record_positions(tf, stream, epoch)
-  w, used = stream.window, stream.used
-  ops = TfOps(tf)
-
-  def ids(j, state=None):
-    pos = tf.range(j * w, tf.minimum((j + 1) * w, used), dtype=tf.int64)
-    seg = tf.searchsorted(at, pos, side="right") - 1
-    out = tf.gather(first_id, seg) + pos - tf.gather(at, seg)
-    if state is None:
 def pass_numbers():
   """A dataset of one int64 scalar: the number of iterators of it (and of
   the datasets made from it) that read it before this one: 0, then 1, 2, ...
@@ -524,14 +525,93 @@ def passes(plan: R.Plan, first, whole_epoch: Callable):
   return pass_numbers().flat_map(_plain(one_pass))
 
 
-      return out
-    return tf.gather(out, R.permutation(ops, tf.size(out, out_type=tf.int64), state=state))
+def _plain(fn: Callable) -> Callable:
+  """`fn` traced as written (no autograph: plain Python control flow on
+  Python values only, so tracing is cheaper)."""
+  return require_tf().autograph.experimental.do_not_convert(fn)
 
-  js = tf.data.Dataset.range(first_window, stream.num_windows())
-  if not stream.training:
-    return js.map(_plain(ids))
-  return tf.data.Dataset.zip((js, _window_states(tf, stream, epoch, first_window))).map(
-      _plain(ids))
+
+def _record_positions(tf, stream: R.Stream, epoch):
+  """(stream position where each segment of `epoch` starts, its first
+  record number, positions in all): the epoch's reading order as int64
+  vectors, numpy constants for a Python epoch."""
+  base = np.concatenate(([0], np.cumsum(np.asarray(stream.counts, np.int64))))[:-1]
+  if isinstance(epoch, int):
+    segs = stream.segments(epoch, 0, stream.used).reshape(-1, 3)
+    at = np.concatenate(([0], np.cumsum(segs[:, 2])))[:-1]
+    return tf.constant(at, tf.int64), tf.constant(base[segs[:, 0]] + segs[:, 1], tf.int64)
+  segs = segments(tf, stream, epoch, 0, stream.used)
+  at = tf.cumsum(segs[:, 2], exclusive=True)
+  return at, tf.gather(tf.constant(base, tf.int64), segs[:, 0]) + segs[:, 1]
+
+
+def _window_split(stream: R.Stream, first_window: int):
+  """(whole windows, records of a last partial one: 0 if none) of an
+  epoch's windows from `first_window` on."""
+  whole = stream.used // stream.window
+  last = stream.used - whole * stream.window if first_window <= whole else 0
+  return max(0, whole - first_window), last
+
+
+def epoch_ids(tf, stream: R.Stream, epoch, first_window: int):
+  """`Stream.window_ids` of `epoch`'s windows from `first_window` on,
+  concatenated: one int64 vector of record numbers in reading order.
+
+  Computed for the whole epoch at once, in a few vector ops: the stream's
+  record numbers from its segments (numpy constants for a Python epoch),
+  then the whole windows permuted by one batched sort of their keys (the
+  same keys as `R.permutation`), the last partial window by its own."""
+  w = stream.window
+  whole, last = _window_split(stream, first_window)
+  pos = tf.range(first_window * w, stream.used, dtype=tf.int64)
+  js = np.arange(first_window, first_window + whole + (1 if last else 0), dtype=np.int64)
+  ops = TfOps(tf)
+  if stream.training and not isinstance(epoch, int):  # one vector hash draws all
+    order, rotation, keys = _epoch_draws(tf, stream, epoch)
+    ids, states = _rotated_ids(tf, stream, order, rotation, pos), tf.gather(keys, js)
+  else:
+    at, first_id = _record_positions(tf, stream, epoch)
+    seg = tf.searchsorted(at, pos, side="right") - 1
+    ids = tf.gather(first_id, seg) + pos - tf.gather(at, seg)
+    if not stream.training:
+      return ids
+    state, _ = _folded(ops, (*R.seed_parts(stream.seed), stream.key, R.WINDOW), (epoch,))
+    states = tf.constant(R.hash32(R.NumpyOps, js, state=state), tf.int64)
+  i = tf.range(w, dtype=tf.int64)[tf.newaxis, :]
+  order = ops.argsort(R.hash32(ops, i, state=states[:whole, tf.newaxis]) * (1 << 31) + i)
+  out = [tf.reshape(tf.gather(tf.reshape(ids[:whole * w], [whole, w]), order, batch_dims=1),
+                    [-1])]
+  if last:
+    out.append(tf.gather(ids[whole * w:], R.permutation(ops, last, state=states[whole])))
+  return tf.concat(out, 0)
+
+
+def _rotated_ids(tf, stream: R.Stream, order, rotation, pos):
+  """Record numbers at stream positions `pos` of an epoch whose files come
+  in `order` and whose stream starts `rotation` records into them (int64
+  tensors; what `segments` gives, position by position)."""
+  counts = tf.gather(tf.constant(stream.counts, tf.int64), order)
+  ends = tf.cumsum(counts)
+  at = tf.math.floormod(rotation + pos, max(1, stream.total))
+  k = tf.searchsorted(ends, at, side="right")
+  base = np.concatenate(([0], np.cumsum(np.asarray(stream.counts, np.int64))))[:-1]
+  return (tf.gather(tf.constant(base, tf.int64), tf.gather(order, k)) + at
+          - tf.gather(ends - counts, k))
+
+
+def id_windows(tf, stream: R.Stream, epoch, first_window):
+  """`Stream.window_ids` of `epoch`'s windows from `first_window` on: a
+  dataset of int64 vectors, a window's record numbers in reading order
+  (cut from `epoch_ids`, computed once per iterator)."""
+  w = stream.window
+  whole, last = _window_split(stream, first_window)
+
+  def windows(_):
+    ids = epoch_ids(tf, stream, epoch, first_window)
+    out = tf.data.Dataset.from_tensor_slices(tf.reshape(ids[:whole * w], [whole, w]))
+    return out.concatenate(tf.data.Dataset.from_tensors(ids[whole * w:])) if last else out
+
+  return tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).flat_map(_plain(windows))
 
 
 def first_epoch_id_rows(plan: R.Plan):
@@ -539,7 +619,7 @@ def first_epoch_id_rows(plan: R.Plan):
   first epoch: `rows` a dataset of one element, the epoch's per-replica
   batches of this pipeline from its start window on as rows of record
   numbers (int64 [batches, per_replica]; `plan_ids`' batches, computed
-  in-graph by `id_windows`), of which the first `rows to skip` come before
+  in-graph by `epoch_ids`), of which the first `rows to skip` come before
   the start step. For readers that hold their records and keep this element
   (computed once, not per iterator). None without drop_remainder."""
   if not plan.drop_remainder:
@@ -548,10 +628,9 @@ def first_epoch_id_rows(plan: R.Plan):
   stream, g = plan.stream, plan.sharing.global_batch
   local = len(plan.sharing.local_replicas)
   e0, j0, skip = _plan_start(plan)
-  rows = (stream.used - j0 * stream.window) // g * local
-  ids = id_windows(tf, stream, e0, j0).map(_plain(
-      lambda ids: _local_rows(tf, ids, plan.sharing))).unbatch().batch(max(1, rows))
-  return e0, ids, stream.window // g * local, skip * local
+  rows = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(_plain(
+      lambda _: _local_rows(tf, epoch_ids(tf, stream, e0, j0), plan.sharing)))
+  return e0, rows, stream.window // g * local, skip * local
 
 
 def plan_ids(plan: R.Plan):
