@@ -56,7 +56,8 @@ def predictions_per_row(max_seq_length: int, max_predictions_per_seq: int,
 def compact_instance(tokens, num_a: int, is_random_next: bool, positions, labels) -> bytes:
   """One finished instance as int32 bytes: header, tokens, positions, labels.
 
-  >>> unpack_compact(compact_instance([1, 5, 2, 6, 2], 3, True, [1], [9]))
+  >>> t, a, r, p, l = unpack_compact(compact_instance([1, 5, 2, 6, 2], 3, True, [1], [9]))
+  >>> t.tolist(), a, r, p.tolist(), l.tolist()
   ([1, 5, 2, 6, 2], 3, True, [1], [9])
   """
   return (_HEADER.pack(len(tokens), num_a, int(bool(is_random_next)), len(positions))
@@ -65,11 +66,11 @@ def compact_instance(tokens, num_a: int, is_random_next: bool, positions, labels
 
 
 def unpack_compact(data: bytes):
-  """(tokens, num_a, is_random_next, positions, labels) of `compact_instance` bytes."""
+  """(tokens, num_a, is_random_next, positions, labels) of `compact_instance`
+  bytes; tokens, positions and labels as int32 arrays."""
   n, num_a, rnd, m = _HEADER.unpack_from(data)
   body = np.frombuffer(data, "<i4", offset=_HEADER.size)
-  return (body[:n].tolist(), num_a, bool(rnd), body[n:n + m].tolist(),
-          body[n + m:n + 2 * m].tolist())
+  return body[:n], num_a, bool(rnd), body[n:n + m], body[n + m:n + 2 * m]
 
 
 class CompactInstanceEncoder:
@@ -206,7 +207,7 @@ class RowPacker:
         cols[S.SEGMENT_IDS][j, start + num_a:start + n] = 1
         cols[S.INSTANCE_IDS][j, start:start + n] = k + 1
         cols[S.POSITION_IDS][j, start:start + n] = ramp[:n]
-        cols[S.MASKED_LM_POSITIONS][j, used:used + m] = np.asarray(positions, np.int64) + start
+        cols[S.MASKED_LM_POSITIONS][j, used:used + m] = positions + start
         cols[S.MASKED_LM_IDS][j, used:used + m] = labels
         cols[S.MASKED_LM_WEIGHTS][j, used:used + m] = 1.0
         cols[S.NEXT_SENTENCE_LABELS][j, k] = int(rnd)

@@ -249,12 +249,19 @@ class DynamicRecordEncoder(_SequenceParts):
     return out
 
 
+# Packed rows' int features whose values are always below 128 (one varint byte).
+_BYTE_VALUED = frozenset((S.INPUT_MASK, S.SEGMENT_IDS, S.INSTANCE_IDS,
+                          S.NEXT_SENTENCE_LABELS))
+
+
 class PackedRecordEncoder:
   """Encodes packed rows (`--pack_instances=N`) given as arrays.
 
-  Features (`schema.packed_schema`) are written in schema order; every int
-  feature's varints come from one numpy pass over the rows, so a row is one
-  `bytes.join` of cached headers and payload slices.
+  Features (`schema.packed_schema`) are written in schema order. Features
+  whose values are below 128 (input_mask, segment_ids, instance_ids,
+  next_sentence_labels) and the floats are one byte string per feature for
+  all rows, sliced per row; the other ints' varints come from one numpy pass;
+  a row is one `bytes.join` of cached headers and payload slices.
 
   Example:
     >>> from textrecords.wire import example_decoder
@@ -275,7 +282,21 @@ class PackedRecordEncoder:
     canonical = S.packed_schema(max_seq_length, predictions_per_row, pack_instances)
     self._specs = canonical
     self._hdr = {c.name: _EntryHeaders(s) for c, s in zip(canonical, self.schema)}
-    self._ints = [s for s in canonical if s.dtype == F.INT64]
+    self._ints = [s for s in canonical if s.dtype == F.INT64 and s.name not in _BYTE_VALUED]
+
+  def _fixed_width(self, cols: dict) -> dict:
+    """name -> (header, bytes of all rows, bytes per row) of the byte-valued
+    and float features."""
+    out = {}
+    for s in self._specs:
+      if s.name in _BYTE_VALUED:
+        data, width = np.asarray(cols[s.name], np.uint8).tobytes(), s.length
+      elif s.dtype == F.FLOAT:
+        data, width = np.asarray(cols[s.name], "<f4").tobytes(), 4 * s.length
+      else:
+        continue
+      out[s.name] = (self._hdr[s.name][width], memoryview(data), width)
+    return out
 
   def encode_rows(self, cols: dict) -> list:
     """Serialized Examples of R rows: `cols` maps each canonical feature name
@@ -286,17 +307,17 @@ class PackedRecordEncoder:
     per_feature = np.add.reduceat(nbytes, block_starts, axis=1) if ints.size else (
         np.zeros((len(ints), len(self._ints)), np.int64))
     bounds = [0] + np.cumsum(per_feature.ravel()).tolist()
-    floats = {s.name: np.asarray(cols[s.name], "<f4") for s in self._specs
-              if s.dtype == F.FLOAT}
+    fixed = self._fixed_width(cols)
     n_int, out = len(self._ints), []
     for r in range(len(ints)):
       parts, k = [], r * n_int
       for s in self._specs:
-        if s.dtype == F.FLOAT:
-          payload = floats[s.name][r].tobytes()
+        if s.name in fixed:
+          hdr, rows, width = fixed[s.name]
+          parts += (hdr, rows[r * width:(r + 1) * width])
         else:
           payload, k = data[bounds[k]:bounds[k + 1]], k + 1
-        parts += (self._hdr[s.name][len(payload)], payload)
+          parts += (self._hdr[s.name][len(payload)], payload)
       body = b"".join(parts)
       out.append(b"\x0a" + varint.encode(len(body)) + body)
     return out

@@ -254,14 +254,8 @@ def test_stats_report_padding_rows_and_pack_sizes(tmp_path, corpus, packed):
 # ---------------------------------------------------------------- a model of packed rows
 
 def _train_script():
-  import importlib.util  # pylint: disable=import-outside-toplevel
-  import os  # pylint: disable=import-outside-toplevel
-  from conftest import REPO  # pylint: disable=import-outside-toplevel
-  spec = importlib.util.spec_from_file_location(
-      "train_bert_tiny", os.path.join(REPO, "scripts", "train_bert_tiny.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  from conftest import load_script  # pylint: disable=import-outside-toplevel
+  return load_script("train_bert_tiny")
 
 
 def _summed_losses(outputs, y, w):
