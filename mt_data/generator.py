@@ -10,6 +10,8 @@
     pairs, keyed by global pair number -> both vocabularies.
     Pass `bpe` (local only): the train pairs' sentences -> two trained BPE
     tokenizers (their training needs every train pair in one process).
+  * Without a pair limit (word), one pass `counts` does both, and carries
+    each unit's tokenized pairs (`protocol.Carry`) to its examples.
   * Examples: a unit's kept pairs -> (shard, global pair number, encoded
     pair); totals: lines read, skips, decode errors, length and unk counts.
 
@@ -20,6 +22,8 @@ import bisect
 import itertools
 import json
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from textrecords import engine as engine_lib
 from textrecords.datasets import vocab as core_vocab
@@ -189,18 +193,18 @@ class MTGenerator(protocol.Generator):
     kept = list(self._kept(unit, values["plan"]))
     return _first_seen_sides(kept[0][0], kept) if kept else None
 
-  def _unit_counts_and_tokens(self, unit: protocol.Unit, _values) -> tuple:
+  def _unit_counts_and_tokens(self, unit: protocol.Unit, _values) -> protocol.Carry:
     """Without a pair limit every pair is kept: the unit's counts (as pass
-    "plan") and its first-seen token counts keyed by the unit's index."""
-    reader = _UnitReader(unit, self.cfg.on_decode_error)
-    skips, pairs = [0] * _N_SKIPS, []
-    for _, pair, reason in reader.parsed(None):
-      if reason is not None:
-        skips[preprocess.SKIP_REASONS.index(reason)] += 1
-      else:
-        pairs.append((None, pair))
-    counts = {unit.index: (len(reader.lines), len(pairs), *skips)}
-    return counts, (_first_seen_sides(unit.index, pairs) if pairs else None)
+    "plan") and its first-seen token counts keyed by the unit's index; the
+    unit's pairs, tokenized (a `preprocess.PairBlock`), carried to `examples`."""
+    block = preprocess.read_block(unit.chunk(), self.cfg.on_decode_error)
+    skips = [block.skipped.get(r, 0) for r in preprocess.SKIP_REASONS]
+    counts = {unit.index: (block.lines, block.num_pairs, *skips)}
+    sides = None
+    if block.num_pairs:
+      sides = tuple(core_vocab.first_seen_ranked(unit.index, side.tokens, side.counts)
+                    for side in (block.source, block.target))
+    return protocol.Carry((counts, sides), block, _block_nbytes(block))
 
   def _plan_and_vocabularies(self, merged: Optional[tuple]) -> dict:
     counts, sides = merged or ({}, None)
@@ -255,26 +259,59 @@ class MTGenerator(protocol.Generator):
     return ([i * n_train // shards for i in range(shards)]
             + [n_train + i * plan["n_val"] // shards for i in range(shards)])
 
-  def examples(self, unit: protocol.Unit, values: Dict[str, Any]):
-    plan = self._plan_of(values)
-    read = self._read(unit, plan)
-    if read is None:
-      return [], None
+  def examples(self, unit: protocol.Unit, values: Dict[str, Any],
+               state: Optional[preprocess.PairBlock] = None):
+    """The unit's records; `state`: its `PairBlock` from pass "counts" (every
+    pair kept, word tokenizer), or None to read the unit."""
+    plan, vocab = self._plan_of(values), self._vocab(values)
     totals = [0] * _TOTALS
-    kept = self._read_lines(read, plan, totals)
-    ids = self._ids(kept, self._vocab(values))
-    n_train = plan["n_train"]
-    for at, part in ((_SPLIT_AT, [x for x in ids if x[0] < n_train]),
-                     (_SPLIT_AT + 5, [x for x in ids if x[0] >= n_train])):
-      if part:
-        src_lens, tgt_lens = [len(x[1]) for x in part], [len(x[2]) for x in part]
-        totals[at:at + 5] = [len(part), sum(src_lens), max(src_lens), sum(tgt_lens),
-                             max(tgt_lens)]
-    totals[-2] = sum(x[1].count(preprocess.UNK_ID) for x in ids)
-    totals[-1] = sum(x[2].count(preprocess.UNK_ID) for x in ids)
+    if state is not None and vocab["bpe"] is None:
+      first = plan["first"][unit.index]
+      sides = self._block_sides(state, first, plan, vocab, totals)
+    else:
+      read = self._read(unit, plan)
+      if read is None:
+        return [], None
+      ids = self._ids(self._read_lines(read, plan, totals), vocab)
+      first = ids[0][0] if ids else 0  # (kept pairs are numbered one after another)
+      sides = [_flat([x[side] for x in ids]) for side in (1, 2)]
+    self._pair_totals(first, sides, plan, totals)
     starts = self._shard_starts(plan)
-    return ([(bisect.bisect_right(starts, g) - 1, g, records.encode_pair(src, tgt))
-             for g, src, tgt in ids], tuple(totals))
+    return ([(bisect.bisect_right(starts, g) - 1, g, example)
+             for g, example in enumerate(records.encode_pairs(*sides), first)], tuple(totals))
+
+  @staticmethod
+  def _block_sides(block: preprocess.PairBlock, first: int, plan: dict, vocab: dict,
+                   totals: list) -> List[tuple]:
+    """`_read_lines` then `_ids` (word) of a unit read whole as `block`,
+    whose first pair is number `first`, ids mapped per distinct token:
+    (flat ids, lengths) of each side's kept pairs."""
+    totals[0] += block.lines
+    for reason, n in block.skipped.items():
+      totals[1 + preprocess.SKIP_REASONS.index(reason)] += n
+    totals[1 + _N_SKIPS] += block.decode_errors.replaced
+    totals[2 + _N_SKIPS] += block.decode_errors.skipped
+    n = max(0, min(block.num_pairs, plan["n_train"] + plan["n_val"] - first))
+    sides = []
+    for side, tokens in zip((block.source, block.target), vocab["tokens"]):
+      lengths = side.lengths[:n].astype(np.int64)
+      ids = side.global_ids(vocab_lib.WordCodec(tokens).ids(side.tokens))
+      sides.append((ids[:int(lengths.sum())].astype(np.int64), lengths))
+    return sides
+
+  @staticmethod
+  def _pair_totals(first: int, sides: List[tuple], plan: dict, totals: list) -> None:
+    """Adds each split's pairs, token counts and longest sentences, and the
+    unk tokens, of the kept pairs numbered from `first` to `totals`."""
+    n = len(sides[0][1])
+    cut = max(0, min(n, plan["n_train"] - first))
+    for at, lo, hi in ((_SPLIT_AT, 0, cut), (_SPLIT_AT + 5, cut, n)):
+      if hi > lo:
+        src, tgt = sides[0][1][lo:hi], sides[1][1][lo:hi]
+        totals[at:at + 5] = [hi - lo, int(src.sum()), int(src.max()), int(tgt.sum()),
+                             int(tgt.max())]
+    totals[-2] = int(np.count_nonzero(sides[0][0] == preprocess.UNK_ID))
+    totals[-1] = int(np.count_nonzero(sides[1][0] == preprocess.UNK_ID))
 
   @staticmethod
   def _read_lines(read, plan: dict, totals: list) -> List[tuple]:
@@ -342,6 +379,19 @@ def _first_seen_sides(key, pairs: List[tuple]) -> tuple:
   the unit's place in the corpus being `key`."""
   return tuple(core_vocab.first_seen_of(key, itertools.chain.from_iterable(
       pair[side] for _, pair in pairs)) for side in (0, 1))
+
+
+def _flat(sentences: List[List[int]]) -> tuple:
+  """(ids concatenated, lengths) of id lists, as int64 arrays."""
+  return (np.fromiter(itertools.chain.from_iterable(sentences), np.int64),
+          np.fromiter(map(len, sentences), np.int64, len(sentences)))
+
+
+def _block_nbytes(block: preprocess.PairBlock) -> int:
+  """About the memory a `PairBlock` takes (its arrays, ~80 bytes a distinct
+  token, ~1 KB of objects)."""
+  return 1024 + sum(s.ids.nbytes + s.lengths.nbytes + 80 * len(s.tokens)
+                    for s in (block.source, block.target))
 
 
 def _merge_counts(parts: List[tuple]) -> tuple:

@@ -31,6 +31,25 @@ def encode_pair(source_ids: Sequence[int], target_ids: Sequence[int]) -> bytes:
   })
 
 
+def encode_pairs(source: Tuple[np.ndarray, np.ndarray],
+                 target: Tuple[np.ndarray, np.ndarray]) -> List[bytes]:
+  """`encode_pair` of many pairs at once (numpy), each side given as (its
+  sentences' ids concatenated, each sentence's length).
+
+  >>> side = lambda *s: (np.array([i for x in s for i in x]), np.array([len(x) for x in s]))
+  >>> encode_pairs(side([4, 3], [300, 3]), side([5, 6, 3], [7, 3])) == [
+  ...     encode_pair([4, 3], [5, 6, 3]), encode_pair([300, 3], [7, 3])]
+  True
+  """
+  if not len(source[1]):
+    return []
+  data, starts = example_encoder.encode_int64_records(
+      [(schema.SOURCE_IDS.name, *source), (schema.TARGET_IDS.name, *target)], with_starts=True)
+  ends = starts.tolist()[1:] + [len(data)]
+  # each framed record: 8-byte length, 4-byte CRC, the Example, 4-byte CRC
+  return [data[s + 12:e - 4] for s, e in zip(starts.tolist(), ends)]
+
+
 def framed_block(sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
                  start: int, stop: int) -> bytes:
   """TFRecord-framed records for pairs[start:stop], concatenated."""

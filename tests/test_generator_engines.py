@@ -254,3 +254,23 @@ def test_mt_declares_its_generator_without_engines():
         assert not m.startswith(("apache_beam", "distributed", "dask")), (name, m)
         assert not m.startswith(("textrecords.engine.beam", "textrecords.engine.dask",
                                  "textrecords.engine.local")), (name, m)
+
+
+def test_mt_local_examples_reuse_the_pass_reading(tmp_path, monkeypatch, inputs):
+  """Every pair kept: the local engine hands each unit's tokenized pairs
+  (`protocol.Carry`) from the counting pass to its examples, so each unit is
+  read once; with no room to keep them (budget 0) each is read twice, and
+  the bytes are the golden ones either way."""
+  golden = json.load(open(GOLDEN, encoding="utf-8"))["all_replace"]
+  reads = []
+  chunk = protocol.Unit.chunk
+  monkeypatch.setattr(protocol.Unit, "chunk", lambda u: reads.append(u.index) or chunk(u))
+  monkeypatch.setattr(mt_generator, "UNIT_BYTES", 64)
+  n_units = len(protocol.units_from_sizes(inputs.split(","), 64))
+  for budget, times in ((protocol.CARRY_BUDGET, 1), (0, 2)):
+    monkeypatch.setattr(protocol, "CARRY_BUDGET", budget)
+    reads.clear()
+    out = tmp_path / str(budget)
+    _create(out, inputs, num_workers=1, **CASES["all_replace"])
+    assert sorted(reads) == sorted(list(range(n_units)) * times)
+    assert _digests(out, normalized=True) == golden

@@ -157,4 +157,14 @@ def first_seen_of(key, tokens: Iterable[str]) -> dict:
   {'b': [2, (7, 0)], 'a': [1, (7, 1)]}
   """
   counts = collections.Counter(tokens)  # (in first-occurrence order)
-  return {t: [c, (key, rank)] for rank, (t, c) in enumerate(counts.items())}
+  return first_seen_ranked(key, counts.keys(), counts.values())
+
+
+def first_seen_ranked(key, distinct: Iterable[str], counts: Iterable[int]) -> dict:
+  """`first_seen_of` from a unit's distinct tokens in first-occurrence order
+  and their counts.
+
+  >>> first_seen_ranked(7, ["b", "a"], [2, 1])
+  {'b': [2, (7, 0)], 'a': [1, (7, 1)]}
+  """
+  return {t: [c, (key, rank)] for rank, (t, c) in enumerate(zip(distinct, counts))}

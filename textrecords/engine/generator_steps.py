@@ -4,7 +4,8 @@
 `protocol.Generator`, so a unit's records, a file's bytes and the metadata
 are made by the same code whichever engine runs them:
 
-  * `map_pass`, `merge_pass`, `finish_pass`: one `Pass` by name.
+  * `map_pass`, `merge_pass`, `finish_pass`: one `Pass` by name
+    (`map_pass_carry`: with a unit's `protocol.Carry`, if any).
   * `unit_records`: a unit's examples, framed and grouped by output file,
     each group sorted by key, plus the unit's totals.
   * `write_file`: one record file from its records in key order, streamed
@@ -36,7 +37,13 @@ def pass_named(gen: protocol.Generator, name: str) -> protocol.Pass:
 
 def map_pass(gen: protocol.Generator, name: str, unit: protocol.Unit,
              values: Dict[str, Any]) -> Any:
-  """Pass `name`'s partial of one unit."""
+  """Pass `name`'s partial of one unit (any `Carry` state dropped)."""
+  return protocol.split_carry(map_pass_carry(gen, name, unit, values))[0]
+
+
+def map_pass_carry(gen: protocol.Generator, name: str, unit: protocol.Unit,
+                   values: Dict[str, Any]) -> Any:
+  """Pass `name`'s map of one unit as given: a partial or a `protocol.Carry`."""
   return pass_named(gen, name).map(unit, values)
 
 
@@ -58,10 +65,11 @@ def merge_totals(gen: protocol.Generator, partials: Iterable[Any]) -> Any:
   return present[0] if len(present) == 1 else gen.merge_totals(present)
 
 
-def unit_records(gen: protocol.Generator, unit: protocol.Unit,
-                 values: Dict[str, Any]) -> Tuple[Dict[int, List[Keyed]], Any]:
-  """({file index: [(key, framed record)] in key order}, totals) of one unit."""
-  records, totals = gen.examples(unit, values)
+def unit_records(gen: protocol.Generator, unit: protocol.Unit, values: Dict[str, Any],
+                 state: Any = None) -> Tuple[Dict[int, List[Keyed]], Any]:
+  """({file index: [(key, framed record)] in key order}, totals) of one unit
+  (`state`: a pass's `protocol.Carry` state for it, or None)."""
+  records, totals = gen.examples(unit, values, state)
   by_file: Dict[int, List[Keyed]] = {}
   frame = tfrecord.frame
   for file_index, key, example in records:

@@ -18,10 +18,11 @@ written: no finished file is read back.
     (one per file, up to the worker count), fed part lists as workers make
     them; the files are recorded with their `DatasetWriter` here.
   * `run_generator`: any declared generator (`engine.protocol`) on this
-    machine: passes over the units in worker processes, each unit's records
-    sorted into one run file per output file (`files/spill.py`'s layout),
-    each file's runs merged in key order into parts for a `PartWriter`, the
-    metadata last.
+    machine: passes over the units in worker processes (the states they
+    carry, `protocol.Carry`, kept for the examples within a budget), each
+    unit's records sorted into one run file per output file
+    (`files/spill.py`'s layout), each file's runs merged in key order into
+    parts for a `PartWriter`, the metadata last.
 """
 
 import os
@@ -242,25 +243,49 @@ def _init_generator(gen, values, spill_dir):
 
 def _map_unit(item):
   name, unit = item
-  return generator_steps.map_pass(_GEN["gen"], name, unit, _GEN["values"])
+  return generator_steps.map_pass_carry(_GEN["gen"], name, unit, _GEN["values"])
 
 
-def _unit_runs(unit):
-  """Worker: a unit's records, sorted, as one run file per output file it
-  reaches; returns (the unit's totals, [(file index, run path)])."""
-  by_file, totals = generator_steps.unit_records(_GEN["gen"], unit, _GEN["values"])
+def _unit_runs(item):
+  """Worker: a unit's records (given its carried state or None), sorted, as
+  one run file per output file it reaches; returns (the unit's totals,
+  [(file index, run path)])."""
+  unit, state = item
+  by_file, totals = generator_steps.unit_records(_GEN["gen"], unit, _GEN["values"], state)
   return totals, generator_steps.keyed_runs(_GEN["dir"], unit.index, by_file)
 
 
-def pass_values(gen, units, num_workers: int) -> dict:
+class _Carried:
+  """The units' `protocol.Carry` states kept for the examples, up to `budget`
+  bytes in all (a state past it is dropped: its unit redoes the work)."""
+
+  def __init__(self, budget: Optional[int] = None):
+    self.states: Dict[int, object] = {}
+    self.left = protocol.CARRY_BUDGET if budget is None else budget
+
+  def keep(self, unit_index: int, state, nbytes: int):
+    if state is not None and nbytes <= self.left:
+      self.states[unit_index] = state
+      self.left -= nbytes
+
+  def pop(self, unit_index: int):
+    return self.states.pop(unit_index, None)
+
+
+def pass_values(gen, units, num_workers: int, carried: Optional[_Carried] = None) -> dict:
   """Every pass's value, the units mapped in worker processes, partials merged
-  in unit order (a pass's `enough` stops the mapping early)."""
+  in unit order (a pass's `enough` stops the mapping early); the maps' carried
+  states go to `carried` (a later pass's replaces an earlier one's)."""
   values: dict = {}
   for p in gen.passes:
     merged = None
     results = parallel.ordered_map(_map_unit, ((p.name, u) for u in units), num_workers,
                                    initializer=_init_generator, initargs=(gen, values, None))
-    for partial in results:
+    for unit, result in zip(units, results):
+      partial, state, nbytes = protocol.split_carry(result)
+      if carried is not None:
+        carried.pop(unit.index)
+        carried.keep(unit.index, state, nbytes)
       merged = protocol.merge_all(p, [merged, partial])
       if p.enough is not None and merged is not None and p.enough(merged):
         results.close()
@@ -269,11 +294,13 @@ def pass_values(gen, units, num_workers: int) -> dict:
   return values
 
 
-def _spill_records(gen, units, values, spill_dir: str, num_workers: int):
-  """Every unit's records as sorted runs per output file; returns (the merged
-  totals, {file index: [run paths]})."""
+def _spill_records(gen, units, values, spill_dir: str, num_workers: int,
+                   carried: _Carried):
+  """Every unit's records (from its carried state, if kept) as sorted runs
+  per output file; returns (the merged totals, {file index: [run paths]})."""
   totals, runs = None, {}
-  for partial, unit_runs in parallel.ordered_map(_unit_runs, units, num_workers,
+  items = ((u, carried.pop(u.index)) for u in units)
+  for partial, unit_runs in parallel.ordered_map(_unit_runs, items, num_workers,
                                                  initializer=_init_generator,
                                                  initargs=(gen, values, spill_dir)):
     totals = generator_steps.merge_totals(gen, [totals, partial])
@@ -309,12 +336,13 @@ def run_generator(gen, run, num_workers: int) -> dict:
   metadata written."""
   dw = run.writers[0]
   units = gen.units()
+  carried = _Carried()
   try:
-    values = pass_values(gen, units, num_workers)
+    values = pass_values(gen, units, num_workers, carried)
     run.mark("passes")
     spill_dir = os.path.join(run.scratch_dir(), "records")
     os.makedirs(spill_dir, exist_ok=True)
-    totals, runs = _spill_records(gen, units, values, spill_dir, num_workers)
+    totals, runs = _spill_records(gen, units, values, spill_dir, num_workers, carried)
   finally:
     _GEN.clear()
   run.mark("examples")

@@ -12,11 +12,16 @@ A package says *what* is computed; an engine (`local`, `beam`, `dask`) says
     carries its own order, e.g. unit indexes), `finish(partial) -> value`.
     A value is small (vocabulary-sized, or a few bytes per unit), so engines
     broadcast it to every worker.
-  * `examples(unit, values) -> (records, totals)`: the unit's records as
-    (file index, key, serialized example) and a partial of the example
+  * `examples(unit, values, state) -> (records, totals)`: the unit's records
+    as (file index, key, serialized example) and a partial of the example
     statistics (`merge_totals`). Within an output file, records are written
     in key order: keys fix the order, so bytes never depend on the engine
     or the worker count.
+  * A pass's map may return `Carry(partial, state, nbytes)`: besides its
+    partial, the unit's work so far (e.g. its lines read and tokenized) for
+    `examples` of the same unit. An engine may hand it on (the local engine
+    does, within `CARRY_BUDGET` bytes) or drop it (state None): `examples`
+    then redoes that work, and the bytes are the same either way.
   * `layout()`, `outputs()`, `fingerprint()`, `small_files(values)`,
     `metadata(values, totals, infos)`: the files of the run and the
     metadata written last.
@@ -101,6 +106,35 @@ class Pass:
   distributed: bool = True
 
 
+CARRY_BUDGET = 256 << 20  # state bytes an engine keeps between a pass and the examples
+
+
+@dataclasses.dataclass(frozen=True)
+class Carry:
+  """A pass map's result that also hands on the unit's work so far.
+
+  Attributes:
+    partial: the pass's partial (what is merged).
+    state: the unit's work so far, for `Generator.examples` of the same unit
+      (it must give the bytes `examples` gives without it).
+    nbytes: about how much memory `state` takes (engines bound what they keep).
+  """
+  partial: Any
+  state: Any
+  nbytes: int
+
+
+def split_carry(result: Any) -> Tuple[Any, Any, int]:
+  """(partial, state or None, state bytes) of a pass map's result.
+
+  >>> split_carry(Carry({1: 2}, "s", 1)), split_carry({1: 2})
+  (({1: 2}, 's', 1), ({1: 2}, None, 0))
+  """
+  if isinstance(result, Carry):
+    return result.partial, result.state, result.nbytes
+  return result, None, 0
+
+
 def merge_all(p: Pass, partials: Iterable[Any]) -> Any:
   """`p.merge` of the partials that are not None (None if none is)."""
   present = [x for x in partials if x is not None]
@@ -156,7 +190,10 @@ class Generator:
   def units(self) -> List[Unit]:
     raise NotImplementedError
 
-  def examples(self, unit: Unit, values: Dict[str, Any]) -> Tuple[List[Record], Any]:
+  def examples(self, unit: Unit, values: Dict[str, Any],
+               state: Any = None) -> Tuple[List[Record], Any]:
+    """The unit's records and totals; `state`: a pass's `Carry.state` for
+    this unit, or None (the engine kept none)."""
     raise NotImplementedError
 
   def merge_totals(self, partials: List[Any]) -> Any:
