@@ -73,7 +73,7 @@ if not os.path.exists(os.path.join(work, "done")):
       from mt_data import pipeline as mt_make
     except ImportError:  # a tree before mt_data/pipeline.py
       from mt_data import create as mt_make
-  os.makedirs(os.path.dirname(bert_out))
+  os.makedirs(os.path.join(work, "bert"))
   if "bert_data" in packages and not extra.get("bert_data"):
     corpus = repeated(os.path.join(testdata, "bert_sample_text.txt"),
                       os.path.join(work, "bert.txt"), 40 * scale, "\n\n")

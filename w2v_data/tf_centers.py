@@ -84,9 +84,26 @@ class HeldRows:
     got = tf_order.first_epoch_id_rows(plan)
     if got is None:
       return None
-    tf = self._tf
     epoch, rows, per_window, skip = got
-    e = tf.constant(epoch, tf.int64)
+    ds = self._gathered(plan, self._tf.constant(epoch, self._tf.int64), _kept(rows),
+                        per_window, redraw)
+    return ds.skip(skip) if skip else ds
+
+  def later_epochs(self, plan, redraw=None):
+    """epoch (int64 tensor) -> the batches of that whole epoch, gathered as
+    `first_epoch`'s from center numbers computed for it at once
+    (`tf_order.epoch_id_rows`); None without drop_remainder."""
+    if not plan.drop_remainder:
+      return None
+    per_window = plan.stream.window // plan.sharing.global_batch * len(
+        plan.sharing.local_replicas)
+    return lambda e: self._gathered(plan, e, tf_order.epoch_id_rows(plan, e), per_window,
+                                    redraw)
+
+  def _gathered(self, plan, e, rows, per_window: int, redraw):
+    """(e, (center numbers, parts)) per-replica batches from `rows` (a
+    one-element dataset of record-number rows), a window's rows at a time."""
+    tf = self._tf
     b = plan.sharing.per_replica
 
     def shaped(t):  # (n * b, ...) -> (n, b, ...), keeping the static row shape
@@ -101,10 +118,9 @@ class HeldRows:
         parts = redraw(e, flat, parts)
       return tf.fill(tf.shape(ids)[:1], e), (ids, tf.nest.map_structure(shaped, parts))
 
-    windows = _kept(rows).unbatch().batch(max(1, per_window))
-    ds = tf.data.Dataset.zip((windows, self.rows.repeat())).map(
+    windows = rows.unbatch().batch(max(1, per_window))
+    return tf.data.Dataset.zip((windows, self.rows.repeat())).map(
         gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
-    return ds.skip(skip) if skip else ds
 
 
 def _parsed_in_pieces(tf, serialized, parse: Callable, pieces: int):
@@ -148,7 +164,7 @@ def planned_units(tf, plan, held, read_file, redraw=None):
   parts)` -> parts applied a window at a time), else read by `read_file`."""
   if held is not None:
     ds = tf_order.plan_windows(plan, lambda e, j: held.windows(plan.stream, e, j, redraw),
-                               held.first_epoch(plan, redraw))
+                               held.first_epoch(plan, redraw), held.later_epochs(plan, redraw))
   else:
     ds = tf_order.plan_dataset(plan, read_file)
   return tf_input.plan_cardinality(ds, plan)

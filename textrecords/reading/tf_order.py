@@ -450,7 +450,7 @@ def _sequential_batches(tf, plan: R.Plan, read_files: Callable):
       _plain(lambda e: epoch(e, 0))))
 
 
-def plan_windows(plan: R.Plan, windows_of: Callable, first=None):
+def plan_windows(plan: R.Plan, windows_of: Callable, first=None, later=None):
   """(epoch, per-replica batch) of a `Plan` whose windows come whole.
 
   `windows_of(epoch, first_window)`: a dataset of `epoch`'s windows from
@@ -460,17 +460,18 @@ def plan_windows(plan: R.Plan, windows_of: Callable, first=None):
   pipeline's per-replica batches by slicing. The first epoch's file order
   and rotation are computed here (numpy); a repeating plan draws those of
   the epochs after it in-graph. `first`: the first epoch's batches, when
-  the caller has them another way (else from `windows_of`)."""
+  the caller has them another way (else from `windows_of`); `later(e)`:
+  the batches of a whole later epoch e (an int64 tensor), likewise."""
   tf = require_tf()
   e0, j0, skip = _plan_start(plan)
   ds = first
   if ds is None:
     ds = _epoch_batches(tf, plan, windows_of, e0, j0, skip)
+  if later is None:
+    later = lambda e: _epoch_batches(tf, plan, windows_of, e, 0, 0)  # noqa: E731
   if not plan.repeat:
-    return passes(plan, ds, lambda e: _epoch_batches(tf, plan, windows_of, e, 0, 0))
-  later = tf.data.Dataset.range(e0 + 1, tf.int64.max).flat_map(
-      _plain(lambda e: _epoch_batches(tf, plan, windows_of, e, 0, 0)))
-  return ds.concatenate(later)
+    return passes(plan, ds, later)
+  return ds.concatenate(tf.data.Dataset.range(e0 + 1, tf.int64.max).flat_map(_plain(later)))
 
 
 def pass_numbers():
@@ -628,9 +629,18 @@ def first_epoch_id_rows(plan: R.Plan):
   stream, g = plan.stream, plan.sharing.global_batch
   local = len(plan.sharing.local_replicas)
   e0, j0, skip = _plan_start(plan)
-  rows = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(_plain(
-      lambda _: _local_rows(tf, epoch_ids(tf, stream, e0, j0), plan.sharing)))
-  return e0, rows, stream.window // g * local, skip * local
+  return e0, epoch_id_rows(plan, e0, j0), stream.window // g * local, skip * local
+
+
+def epoch_id_rows(plan: R.Plan, epoch, first_window: int = 0):
+  """A dataset of one element: `epoch`'s per-replica batches of this
+  pipeline from `first_window` on as rows of record numbers (int64
+  [batches, per_replica], from `epoch_ids`; drop_remainder plans). `epoch`:
+  a Python int or an int64 tensor."""
+  tf = require_tf()
+  return tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(_plain(
+      lambda _: _local_rows(tf, epoch_ids(tf, plan.stream, epoch, first_window),
+                            plan.sharing)))
 
 
 def plan_ids(plan: R.Plan):
