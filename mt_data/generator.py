@@ -202,7 +202,7 @@ class MTGenerator(protocol.Generator):
     counts = {unit.index: (block.lines, block.num_pairs, *skips)}
     sides = None
     if block.num_pairs:
-      sides = tuple(core_vocab.first_seen_ranked(unit.index, side.tokens, side.counts)
+      sides = tuple((unit.index, side.tokens, side.counts)  # (see _first_seen_dict)
                     for side in (block.source, block.target))
     return protocol.Carry((counts, sides), block, _block_nbytes(block))
 
@@ -212,7 +212,7 @@ class MTGenerator(protocol.Generator):
 
   def _vocabularies(self, merged: Optional[tuple]) -> dict:
     merged = merged or ({}, {})
-    tokens = tuple(vocab_lib.word_vocab_from_counts(core_vocab.first_seen_counter(acc),
+    tokens = tuple(vocab_lib.word_vocab_from_counts(core_vocab.first_seen_counter(_first_seen_dict(acc)),
                                                     self.cfg.min_freq) for acc in merged)
     return {"tokens": tokens, "bpe": None, "files": {}}
 
@@ -401,8 +401,27 @@ def _merge_counts(parts: List[tuple]) -> tuple:
 
 
 def _merge_sides(parts: List[tuple]) -> tuple:
-  """(source, target) first-seen counts, merged side by side."""
-  return tuple(core_vocab.merge_first_seen([p[side] for p in parts]) for side in (0, 1))
+  """(source, target) first-seen counts, merged side by side (each part's
+  side a dict, or the compact form `_first_seen_dict` reads)."""
+  out = []
+  for side in (0, 1):
+    acc = _first_seen_dict(parts[0][side])
+    for p in parts[1:]:
+      if isinstance(p[side], dict):
+        acc = core_vocab.merge_first_seen([acc, p[side]])
+      else:
+        core_vocab.count_first_seen(acc, *p[side])
+    out.append(acc)
+  return tuple(out)
+
+
+def _first_seen_dict(side) -> dict:
+  """First-seen counts as `core_vocab.first_seen_of` gives them, from that
+  dict or from a unit's compact (key, distinct tokens in first-occurrence
+  order, their counts): cheaper to send, merged into a dict as it comes."""
+  if isinstance(side, dict):
+    return side
+  return core_vocab.first_seen_ranked(*side)
 
 
 def _merge_dicts(parts: List[dict]) -> dict:
