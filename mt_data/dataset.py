@@ -113,7 +113,9 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = "tr
       boundary - 1; the last bucket to the split's longest pair), not the
       batch's longest. None: as drop_remainder. With drop_remainder and one
       batch size the batch dimension is static; the batches are counted
-      once (a pass over the pairs' lengths) unless `repeat`.
+      once (a pass over the pairs' lengths) unless `repeat`, or unless the
+      training passes differ in pairs (several input pipelines, or a
+      start_step inside an epoch): then their number is unknown.
     data_service, job_name: run the pipeline on a tf.data service
       (`textrecords.reading.tf_input.data_service_step`).
 

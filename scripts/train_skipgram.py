@@ -42,8 +42,8 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
   from w2v_data import models  # pylint: disable=import-outside-toplevel
   if seed is not None:
     models.seed_everything(seed)
-  # The read order (and fresh noise words) is a function of the step: a new
-  # epoch comes from repeat=True, not from iterating the dataset again.
+  # One infinite pass (repeat=True) cut into epochs by steps_per_epoch (a
+  # dataset without repeat would give the next epoch on each pass too).
   ds = w2v_data.make_dataset(data_dir, batch_size, pad_to=pad_to, negatives=negatives,
                              seed=seed, repeat=True)
   steps_per_epoch = steps_per_epoch or len(w2v_data.make_dataset(data_dir, batch_size))
