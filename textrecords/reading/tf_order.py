@@ -512,16 +512,18 @@ def passes(plan: R.Plan, first, whole_epoch: Callable):
   training dataset follow each other as `repeat=True` gives them
   (new order, new per-epoch draws), however many passes came before in
   this process. Evaluation plans give `first` on every pass; repeating
-  plans are one infinite pass (not wrapped)."""
+  plans are one infinite pass (not wrapped). A pass makes no iterator of
+  the pipeline it does not read (`take(0)`)."""
   if plan.repeat or not plan.stream.training:
     return first
   tf = require_tf()
   e0, _ = plan.start()
+  zero = tf.constant(0, tf.int64)
 
   def one_pass(n):
-    later = tf.data.Dataset.from_tensors(e0 + n).take(tf.minimum(n, 1))
-    keep_first = tf.where(n > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64))
-    return first.take(keep_first).concatenate(later.flat_map(_plain(whole_epoch)))
+    later = tf.data.Dataset.from_tensors(e0 + n).flat_map(_plain(whole_epoch))
+    return first.take(tf.where(n > 0, zero, zero - 1)).concatenate(
+        later.take(tf.where(n > 0, zero - 1, zero)))
 
   return pass_numbers().flat_map(_plain(one_pass))
 
