@@ -49,10 +49,10 @@ setup(
         # scripts/train_bert_tiny_jax.py: Keras 3 on JAX fed by grain, no TensorFlow.
         "jax": ["jax>=0.4", "keras>=3", "grain>=0.2,<0.3"],
         "beam": ["apache-beam[tfrecord]>=2.77,<2.78"],
-        # Compiled kernels (numba): bert_data's reference-compatible walk, w2v_data's
-        # sampling and record encoding (the same bytes as without it).
         # --engine=dask: dask.distributed itself (not Beam's DaskRunner).
         "dask": ["dask[distributed]>=2024.1"],
+        # Compiled kernels (numba): bert_data's reference-compatible walk, w2v_data's
+        # sampling and record encoding (the same bytes as without it).
         "fast": ["numba>=0.60"],
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
                  "sentencepiece>=0.2", "fsspec>=2023.1", "s3fs>=2023.1", "moto[server]>=5",

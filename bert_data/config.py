@@ -134,6 +134,12 @@ class BertConfig(RunOptions):
       return "none"
     return "sop" if self.sentence_order else "nsp"
 
+  def input_locations(self) -> Tuple[Tuple[str, str], ...]:
+    """(flag, path) of every file the run reads: the texts and the vocab or model."""
+    tokenizer = ("--spm_model_file" if self.spm_model_file else "--vocab_file",
+                 self.tokenizer_file)
+    return tuple(("--input_file", f) for f in self.input_files) + (tokenizer,)
+
   @property
   def tokenizer_file(self) -> str:
     """The vocab file or SentencePiece model the run tokenizes with."""

@@ -205,7 +205,9 @@ def record_files(pattern: str, vocab_file: Optional[str] = None, *,
       check_vocab(vocab_file, meta, where)
     v2 = bool(meta.get("flags", {}).get("use_v2_feature_names", False))
     names = found.names or metadata.split_record_names(meta, DEFAULT_SPLIT, where)
-    for path in metadata.verified_files(meta, found.layout, names, "size"):
+    # The vocab is checked above (--vocab_file) or, for names, by the caller
+    # (stats/inspect show ids with a warning for a changed one): not refused here.
+    for path in metadata.verified_files(meta, found.layout, names, "size", companions=False):
       yield BertFile(path, meta["compression"], v2, meta.get("sentence_task", "nsp"))
 
 

@@ -151,7 +151,7 @@ makers = {
     "bert_data": lambda ctx, b: bert_data.make_dataset(
         locs["bert_data"], b, seed=1, drop_remainder=True, input_context=ctx),
     "w2v_data": lambda ctx, b: w2v_data.make_dataset(
-        locs["w2v_data"], b, seed=1, drop_remainder=True, input_context=ctx, pad_to=40),
+        locs["w2v_data"], b, seed=1, drop_remainder=True, input_context=ctx),
     "mt_data": lambda ctx, b: mt_data.make_dataset(
         locs["mt_data"], b, split="train", seed=1, drop_remainder=True, input_context=ctx),
 }
