@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Our word2vec trainer (w2v_data.sgd) at its defaults against gensim, same data, same run.
+"""Our word2vec trainer (w2v_data.train.sgd) at its defaults against gensim, same data, same run.
 
 For each model (skip-gram, CBOW, PV-DBOW) the documented commands run:
 `w2v_data.create` at its default flags (records of every token; word models
 from --text, PV-DBOW from the halves of --pv_text's blocks of 20 lines,
-`vector_eval.split_documents`, with --doc_id_column --min_freq=2 as
+`evaluation.split_documents`, with --doc_id_column --min_freq=2 as
 docs/w2v_data.md shows), once with --num_workers=1 and once with 4; then, in
 the same run, each side trains in its own child process, timed by the CPU
 seconds of its training (tf.data's, numba's and gensim's threads included;
@@ -12,7 +12,7 @@ process start and imports are reported apart):
   ours, scripts/train_skipgram.py, train_cbow.py or train_pv.py given only
       --data_dir, --seed, --threads and --save_vectors (--ours_epochs adds
       --epochs), so every training setting is the script's default
-      (`w2v_data.training`; the time includes saving the vectors): on
+      (`w2v_data.train.cli`; the time includes saving the vectors): on
       the 1-worker records with --threads=1 and on the 4-worker records with
       --threads=2 (the two vectors must be byte-identical);
   gensim (when --gensim_python names an interpreter with gensim; skipped
@@ -30,9 +30,9 @@ other worker counts and rerun: the first seed only) and a summary gives each
 run kind's mean, sample standard deviation and range over the seeds:
 WordSim353 on PTB's 217 pairs moves by a few hundredths between seeds.
 Word vectors are scored on WordSim353 (Spearman) and the analogy file
-(3CosAdd accuracy) with `w2v_data.vector_eval`, by default the copies that
+(3CosAdd accuracy) with `w2v_data.train.evaluation`, by default the copies that
 ship with gensim (gensim/test/test_data); document vectors by how often a
-half's nearest other half is its sibling (`vector_eval.sibling_accuracy`).
+half's nearest other half is its sibling (`evaluation.sibling_accuracy`).
 
 The machine is shared: CPU seconds vary less than wall time; compare ratios
 within one run. Results go to stdout as a table and to --json_out.
@@ -76,8 +76,8 @@ def _ours(args) -> dict:
   """
   start = time.process_time()
   sys.path.insert(0, ROOT)
-  from w2v_data import models, training  # pylint: disable=import-outside-toplevel
-  training.set_threads(args.threads)
+  from w2v_data.train import cli as train_cli, models  # pylint: disable=import-outside-toplevel
+  train_cli.set_threads(args.threads)
   import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   script = "pv" if args.sg < 0 else ("skipgram" if args.sg else "cbow")
   main = _script_main(script)
@@ -150,14 +150,14 @@ def _sha(path: str) -> str:
 
 def _score(path: str, pairs: str, analogies: str, docs: bool) -> dict:
   sys.path.insert(0, ROOT)
-  from w2v_data import vector_eval, vectors  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import evaluation, vectors  # pylint: disable=import-outside-toplevel
   names, m = vectors.load(path)
   if docs:
-    return {"retrieval": vector_eval.sibling_accuracy(names, m), "docs": len(names)}
+    return {"retrieval": evaluation.sibling_accuracy(names, m), "docs": len(names)}
   keep = [i for i, n in enumerate(names) if n != "<unk>"]
   names, m = [names[i] for i in keep], m[keep]
-  p = vector_eval.pair_score(names, m, vector_eval.read_pairs(pairs))
-  a = vector_eval.analogy_accuracy(names, m, vector_eval.read_analogies(analogies))
+  p = evaluation.pair_score(names, m, evaluation.read_pairs(pairs))
+  a = evaluation.analogy_accuracy(names, m, evaluation.read_analogies(analogies))
   return {"wordsim_spearman": p.spearman, "pairs_covered": p.covered,
           "analogy_accuracy": a["accuracy"], "questions_covered": a["covered"]}
 
@@ -171,9 +171,9 @@ def _gensim_test_data(python: str):
 def _pv_text(pv_text: str, out_dir: str) -> str:
   """The halves of pv_text's blocks of 20 lines, "id<TAB>text" a line; returns the path."""
   sys.path.insert(0, ROOT)
-  from w2v_data import vector_eval  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import evaluation  # pylint: disable=import-outside-toplevel
   with open(pv_text, encoding="utf-8") as f:
-    docs = vector_eval.split_documents(f.read().split("\n"))
+    docs = evaluation.split_documents(f.read().split("\n"))
   path = os.path.join(out_dir, "pv_docs.tsv")
   with open(path, "w", encoding="utf-8") as f:
     f.write("".join(f"{tag}\t{text}\n" for tag, text in docs))
@@ -248,11 +248,11 @@ def _ours_settings(a, model: str) -> dict:
   """Our epochs, window and noise words for `model` (the training scripts' defaults,
   --ours_epochs)."""
   sys.path.insert(0, ROOT)
-  from w2v_data import training  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import cli as train_cli  # pylint: disable=import-outside-toplevel
   script = "pv" if model == "pv_dbow" else model
-  epochs, _, window = training.SGD_MODEL_DEFAULTS[script]
+  epochs, _, window = train_cli.SGD_MODEL_DEFAULTS[script]
   return {"epochs": a.ours_epochs or epochs, "window": window or a.window,
-          "noise_words": training.default_noise_words(script) or a.negative}
+          "noise_words": train_cli.default_noise_words(script) or a.negative}
 
 
 def _gensim_configs(a, model: str, first: bool, ours: dict):

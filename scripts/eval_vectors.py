@@ -7,7 +7,7 @@ left out. Pair files (WordSim353, SimLex-999: `word1 word2 score` a line)
 give Spearman's rho of cosine similarity against the human scores; analogy
 files (word2vec's questions-words.txt) give 3CosAdd accuracy. Each result
 says how many pairs / questions the vectors cover (only those are scored).
---geometry adds `vector_eval.geometry`: mean vector length in 8 bands of
+--geometry adds `evaluation.geometry`: mean vector length in 8 bands of
 file order (most frequent words first) and the mean cosine of all pairs of
 words: near-equal for two seeds of one trainer, so a gap between two
 trainers on the same data points at a difference in their algorithms.
@@ -28,7 +28,8 @@ if ROOT not in sys.path:
 
 from textrecords.errors import UserError  # pylint: disable=wrong-import-position
 from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
-from w2v_data import schema, vector_eval, vectors  # pylint: disable=wrong-import-position
+from w2v_data import schema  # pylint: disable=wrong-import-position
+from w2v_data.train import evaluation, vectors  # pylint: disable=wrong-import-position
 
 
 def evaluate(vectors_path: str, pairs=(), analogies=(), geometry: bool = False) -> dict:
@@ -38,15 +39,15 @@ def evaluate(vectors_path: str, pairs=(), analogies=(), geometry: bool = False) 
   names, matrix = [names[i] for i in keep], matrix[keep]
   out = {"vectors": len(names), "pairs": {}, "analogies": {}}
   for path in pairs:
-    s = vector_eval.pair_score(names, matrix, vector_eval.read_pairs(path))
+    s = evaluation.pair_score(names, matrix, evaluation.read_pairs(path))
     out["pairs"][path] = {"spearman": s.spearman, "covered": s.covered, "total": s.total}
   for path in analogies:
-    out["analogies"][path] = vector_eval.analogy_accuracy(
-        names, matrix, vector_eval.read_analogies(path))
+    out["analogies"][path] = evaluation.analogy_accuracy(
+        names, matrix, evaluation.read_analogies(path))
   if geometry:
     if len(matrix) < 2:
       raise UserError(f"{vectors_path}: --geometry needs 2 or more vectors besides <unk>")
-    out["geometry"] = vector_eval.geometry(matrix, bands=min(8, len(matrix)))
+    out["geometry"] = evaluation.geometry(matrix, bands=min(8, len(matrix)))
   return out
 
 

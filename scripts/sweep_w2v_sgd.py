@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Our word2vec trainer (w2v_data.sgd, kernel engine) over settings and seeds, scored.
+"""Our word2vec trainer (w2v_data.train.sgd, kernel engine) over settings and seeds, scored.
 
 For choosing the trainer's defaults: trains every --configs entry with every
 seed of --seeds on one w2v_data dataset (records of every token:
@@ -7,8 +7,8 @@ seed of --seeds on one w2v_data dataset (records of every token:
 one thread, and prints a line a run: the settings, the seed, the training
 CPU seconds and the quality (word models: the Spearman of each --pairs file,
 e.g. WordSim353 and SimLex-999, and analogy accuracy on --analogies; PV:
-sibling retrieval, `vector_eval.sibling_accuracy`, for documents made by
-`vector_eval.split_documents` as bench_w2v_train.py makes them). Compare CPU
+sibling retrieval, `evaluation.sibling_accuracy`, for documents made by
+`evaluation.split_documents` as bench_w2v_train.py makes them). Compare CPU
 seconds only within one run on a shared machine; for gensim and the
 defaults side by side use bench_w2v_train.py.
 
@@ -31,12 +31,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _quality(names, m, model: str, pairs, analogies) -> str:
-  from w2v_data import vector_eval  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import evaluation  # pylint: disable=import-outside-toplevel
   if model in ("pv_dbow", "pv_dm"):
-    return f"retrieval {vector_eval.sibling_accuracy(names, m):.3f}"
-  scores = [f"{label} {vector_eval.pair_score(names, m, rows).spearman:.3f}"
+    return f"retrieval {evaluation.sibling_accuracy(names, m):.3f}"
+  scores = [f"{label} {evaluation.pair_score(names, m, rows).spearman:.3f}"
             for label, rows in pairs]
-  a = vector_eval.analogy_accuracy(names, m, analogies)["accuracy"]
+  a = evaluation.analogy_accuracy(names, m, analogies)["accuracy"]
   return f"{' '.join(scores)} analogy {a * 100:.2f}%"
 
 
@@ -52,19 +52,19 @@ def main(argv=None) -> int:
   p.add_argument("--also_in_out", action="store_true",
                  help="word models: also score the in+out vectors of each run")
   a = p.parse_args(argv)
-  from w2v_data import epochs, models, sgd, training, vector_eval, vectors as vectors_lib  # pylint: disable=import-outside-toplevel
-  training.set_threads(1)
+  from w2v_data.train import cli as train_cli, draws, evaluation, models, sgd, vectors as vectors_lib  # pylint: disable=import-outside-toplevel
+  train_cli.set_threads(1)
   model = models.read_meta(a.data_dir).get("model", "skipgram")
   word = model in ("skipgram", "cbow")
   if word and not (a.pairs and a.analogies):
     print("error: --pairs and --analogies are needed for word models", file=sys.stderr)
     return 2
-  pairs = [(os.path.splitext(os.path.basename(path))[0], vector_eval.read_pairs(path))
+  pairs = [(os.path.splitext(os.path.basename(path))[0], evaluation.read_pairs(path))
            for path in a.pairs.split(",") if path] if word else None
-  analogies = vector_eval.read_analogies(a.analogies) if word else None
+  analogies = evaluation.read_analogies(a.analogies) if word else None
   for cfg in json.loads(a.configs):
     for seed in [int(s) for s in a.seeds.split(",")]:
-      settings = epochs.DrawSettings(
+      settings = draws.DrawSettings(
           subsample_t=cfg.get("subsample_t", 1e-4), subsample_formula="word2vec",
           max_window_size=cfg.get("window"), num_noise_words=cfg.get("noise_words"))
       start = time.process_time()

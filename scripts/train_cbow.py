@@ -21,14 +21,14 @@ if ROOT not in sys.path:
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from textrecords.runs import cli  # pylint: disable=wrong-import-position
-from w2v_data import training  # pylint: disable=wrong-import-position
+from w2v_data.train import cli as train_cli  # pylint: disable=wrong-import-position
 
 
 def main(argv=None):
-  return training.vectors_main(argv, __doc__, ("cbow",), query_flag="words",
-                               query_default="chip,baby,intel",
-                               query_help="show neighbours of these",
-                               vectors_help="the word vectors", sgd_model="cbow")
+  return train_cli.vectors_main(argv, __doc__, ("cbow",), query_flag="words",
+                                query_default="chip,baby,intel",
+                                query_help="show neighbours of these",
+                                vectors_help="the word vectors", sgd_model="cbow")
 
 
 if __name__ == "__main__":

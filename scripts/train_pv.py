@@ -24,15 +24,15 @@ if ROOT not in sys.path:
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from textrecords.runs import cli  # pylint: disable=wrong-import-position
-from w2v_data import training  # pylint: disable=wrong-import-position
+from w2v_data.train import cli as train_cli  # pylint: disable=wrong-import-position
 
 
 def main(argv=None):
-  return training.vectors_main(argv, __doc__, ("pv_dbow", "pv_dm"), query_flag="docs",
-                               query_help="comma-separated document ids to show neighbours "
-                               "of (default: the first three)", what="document ",
-                               epochs=10, learning_rate=0.005, sgd_model="pv",
-                               vectors_help="the document vectors")
+  return train_cli.vectors_main(argv, __doc__, ("pv_dbow", "pv_dm"), query_flag="docs",
+                                query_help="comma-separated document ids to show neighbours "
+                                "of (default: the first three)", what="document ",
+                                epochs=10, learning_rate=0.005, sgd_model="pv",
+                                vectors_help="the document vectors")
 
 
 if __name__ == "__main__":

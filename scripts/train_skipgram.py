@@ -4,10 +4,10 @@
 Two embeddings (centers, contexts/noise words); the score of a (center, word)
 pair is their dot product. --trainer=sgd (default): word2vec's SGD with a
 linearly falling rate on subsampling, windows and noise words drawn anew
-every epoch (`w2v_data.sgd`; by default in the numba kernel of
-`w2v_data.kernel_sgd`, defaults in `w2v_data.training`); --trainer=keras: d2l's
-model with Adam on the records' one draw (binary cross-entropy masked by
-make_dataset's sample weights).
+every epoch (`w2v_data.train.sgd`; by default in the numba kernel of
+`w2v_data.train.kernel_engine`, defaults in `w2v_data.train.cli`);
+--trainer=keras: d2l's model with Adam on the records' one draw (binary
+cross-entropy masked by make_dataset's sample weights).
 
 The run is deterministic on CPU (sgd: always, seed 0 by default; keras: with
 --seed): two runs on the same records (written with any --num_workers), with
@@ -31,7 +31,7 @@ if ROOT not in sys.path:
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
-from w2v_data import training  # pylint: disable=wrong-import-position
+from w2v_data.train import cli as train_cli  # pylint: disable=wrong-import-position
 
 
 def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs: int = 5,
@@ -39,7 +39,7 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
           steps_per_epoch=None, verbose: int = 2):
   """Trains on `data_dir` (a w2v_data.create output); returns (model, history, tokens)."""
   import w2v_data  # pylint: disable=import-outside-toplevel
-  from w2v_data import models  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import models  # pylint: disable=import-outside-toplevel
   if seed is not None:
     models.seed_everything(seed)
   # One infinite pass (repeat=True) cut into epochs by steps_per_epoch (a
@@ -55,28 +55,28 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
 
 
 def main(argv=None):
-  p = training.parser(__doc__)
-  training.add_flags(p, vectors_help="the center embeddings")
+  p = train_cli.parser(__doc__)
+  train_cli.add_flags(p, vectors_help="the center embeddings")
   p.add_argument("--pad_to", type=int, default=None, check=script_args.POSITIVE,
                  help="keras trainer only")
   p.add_argument("--negatives", choices=["stored", "fresh"], default="stored",
                  help="keras trainer only (sgd always draws fresh ones)")
   p.add_argument("--words", default="chip,baby,intel", help="show neighbours of these")
-  args = training.resolve(p.parse_args(argv))
+  args = train_cli.resolve(p.parse_args(argv))
 
   def _train(a):
-    from w2v_data import models  # pylint: disable=import-outside-toplevel
-    from w2v_data import vectors  # pylint: disable=import-outside-toplevel
-    training.check_inputs(a.data_dir, "skipgram")  # other kinds, no TensorFlow: one line
+    from w2v_data.train import models  # pylint: disable=import-outside-toplevel
+    from w2v_data.train import vectors  # pylint: disable=import-outside-toplevel
+    train_cli.check_inputs(a.data_dir, "skipgram")  # other kinds, no TensorFlow: one line
     if a.trainer == "sgd":
-      return training.sgd_train(a, ("skipgram",))
+      return train_cli.sgd_train(a, ("skipgram",))
     model, _, tokens = train(a.data_dir, embed_size=a.embed_size, batch_size=a.batch_size,
                              epochs=a.epochs, learning_rate=a.learning_rate, pad_to=a.pad_to,
                              negatives=a.negatives, seed=a.seed,
                              steps_per_epoch=a.steps_per_epoch)
     return vectors.without_unk(tokens, models.embedding_matrix(model))
 
-  return training.run(args, _train, args.words.split(","))
+  return train_cli.run(args, _train, args.words.split(","))
 
 
 if __name__ == "__main__":

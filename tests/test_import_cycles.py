@@ -209,3 +209,18 @@ def test_the_architecture_docs_map_every_core_module():
   assert not missing, f"not in docs/architecture.md's core map: {missing}"
   rooms = [r for r in ROOMS if r not in ("foundations", "commands")]
   assert all(f"**`{r}/`" in core_map for r in rooms), rooms
+
+
+def _in_w2v_trainer(module: str) -> bool:
+  return module == "w2v_data.train" or module.startswith("w2v_data.train.")
+
+
+def test_w2v_datas_trainer_is_imported_by_nothing_else_in_w2v_data():
+  """`w2v_data/train/` (the trainer) may import the reading and writing side;
+  no module of w2v_data outside it imports it (in functions too)."""
+  graph = import_graph()
+  assert "w2v_data.dataset" in graph["w2v_data.train.draws"]  # the graph sees the trainer
+  rest = [m for m in graph if m.split(".")[0] == "w2v_data" and not _in_w2v_trainer(m)]
+  assert "w2v_data.dataset" in rest and "w2v_data.create" in rest
+  inward = [f"{m} -> {d}" for m in rest for d in graph[m] if _in_w2v_trainer(d)]
+  assert not inward, "w2v_data modules importing w2v_data.train: " + "; ".join(sorted(inward))

@@ -217,7 +217,7 @@ def test_changed_vocab_is_refused_by_every_reader(datasets, tmp_path, package, n
     with pytest.raises(UserError, match="sha256 differs"):
       mt_data.load_codecs(loc)
   else:
-    from w2v_data import models  # pylint: disable=import-outside-toplevel
+    from w2v_data.train import models  # pylint: disable=import-outside-toplevel
     with pytest.raises(UserError, match="sha256 differs"):
       models.read_tokens(loc)
   assert open(vocab, "rb").read() == edited  # the reader changed nothing

@@ -142,7 +142,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
 import bert_data, mt_data, w2v_data
-from w2v_data import models
+from w2v_data.train import models
 locs = dict(zip(["bert_data", "w2v_data", "mt_data"], sys.argv[1:]))
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 assert strategy.num_replicas_in_sync == 2

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from w2v_data import pipeline
-from w2v_data import training
+from w2v_data.train import cli as train_cli
 from w2v_data.config import D2L_SUBSAMPLE_T
 from w2v_data.config import W2vConfig
 
@@ -80,7 +80,7 @@ def test_sgd_trainers_refuse_d2ls_draw_in_one_line_naming_the_fix(tmp_path, caps
 def test_default_records_train_with_the_scripts_fresh_subsampling(tmp_path, monkeypatch, model):
   """create's defaults, then the script's: the sgd trainer subsamples at its default t."""
   pytest.importorskip("tensorflow")
-  from w2v_data import sgd  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import sgd  # pylint: disable=import-outside-toplevel
   d = tmp_path / "all"
   _create(d, model=model)
   seen = {}
@@ -94,8 +94,8 @@ def test_default_records_train_with_the_scripts_fresh_subsampling(tmp_path, monk
   with pytest.raises(SystemExit):
     _module(SCRIPTS[model]).main([f"--data_dir={d}", query])
   script = "pv" if model == "pv_dbow" else model
-  assert seen["settings"].subsample_t == training.default_subsample_t(script)
-  assert seen["epochs"] == training.SGD_MODEL_DEFAULTS[script][0]
+  assert seen["settings"].subsample_t == train_cli.default_subsample_t(script)
+  assert seen["epochs"] == train_cli.SGD_MODEL_DEFAULTS[script][0]
 
 
 def test_the_bench_runs_create_with_the_documented_flags():
@@ -154,7 +154,7 @@ def test_the_readmes_sample_commands_show_each_words_class_as_its_neighbours(tmp
     shown = re.search(rf"nearest to '{q}': (.*)", outs[1]).group(1)
     near = re.findall(r"(\S+) \(\d\.\d{3}\)", shown)
     assert len(near) == 3 and all(class_of.get(w) == class_of[q] for w in near), (q, shown)
-  from w2v_data import vectors  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import vectors  # pylint: disable=import-outside-toplevel
   names, m = vectors.load(str(vec))
   m = m / np.linalg.norm(m, axis=1, keepdims=True)
   sim = m @ m.T

@@ -274,9 +274,9 @@ def test_static_element_spec_with_default_training_options(w2v):
 
 
 def test_fresh_draws_elastic_equal_steps_and_resumed(w2v):
-  # w2v_data.epochs' fresh draws shared out by draw_batches: the same global
+  # w2v_data.train.draws' fresh draws shared out by draw_batches: the same global
   # batches for 1 and 2 pipelines, equal steps, start_step = the run from k.
-  from w2v_data.draw_batches import draw_batches  # pylint: disable=import-outside-toplevel
+  from w2v_data.train.draws import draw_batches  # pylint: disable=import-outside-toplevel
   loc = w2v["two"]
   flat = lambda ds: [[np.asarray(t) for t in tf.nest.flatten(e)] for e in ds]  # noqa: E731
   whole = flat(draw_batches(loc, 64, epochs=2, seed=3))

@@ -1,4 +1,4 @@
-"""The kernel engine of the w2v SGD trainer: w2v_data.sgd_kernels and w2v_data.kernel_sgd."""
+"""The kernel engine of the w2v SGD trainer: w2v_data.train.sgd_kernels and kernel_engine."""
 
 import os
 
@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("numba")
 
 from w2v_data import sampling  # noqa: E402  pylint: disable=wrong-import-position
-from w2v_data import sgd_kernels  # noqa: E402  pylint: disable=wrong-import-position
+from w2v_data.train import sgd_kernels  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "tests", "testdata", "w2v_tiny.txt")
@@ -118,7 +118,8 @@ def test_loss_stays_finite_with_many_saturated_noise_words():
 @pytest.mark.parametrize("model", ["skipgram", "cbow", "pv_dbow", "pv_dm"])
 def test_kernel_runs_draw_anew_each_epoch_and_repeat_for_any_worker_count(tmp_path, model):
   pytest.importorskip("tensorflow")
-  from w2v_data import epochs, kernel_sgd, pipeline  # pylint: disable=import-outside-toplevel
+  from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import draws as draws_lib, kernel_engine  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   src = tmp_path / "lines.txt"
   with open(TINY, encoding="utf-8") as f:
@@ -130,13 +131,13 @@ def test_kernel_runs_draw_anew_each_epoch_and_repeat_for_any_worker_count(tmp_pa
     pipeline.create(W2vConfig(input_file=str(src), output_dir=d, model=model, min_freq=2,
                               subsample_t=1.0, max_window_size=3, num_noise_words=3,
                               num_workers=workers, num_shards=2, quiet=True))
-    draws = epochs.EpochDraws(d, 16, seed=1, settings=epochs.DrawSettings(subsample_t=0.05))
+    draws = draws_lib.EpochDraws(d, 16, seed=1, settings=draws_lib.DrawSettings(subsample_t=0.05))
     rows = {"words_in": len(draws.meta["vocab"]["counts"]), "docs": 1 if draws.doc is None
             else int(draws.doc.numpy().max()) + 1}
     rows["words_out"] = rows["words_in"]
     for epoch in (0, 1, 0):
       w = {k: np.full((n, 4), 0.1, np.float32) for k, n in rows.items()}
-      run = kernel_sgd.KernelRun(draws, w, seed=3, epochs=2, learning_rate=0.05,
+      run = kernel_engine.KernelRun(draws, w, seed=3, epochs=2, learning_rate=0.05,
                                  min_ratio=1e-4)
       run.epoch = epoch
       loss = run.step(np.arange(run.num_chunks))

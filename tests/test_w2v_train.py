@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from textrecords.errors import UserError
-from w2v_data import models
+from w2v_data.train import models
 from w2v_data import pipeline
-from w2v_data import vector_eval
-from w2v_data import vectors
+from w2v_data.train import evaluation
+from w2v_data.train import vectors
 from w2v_data.config import W2vConfig
 
 pytest.importorskip("tensorflow")
@@ -172,7 +172,7 @@ def test_cbow_trains_and_is_reproducible(tmp_path):
     models.train(d, expect=("pv_dbow", "pv_dm"))
 
 
-# --- Fresh draws every epoch (w2v_data.epochs) and the SGD trainer (w2v_data.sgd) ---
+# --- Fresh draws every epoch (w2v_data.train.draws) and the SGD trainer (w2v_data.train.sgd) ---
 
 def _lines_of(path):
   with open(path, encoding="utf-8") as f:
@@ -205,18 +205,18 @@ def _same(a, b):
 @pytest.mark.parametrize("model", ["skipgram", "cbow", "pv_dbow", "pv_dm"])
 def test_fresh_draws_differ_by_epoch_and_repeat_for_runs_workers_and_parallelism(tmp_path,
                                                                                  model):
-  from w2v_data import epochs  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import draws as draws_lib  # pylint: disable=import-outside-toplevel
   one = _create_all_tokens(tmp_path / "w1", model, workers=1)
   two = _create_all_tokens(tmp_path / "w2", model, workers=2)
-  settings = epochs.DrawSettings(subsample_t=0.05)
-  a = epochs.EpochDraws(one, 16, seed=3, settings=settings)
+  settings = draws_lib.DrawSettings(subsample_t=0.05)
+  a = draws_lib.EpochDraws(one, 16, seed=3, settings=settings)
   e0, e1 = _epoch_arrays(a, 0), _epoch_arrays(a, 1)
   assert not _same(e0, e1)  # subsampling, windows and noise words are redrawn
   assert _same(e0, _epoch_arrays(a, 0))  # the same epoch again
-  b = epochs.EpochDraws(two, 16, seed=3, settings=settings)
+  b = draws_lib.EpochDraws(two, 16, seed=3, settings=settings)
   assert _same(e0, _epoch_arrays(b, 0, parallel=1)) and _same(e1, _epoch_arrays(b, 1,
                                                                                  parallel=4))
-  assert not _same(e0, _epoch_arrays(epochs.EpochDraws(one, 16, seed=4, settings=settings), 0))
+  assert not _same(e0, _epoch_arrays(draws_lib.EpochDraws(one, 16, seed=4, settings=settings), 0))
   first = e0[0]
   words = first["contexts_negatives" if model == "skipgram" else "center_and_noise"]
   assert words.shape[1] == 4 and np.all(first["y"][:, 0] == 1) and np.all(first["y"][:, 1:] == 0)
@@ -227,13 +227,13 @@ def test_fresh_draws_differ_by_epoch_and_repeat_for_runs_workers_and_parallelism
 
 
 def test_fresh_subsampling_keeps_tokens_by_the_formula(tmp_path):
-  from w2v_data import epochs, models  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import draws as draws_lib, models  # pylint: disable=import-outside-toplevel
   d = _create_all_tokens(tmp_path / "pv", "pv_dbow")
   meta = models.read_meta(d)
   all_tokens = sum(meta["vocab"]["counts"][1:])
   kept = []
   for e in range(4):
-    draws = epochs.EpochDraws(d, 64, seed=1, settings=epochs.DrawSettings(subsample_t=0.02))
+    draws = draws_lib.EpochDraws(d, 64, seed=1, settings=draws_lib.DrawSettings(subsample_t=0.02))
     kept.append(sum(len(b["y"]) for b in _epoch_arrays(draws, e, epochs=4)))
   from w2v_data import sampling  # pylint: disable=import-outside-toplevel
   counts = np.asarray(meta["vocab"]["counts"], np.float64)
@@ -243,20 +243,20 @@ def test_fresh_subsampling_keeps_tokens_by_the_formula(tmp_path):
 
 
 def test_fresh_draw_errors_are_one_line(tmp_path):
-  from w2v_data import epochs  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import draws as draws_lib  # pylint: disable=import-outside-toplevel
   sub = _create(tmp_path / "sub")  # subsampled records
   with pytest.raises(UserError, match="--subsample_t=1"):
-    epochs.EpochDraws(sub, 16, seed=1, settings=epochs.DrawSettings(subsample_t=1e-3))
-  epochs.EpochDraws(sub, 16, seed=1)  # the stored tokens: fine
+    draws_lib.EpochDraws(sub, 16, seed=1, settings=draws_lib.DrawSettings(subsample_t=1e-3))
+  draws_lib.EpochDraws(sub, 16, seed=1)  # the stored tokens: fine
   center = _create(tmp_path / "center", layout="center")
   with pytest.raises(UserError, match="sentence layout"):
-    epochs.EpochDraws(center, 16, seed=1)
+    draws_lib.EpochDraws(center, 16, seed=1)
   for kw, match in (({"batch_size": 0}, "batch_size"), ({"seed": -1}, "seed")):
     args = {"batch_size": 16, "seed": 1, **kw}
     with pytest.raises(UserError, match=match):
-      epochs.EpochDraws(sub, args.pop("batch_size"), **args)
+      draws_lib.EpochDraws(sub, args.pop("batch_size"), **args)
   with pytest.raises(UserError, match="window"):
-    epochs.EpochDraws(sub, 16, seed=1, settings=epochs.DrawSettings(max_window_size=0))
+    draws_lib.EpochDraws(sub, 16, seed=1, settings=draws_lib.DrawSettings(max_window_size=0))
 
 
 def _train_script(name, d, out, *extra):
@@ -305,7 +305,7 @@ def test_sgd_trainer_is_byte_identical_across_runs_threads_and_workers(tmp_path,
 
 def test_sgd_skipgram_learns_cooccurrence(tmp_path):
   """Two word groups that never share a sentence end up apart."""
-  from w2v_data import epochs, sgd  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import draws as draws_lib, sgd  # pylint: disable=import-outside-toplevel
   import random  # pylint: disable=import-outside-toplevel
   rnd = random.Random(0)
   lines = [" ".join(rnd.choice([f"{g}{i}" for i in range(8)]) for _ in range(12))
@@ -314,7 +314,7 @@ def test_sgd_skipgram_learns_cooccurrence(tmp_path):
   d = str(tmp_path / "out")
   pipeline.create(W2vConfig(input_file=str(tmp_path / "in.txt"), output_dir=d, min_freq=1,
                             subsample_t=1.0, max_window_size=3, num_noise_words=5, quiet=True))
-  model, names, m, _ = sgd.train(d, seed=1, settings=epochs.DrawSettings(), dim=16,
+  model, names, m, _ = sgd.train(d, seed=1, settings=draws_lib.DrawSettings(), dim=16,
                                  batch_size=64, epochs=5, verbose=0)
   # in+out: the input plus the output vectors (<unk>'s row 0 left out as for "in")
   both = model.words_in.numpy() + model.words_out.numpy()
@@ -331,7 +331,7 @@ def test_sgd_skipgram_learns_cooccurrence(tmp_path):
   # The xla engine sums a batch's updates: far too big a batch for 16 words diverges,
   # and says so in one line.
   with pytest.raises(UserError, match="diverged"):
-    sgd.train(d, seed=1, settings=epochs.DrawSettings(), dim=16, batch_size=256, epochs=5,
+    sgd.train(d, seed=1, settings=draws_lib.DrawSettings(), dim=16, batch_size=256, epochs=5,
               learning_rate=0.05, verbose=0, engine="xla")
 
 
@@ -341,22 +341,22 @@ def test_a_slow_first_kernel_compile_is_announced(tmp_path, monkeypatch, capsys)
   item 14); a quick load (numba's cache) says nothing."""
   import time  # pylint: disable=import-outside-toplevel
   from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
-  from w2v_data import epochs, kernel_sgd, sgd  # pylint: disable=import-outside-toplevel
-  if not kernel_sgd.available():
+  from w2v_data.train import draws as draws_lib, kernel_engine, sgd  # pylint: disable=import-outside-toplevel
+  if not kernel_engine.available():
     pytest.skip("numba is not installed")
   d = _create(tmp_path / "d", subsample_t=1.0)
   train = lambda verbose: sgd.train(  # noqa: E731
-      d, seed=1, settings=epochs.DrawSettings(), dim=8, epochs=1, verbose=verbose,
+      d, seed=1, settings=draws_lib.DrawSettings(), dim=8, epochs=1, verbose=verbose,
       engine="kernel")
   train(0)  # compiled (or loaded from numba's cache) now
   assert cli.BUILD_NOTICE not in capsys.readouterr().err
-  compile_kernel = kernel_sgd.KernelRun.compile
+  compile_kernel = kernel_engine.KernelRun.compile
 
   def slow_compile(run):
     time.sleep(3.5)  # as long as a first compile seems to the notice (3 s)
     compile_kernel(run)
 
-  monkeypatch.setattr(kernel_sgd.KernelRun, "compile", slow_compile)
+  monkeypatch.setattr(kernel_engine.KernelRun, "compile", slow_compile)
   train(2)
   assert f"w2v_data: {cli.BUILD_NOTICE}" in capsys.readouterr().err
   train(0)  # quiet: no notice
@@ -365,13 +365,13 @@ def test_a_slow_first_kernel_compile_is_announced(tmp_path, monkeypatch, capsys)
 
 @pytest.mark.parametrize("model", ["pv_dbow", "pv_dm"])
 def test_sgd_paragraph_vectors_and_deterministic_inference(tmp_path, model):
-  from w2v_data import epochs, sgd  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import draws as draws_lib, sgd  # pylint: disable=import-outside-toplevel
   labels = _topic_documents(tmp_path / "docs.tsv")
   d = str(tmp_path / model)
   pipeline.create(W2vConfig(input_file=str(tmp_path / "docs.tsv"), output_dir=d, model=model,
                             doc_id_column=True, min_freq=1, subsample_t=1.0,
                             max_window_size=3, num_noise_words=5, num_workers=1, quiet=True))
-  trained, names, m, _ = sgd.train(d, seed=1, settings=epochs.DrawSettings(), dim=16,
+  trained, names, m, _ = sgd.train(d, seed=1, settings=draws_lib.DrawSettings(), dim=16,
                                    batch_size=256, epochs=15, learning_rate=0.05, verbose=0)
   unit = m / np.linalg.norm(m, axis=1, keepdims=True)
   sim = unit @ unit.T
@@ -442,13 +442,13 @@ def test_vector_geometry_mean_cosine_is_the_mean_over_all_pairs():
     unit = m / np.linalg.norm(m, axis=1, keepdims=True)
     cos = unit @ unit.T
     want = (cos.sum() - np.trace(cos)) / (30 * 29)
-    geo = vector_eval.geometry(m, bands=3)
+    geo = evaluation.geometry(m, bands=3)
     assert np.isclose(geo["mean_cosine"], want)
     assert np.isclose(geo["mean_direction"], np.linalg.norm(unit.mean(axis=0)))
     assert np.allclose(geo["band_norms"],
                        [np.linalg.norm(m[i:i + 10], axis=1).mean() for i in (0, 10, 20)])
   with pytest.raises(ValueError, match="2\\+ rows"):
-    vector_eval.geometry(np.ones((1, 3)))
+    evaluation.geometry(np.ones((1, 3)))
 
 
 @pytest.mark.parametrize("name", ["train_skipgram", "train_cbow", "train_pv"])
@@ -463,29 +463,29 @@ def test_a_bad_engine_is_one_line_naming_the_flag(tmp_path, capsys, name):
 
 
 def test_sgd_defaults_per_script():
-  from w2v_data import training  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import cli as train_cli  # pylint: disable=import-outside-toplevel
   got = {}
   for script in ("skipgram", "cbow", "pv"):
-    p = training.parser("x")
-    training.add_flags(p, sgd_model=script)
-    a = training.resolve(p.parse_args(["--data_dir=d"]))
+    p = train_cli.parser("x")
+    train_cli.add_flags(p, sgd_model=script)
+    a = train_cli.resolve(p.parse_args(["--data_dir=d"]))
     got[script] = (a.epochs, a.learning_rate, a._sgd_window, a._sgd_subsample_t,  # pylint: disable=protected-access
                    a._sgd_noise_words)  # pylint: disable=protected-access
-  assert got == {name: (*training.SGD_MODEL_DEFAULTS[name], training.default_subsample_t(name),
-                        training.default_noise_words(name)) for name in got}
-  assert got["skipgram"][0] == 30 and training.default_noise_words("skipgram") == 10
-  assert training.default_noise_words("cbow") is None  # the records'
-  assert training.default_noise_words("pv") is None
-  assert training.default_subsample_t("skipgram") == training.SGD_DEFAULTS["subsample_t"]
-  assert training.default_subsample_t("cbow") > training.SGD_DEFAULTS["subsample_t"]
-  assert training.default_subsample_t("pv") < training.SGD_DEFAULTS["subsample_t"]
+  assert got == {name: (*train_cli.SGD_MODEL_DEFAULTS[name], train_cli.default_subsample_t(name),
+                        train_cli.default_noise_words(name)) for name in got}
+  assert got["skipgram"][0] == 30 and train_cli.default_noise_words("skipgram") == 10
+  assert train_cli.default_noise_words("cbow") is None  # the records'
+  assert train_cli.default_noise_words("pv") is None
+  assert train_cli.default_subsample_t("skipgram") == train_cli.SGD_DEFAULTS["subsample_t"]
+  assert train_cli.default_subsample_t("cbow") > train_cli.SGD_DEFAULTS["subsample_t"]
+  assert train_cli.default_subsample_t("pv") < train_cli.SGD_DEFAULTS["subsample_t"]
   vectors = {}
   for script in ("skipgram", "cbow"):
-    p = training.parser("x")
-    training.add_flags(p, sgd_model=script)
+    p = train_cli.parser("x")
+    train_cli.add_flags(p, sgd_model=script)
     vectors[script] = p.parse_args(["--data_dir=d"]).word_vectors
   assert vectors == {"skipgram": "in", "cbow": "in+out"}
-  assert vectors == {name: training.default_word_vectors(name) for name in vectors}
+  assert vectors == {name: train_cli.default_word_vectors(name) for name in vectors}
 
 
 def test_sgd_flag_errors_are_one_line(tmp_path, capsys):

@@ -1,7 +1,7 @@
-"""The "kernel" engine of `w2v_data.sgd`: word2vec.c's per-example SGD, driven by model.fit.
+"""The "kernel" engine of `w2v_data.train.sgd`: word2vec.c's per-example SGD, driven by model.fit.
 
 Each Keras step trains a few chunks of sentences with the numba kernel of
-`w2v_data.sgd_kernels`: it draws the chunk's subsampling, windows and noise
+`w2v_data.train.sgd_kernels`: it draws the chunk's subsampling, windows and noise
 words from (seed, epoch, chunk) and applies every example's update before
 the next, as word2vec.c and gensim do, instead of summing a batch's
 updates. The dataset that `model.fit` reads holds chunk numbers; the
@@ -28,7 +28,7 @@ class KernelRun:
   """The corpus, draw settings and numpy weights of one kernel-engine run.
 
   Args:
-    draws: a `w2v_data.epochs.EpochDraws` (its held sentences, keep
+    draws: a `w2v_data.train.draws.EpochDraws` (its held sentences, keep
       probabilities and noise table are used; its tf.data draws are not).
     weights: {"words_in", "words_out"[, "docs"]: float32 arrays}, trained in place.
     seed: the run's seed; epochs: the run's epochs; learning_rate: the starting rate.
@@ -37,7 +37,7 @@ class KernelRun:
 
   def __init__(self, draws, weights: dict, *, seed: int, epochs: int, learning_rate: float,
                min_ratio: float):
-    from w2v_data import sgd_kernels  # pylint: disable=import-outside-toplevel
+    from w2v_data.train import sgd_kernels  # pylint: disable=import-outside-toplevel
     self._kernels = sgd_kernels
     self.code = sgd_kernels.MODEL_CODES[draws.model]
     self.tokens = np.ascontiguousarray(draws.tokens.numpy(), np.int64)
@@ -65,6 +65,7 @@ class KernelRun:
     for c in np.asarray(chunks).reshape(-1).tolist():
       s0 = c * self.chunk
       s1 = min(s0 + self.chunk, num_sentences)
+      # The key keeps the module's old name: the same draws (and vectors) as before.
       chunk_seed = seeding.derive_seed(self.seed, "w2v_data/kernel_sgd", self.epoch, c)
       progress = (self.epoch + self.row_splits[s0] / max(1, len(self.tokens))) / self.epochs
       total += self._train(s0, s1, chunk_seed, progress)

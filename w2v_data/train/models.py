@@ -4,7 +4,7 @@ Each model takes exactly the `x` dict that `w2v_data.make_dataset` yields for
 its records and returns logits shaped like `y`; the loss is binary
 cross-entropy on the logits, weighted by the dataset's sample weights.
 `embedding_matrix` gives the vectors to save (word2vec text format, see
-`w2v_data.vectors`).
+`w2v_data.train.vectors`).
 """
 
 import os
@@ -15,7 +15,7 @@ import numpy as np
 from textrecords.datasets import vocab as vocab_lib
 from textrecords.tf_import import require_tf
 from w2v_data import schema
-from w2v_data import vectors
+from w2v_data.train import vectors
 
 CENTER_EMBEDDING = "center_embedding"
 CONTEXT_EMBEDDING = "context_embedding"

@@ -6,11 +6,11 @@ uniform on [-0.5/D, 0.5/D], output vectors at zero, plain SGD whose rate
 falls linearly from `learning_rate` to `learning_rate * 1e-4` over the run,
 only the rows an example touches updated. Two engines run its train_step:
 
-  kernel (default when numba is installed; `w2v_data.kernel_sgd`): each
+  kernel (default when numba is installed; `w2v_data.train.kernel_engine`): each
     step trains a few chunks of sentences in a numba kernel that draws the
     subsampling, windows and noise words of (seed, epoch, chunk) and
     applies every example's update before the next, as word2vec.c does;
-  xla: the batches of `w2v_data.epochs.EpochDraws` (tf.data draws), a
+  xla: the batches of `w2v_data.train.draws.EpochDraws` (tf.data draws), a
     batch's updates all computed from the weights before it and added with
     `scatter_add` in an XLA step (gradients in closed form).
 
@@ -29,9 +29,9 @@ import numpy as np
 
 from textrecords import seeding
 from textrecords.tf_import import require_tf
-from w2v_data import epochs as epochs_lib
+from w2v_data.train import draws as draws_lib
 from w2v_data import schema
-from w2v_data import vectors as vectors_lib
+from w2v_data.train import vectors as vectors_lib
 
 MIN_RATE_RATIO = 1e-4  # word2vec.c: the rate never falls below starting_alpha * 0.0001
 WORD_MODELS = ("skipgram", "cbow")
@@ -108,7 +108,7 @@ def _logits(model, x):
 def _sgd_step(model, x, y, w):
   """One SGD step of `model` on a batch; returns the batch's mean loss."""
   tf = require_tf()
-  rate = model.rate * tf.maximum(1.0 - x[epochs_lib.X_PROGRESS][0], MIN_RATE_RATIO)
+  rate = model.rate * tf.maximum(1.0 - x[draws_lib.X_PROGRESS][0], MIN_RATE_RATIO)
   words = _targets(x)
   h, apply_input = _hidden(model, x)
   out = tf.gather(model.words_out, words)
@@ -158,7 +158,7 @@ def _model_class():
 
     def train_step(self, data):
       x, y, w = keras.utils.unpack_x_y_sample_weight(data)
-      if self.kernel_run is not None:  # x: chunk numbers (w2v_data.kernel_sgd)
+      if self.kernel_run is not None:  # x: chunk numbers (w2v_data.train.kernel_engine)
         return {"sgd_loss": tf.numpy_function(self.kernel_run.step, [x], tf.float32)}
       return {"sgd_loss": self._step(x, y, w)}
 
@@ -207,17 +207,17 @@ def resolve_engine(engine: str) -> str:
     UserError: an unknown engine, or "kernel" without numba.
   """
   from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  from w2v_data import kernel_sgd  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import kernel_engine  # pylint: disable=import-outside-toplevel
   if engine not in ENGINES:
     raise UserError(f"engine={engine!r}: must be one of {', '.join(ENGINES)}")
   if engine == "auto":
-    return "kernel" if kernel_sgd.available() else "xla"
-  if engine == "kernel" and not kernel_sgd.available():
+    return "kernel" if kernel_engine.available() else "xla"
+  if engine == "kernel" and not kernel_engine.available():
     raise UserError("engine=kernel needs numba: pip install 'textrecords[fast]'")
   return engine
 
 
-def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: int = 100,
+def train(data_dir: str, *, seed: int, settings: draws_lib.DrawSettings, dim: int = 100,
           batch_size: int = 1024, epochs: int = 5, learning_rate: float = 0.025,
           expect=None, verbose: int = 2, jit_compile: bool = True,
           log=print, parallel: int = 2, engine: str = "auto", word_vectors: str = "in"):
@@ -227,7 +227,7 @@ def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: i
   CBOW), or the document ids and the document vectors (PV).
 
   Args:
-    engine: "kernel" (`w2v_data.kernel_sgd`: word2vec.c's per-example
+    engine: "kernel" (`w2v_data.train.kernel_engine`: word2vec.c's per-example
       updates; batch_size is not used), "xla" (a batch's updates summed, in an
       XLA step), or "auto" (kernel when numba is installed).
     word_vectors: the word vectors returned (`vectors`): "in" or "in+out".
@@ -236,10 +236,10 @@ def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: i
     UserError: records of a model not in `expect`, or bad settings.
   """
   from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  from w2v_data import models  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import models  # pylint: disable=import-outside-toplevel
   engine = resolve_engine(engine)
   models.seed_everything(seed)
-  draws = epochs_lib.EpochDraws(data_dir, batch_size, seed=seed, settings=settings)
+  draws = draws_lib.EpochDraws(data_dir, batch_size, seed=seed, settings=settings)
   if expect is not None and draws.model not in expect:
     raise UserError(f"{data_dir}: records are for --model={draws.model}, this trains "
                     f"{' or '.join(expect)}")
@@ -272,16 +272,16 @@ def train(data_dir: str, *, seed: int, settings: epochs_lib.DrawSettings, dim: i
 def _fit_kernel(model, draws, *, seed: int, epochs: int, learning_rate: float, verbose: int):
   """All epochs in one model.fit, each step a few chunks of the numba kernel."""
   from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
-  from w2v_data import kernel_sgd  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import kernel_engine  # pylint: disable=import-outside-toplevel
   weights = model.weights_numpy()
   with cli.notice_if_slow(cli.Progress(quiet=not verbose).sayer("w2v_data: ")):
-    run = kernel_sgd.KernelRun(draws, weights, seed=seed, epochs=epochs,
+    run = kernel_engine.KernelRun(draws, weights, seed=seed, epochs=epochs,
                                learning_rate=learning_rate, min_ratio=MIN_RATE_RATIO)
     run.compile()  # numba's first compile: announced, not a silent first step
   model.kernel_run = run
   try:
     model.fit(run.dataset(draws._tf), epochs=epochs, verbose=verbose, shuffle=False,  # pylint: disable=protected-access
-              callbacks=[kernel_sgd.epoch_callback(run, lambda: model.assign_numpy(weights))])
+              callbacks=[kernel_engine.epoch_callback(run, lambda: model.assign_numpy(weights))])
   finally:
     model.kernel_run = None
 

@@ -25,6 +25,22 @@ each with "progress" (B,) (the fraction of all epochs' tokens before this
 row's chunk, for a learning rate that decays linearly), labels y (B, 1 + K)
 = [1, 0, ...] and sample weights (B, 1 + K): 0 for a noise word equal to the
 positive word (word2vec.c skips those), else 1.
+
+`draw_batches` shares these draws out among many hosts. The draws are a
+function of (seed, epoch, chunk of sentences), not of the input pipeline,
+so every pipeline computes the same global batches of G rows and takes its
+replicas' slices of each (`read_order.Sharing`): global batch k holds the
+same rows for any number of pipelines, the slices are disjoint and make it
+up, and every pipeline yields the same number of steps (the partial last
+global batch of an epoch is dropped). How many rows an epoch draws is itself
+drawn, so the number of steps is not known beforehand. `start_step=k` skips
+k global batches: no record is read (the sentences are held), the skipped
+draws are computed and dropped. Each pipeline computes every draw (P
+pipelines: P times the work of one).
+
+Example:
+  >>> ds = draw_batches("out/ptb_w2v", 1024, epochs=5, seed=0,  # doctest: +SKIP
+  ...                   input_context=ctx, start_step=step)
 """
 
 import dataclasses
@@ -37,6 +53,7 @@ from textrecords.wire import features
 from textrecords import seeding
 from textrecords.reading import tf_input
 from textrecords.errors import UserError
+from textrecords.reading.read_options import ReadOptions
 from textrecords.tf_import import require_tf
 from w2v_data import sampling
 from w2v_data import schema
@@ -132,6 +149,7 @@ class EpochDraws:
       self.keep = tf.constant(self.keep_probs, tf.float32)
     table = self.noise_table = sampling.AliasTable(sampling.noise_probabilities(counts))
     self.noise = (tf.constant(table.prob, tf.float64), tf.constant(table.alias, tf.int64))
+    # The key keeps the module's old name: the same draws (and vectors) as before.
     self.seed = seeding.derive_seed(int(seed), "w2v_data/epochs")
     num_sentences = int(self.row_splits.shape[0]) - 1
     per_sentence = max(1.0, float(self.tokens.shape[0]) / max(1, num_sentences))
@@ -256,3 +274,28 @@ def _held_sentences(tf, files, compression: str, meta: dict):
   splits = np.concatenate([[0], np.cumsum(cat(lengths))]).astype(np.int64)
   doc = tf.constant(cat(docs), tf.int64) if schema.DOC_ID in spec else None
   return tf.constant(cat(tokens), tf.int64), tf.constant(splits), doc
+
+
+def draw_batches(location: str, global_batch_size: int, *, epochs: int, seed: int,
+                 input_context=None, start_step: int = 0,
+                 settings: DrawSettings = DrawSettings(),
+                 verify: str = "checksum", parallel: int = 2):
+  """This input pipeline's per-replica batches of `epochs` epochs of fresh
+  draws (see the module doc): a `tf.data.Dataset` of (x, y, w), batch
+  dimension static (G / replicas)."""
+  if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
+    raise UserError(f"epochs={epochs!r}: must be a positive integer")
+  sharing = ReadOptions(global_batch_size=global_batch_size, input_context=input_context,
+                        start_step=start_step).sharing()
+  tf = require_tf()
+  draws = EpochDraws(location, sharing.global_batch, seed=seed, settings=settings,
+                     verify=verify)
+  ds = draws.dataset(0, epochs, parallel)
+  for e in range(1, epochs):
+    ds = ds.concatenate(draws.dataset(e, epochs, parallel))
+  g, r, b = sharing.global_batch, sharing.replicas, sharing.per_replica
+  lo, hi = sharing.local_replicas.start, sharing.local_replicas.stop
+  ds = ds.filter(lambda x, y, w: tf.shape(y)[0] == g).skip(start_step)
+  ds = ds.map(lambda *xyw: tf.nest.map_structure(
+      lambda t: tf.reshape(t, tf.concat([[r, b], tf.shape(t)[1:]], 0))[lo:hi], xyw))
+  return ds.unbatch().prefetch(2)

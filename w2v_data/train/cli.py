@@ -3,12 +3,12 @@
 Flags every script takes (`add_flags`), and one run (`run`): train, save
 the vectors in word2vec text format, print a few nearest neighbours;
 `vectors_main` is the whole main of a script training CBOW or paragraph
-vectors. Two trainers (--trainer): "sgd" (default; `w2v_data.sgd`:
+vectors. Two trainers (--trainer): "sgd" (default; `w2v_data.train.sgd`:
 word2vec's SGD on fresh draws of every epoch, by default in the numba
-kernel of `w2v_data.kernel_sgd`; defaults in SGD_DEFAULTS and
-SGD_MODEL_DEFAULTS) and
-"keras" (d2l's Keras models with Adam on the records' one draw,
-`w2v_data.models`). Imports TensorFlow only when a run starts.
+kernel of `w2v_data.train.kernel_engine`; defaults in SGD_DEFAULTS and
+SGD_MODEL_DEFAULTS) and "keras" (d2l's Keras models with Adam on the
+records' one draw, `w2v_data.train.models`). Imports TensorFlow only when a
+run starts.
 """
 
 import argparse
@@ -32,7 +32,7 @@ SGD_MODEL_SUBSAMPLE_T = {"pv": 3e-5, "cbow": 5e-4}
 # skip-gram with 10 at 30 epochs matches 5 at 50 epochs on WordSim353 at the same CPU
 # and scores higher on SimLex-999 and analogies (BENCHMARKS.md).
 SGD_MODEL_NOISE_WORDS = {"skipgram": 10}
-# The saved word vectors (`w2v_data.sgd.vectors`) where a script's differ from "in":
+# The saved word vectors (`w2v_data.train.sgd.vectors`) where a script's differ from "in":
 # CBOW's input plus output vectors score higher on WordSim353 at the same analogies.
 SGD_MODEL_WORD_VECTORS = {"cbow": "in+out"}
 
@@ -158,8 +158,8 @@ def check_keep_every_token(data_dir: str, meta: dict):
   --subsample_t below 1 hold one draw (d2l's), which trains worse vectors.
   """
   from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  from w2v_data import epochs as epochs_lib  # pylint: disable=import-outside-toplevel
-  if not epochs_lib.records_keep_every_token(meta):
+  from w2v_data.train import draws as draws_lib  # pylint: disable=import-outside-toplevel
+  if not draws_lib.records_keep_every_token(meta):
     raise UserError(
         f"--data_dir={data_dir}: the records hold one subsampled draw (--subsample_t="
         f"{meta['flags']['subsample_t']:g}); the sgd trainer subsamples afresh every epoch: "
@@ -179,14 +179,14 @@ def check_inputs(data_dir: str, model: str):
 
 
 def sgd_train(args, expect):
-  """Trains with `w2v_data.sgd` from parsed flags; returns (names, matrix)."""
-  from w2v_data import epochs as epochs_lib  # pylint: disable=import-outside-toplevel
-  from w2v_data import models, sgd  # pylint: disable=import-outside-toplevel
+  """Trains with `w2v_data.train.sgd` from parsed flags; returns (names, matrix)."""
+  from w2v_data.train import draws as draws_lib  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import models, sgd  # pylint: disable=import-outside-toplevel
   set_threads(args.threads)
   check_keep_every_token(args.data_dir, models.read_meta(args.data_dir))
   t = args._sgd_subsample_t if args.subsample_t is None else args.subsample_t  # pylint: disable=protected-access
   k = args._sgd_noise_words if args.noise_words is None else args.noise_words  # pylint: disable=protected-access
-  settings = epochs_lib.DrawSettings(subsample_t=t, subsample_formula=args.subsample_formula,
+  settings = draws_lib.DrawSettings(subsample_t=t, subsample_formula=args.subsample_formula,
                                      max_window_size=args.window or args._sgd_window,  # pylint: disable=protected-access
                                      num_noise_words=k)
   _, names, matrix, _ = sgd.train(
@@ -206,7 +206,7 @@ def run(args, train: Callable, queries, what: str = "") -> int:
   Returns the exit status: 0, or 2 after a one-line error.
   """
   from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  from w2v_data import models, vectors  # pylint: disable=import-outside-toplevel
+  from w2v_data.train import models, vectors  # pylint: disable=import-outside-toplevel
   try:
     start = time.time()
     names, matrix = train(args)
@@ -240,7 +240,7 @@ def vectors_main(argv: Optional[Sequence[str]], doc: str, expect: Sequence[str],
   args = resolve(p.parse_args(argv))
 
   def train(a):
-    from w2v_data import models  # pylint: disable=import-outside-toplevel
+    from w2v_data.train import models  # pylint: disable=import-outside-toplevel
     check_inputs(a.data_dir, expect[0])
     if a.trainer == "sgd":
       return sgd_train(a, expect)
