@@ -10,6 +10,8 @@ Example:
 """
 
 
+from typing import Optional, Sequence, Union
+
 from absl import flags
 
 from bert_data.config import BertConfig
@@ -18,7 +20,6 @@ from bert_data import units
 from textrecords.runs import cli
 from textrecords.runs import run as run_lib
 from textrecords.files import text_input
-from textrecords.runs.run_options import run_options_from_flags
 
 FLAGS = flags.FLAGS
 
@@ -64,29 +65,54 @@ def define_flags():
   cli.define_common_flags()
 
 
-def _dupe_factor() -> int:
-  """--dupe_factor, or 1 with --masking=dynamic when it was not given."""
-  if FLAGS.masking == "dynamic" and not FLAGS["dupe_factor"].present:
-    return 1
-  return FLAGS.dupe_factor
+def config_from_options(input_files: Union[str, Sequence[str]],
+                        output: Union[str, Sequence[str]], vocab_file: Optional[str] = None,
+                        **options) -> BertConfig:
+  """The run's validated config: `create_dataset`'s and the command line's.
+
+  --dupe_factor left out is 1 with masking="dynamic" (masks are drawn every
+  epoch), else the reference's 10.
+  """
+  files = tuple(text_input.expand_patterns(run_lib.joined_locations(input_files),
+                                           "--input_file"))
+  outputs = tuple(p.strip() for p in run_lib.joined_locations(output).split(",") if p.strip())
+  if options.get("masking") == "dynamic" and "dupe_factor" not in options:
+    options["dupe_factor"] = 1
+  for name in ("packing", "spm_model_file"):  # the flags' None is the config's ""
+    if name in options:
+      options[name] = options[name] or ""
+  return run_lib.config_from_options(BertConfig, "bert_data.create_dataset", options,
+                                     input_files=files, output_files=outputs,
+                                     vocab_file=vocab_file or "")
 
 
 def config_from_flags() -> BertConfig:
-  files = tuple(text_input.expand_patterns(FLAGS.input_file or "", "--input_file"))
-  outputs = tuple(p.strip() for p in (FLAGS.output_file or "").split(",") if p.strip())
-  return BertConfig(
-      input_files=files, output_files=outputs, vocab_file=FLAGS.vocab_file or "",
-      sentence_order=FLAGS.sentence_order, next_sentence=FLAGS.next_sentence,
-      packing=FLAGS.packing or "", spm_model_file=FLAGS.spm_model_file or "",
-      pack_instances=FLAGS.pack_instances,
-      do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask,
-      max_seq_length=FLAGS.max_seq_length,
-      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-      random_seed=FLAGS.random_seed, dupe_factor=_dupe_factor(),
-      masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-      reference_compatible=FLAGS.reference_compatible, masking=FLAGS.masking,
-      max_ngram_size=FLAGS.max_ngram_size, use_v2_feature_names=FLAGS.use_v2_feature_names,
-      **run_options_from_flags(FLAGS)).validate()
+  options = run_lib.options_from_flags(FLAGS, BertConfig, given_only=["dupe_factor"])
+  return config_from_options(FLAGS.input_file or "", FLAGS.output_file or "", **options)
+
+
+def create_dataset(input_files: Union[str, Sequence[str]], output: Union[str, Sequence[str]],
+                   vocab_file: Optional[str] = None, **options) -> run_lib.RunResult:
+  """Writes BERT pretraining records: `python -m bert_data.create` as a function.
+
+  The writing twin of `make_dataset`. `options` are the command line's flags
+  (same names, defaults and checks: `max_seq_length=512`, `dupe_factor=5`,
+  `masking="dynamic"`, `num_shards=8`, `overwrite=True`, `engine="beam"`, ...);
+  `num_workers` left out uses every core, as the command line does.
+
+  Args:
+    input_files: text files or globs (a list, or comma-separated).
+    output: the output file(s) (with `num_shards`, shards of it).
+    vocab_file: the WordPiece vocab (or give `spm_model_file=`).
+
+  Returns:
+    The run's `RunResult` (`.meta`: the metadata written beside the records).
+
+  Raises:
+    UserError: bad settings or input, with the command line's one-line message.
+  """
+  return run_lib.create_from_options(config_from_options, pipeline.create,
+                                     (input_files, output, vocab_file), options, **_OUTPUT)
 
 
 def _rows_note(config: BertConfig, result: run_lib.RunResult) -> str:
@@ -105,8 +131,8 @@ def _summary(config: BertConfig, result: run_lib.RunResult):
   return line, cli.summary("bert_data", list(config.output_files), summary, result.files)
 
 
-main = run_lib.generator(config_from_flags, pipeline.create, _summary, output="output_files",
-                         output_flag="--output_file", folder=False)
+_OUTPUT = dict(output="output_files", output_flag="--output_file", folder=False)
+main = run_lib.generator(config_from_flags, pipeline.create, _summary, **_OUTPUT)
 entry_point = cli.entry_point(define_flags, main)  # the `bert-data-create` console script
 
 

@@ -1,13 +1,13 @@
 """MTConfig: every setting of an `mt_data.create` run, built once from flags."""
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Tuple
 
 from textrecords.runs import cli
 from textrecords.files import text_input
 from textrecords.files import tfrecord
 from textrecords.errors import UserError
-from textrecords.runs.run_options import RunOptions, run_options_from_flags
+from textrecords.runs.run_options import RunOptions
 
 TOKENIZERS = ("word", "bpe")
 MAX_COUNT = 10 ** 9
@@ -66,15 +66,3 @@ class MTConfig(RunOptions):
             "vocab_size": self.vocab_size if self.tokenizer == "bpe" else None,
             "num_shards": self.num_shards, "compression": self.compression_name,
             "on_decode_error": self.on_decode_error}
-
-
-def from_flags(flags_values, num_workers: Optional[int]) -> MTConfig:
-  """Builds the config from parsed absl FLAGS (called once, in create.main)."""
-  f = flags_values
-  if f.tokenizer == "word":
-    cli.refuse_without_effect(f, ["vocab_size"], "with --tokenizer=word (bpe only)")
-  return MTConfig(
-      input_file=f.input_file or "", output_dir=f.output_dir or "",
-      num_train=f.num_train, num_val=f.num_val, min_freq=f.min_freq,
-      tokenizer=f.tokenizer, vocab_size=f.vocab_size,
-      **dict(run_options_from_flags(f), num_workers=num_workers))

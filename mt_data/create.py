@@ -9,6 +9,8 @@ src_tokenizer.json / tgt_tokenizer.json for bpe), and meta.json, written last.
 Read it with `mt_data.make_dataset`. The run itself is `generator.create`.
 """
 
+from typing import Sequence, Union
+
 from absl import flags
 
 from mt_data import config as config_lib
@@ -16,6 +18,7 @@ from mt_data import generator
 from mt_data import units
 from textrecords.runs import cli
 from textrecords.runs import run as run_lib
+from textrecords.errors import UserError
 
 FLAGS = flags.FLAGS
 
@@ -38,9 +41,35 @@ def define_flags():
   flags.DEFINE_integer("vocab_size", 8000, "bpe only: vocabulary size per language.")
 
 
+def config_from_options(input_files: Union[str, Sequence[str]], output_dir: str,
+                        **options) -> config_lib.MTConfig:
+  """The run's validated config: `create_dataset`'s and the command line's."""
+  if options.get("tokenizer", "word") == "word" and "vocab_size" in options:
+    raise UserError(f"--vocab_size={options['vocab_size']}: has no effect with "
+                    "--tokenizer=word (bpe only); drop it")
+  return run_lib.config_from_options(config_lib.MTConfig, "mt_data.create_dataset", options,
+                                     input_file=run_lib.joined_locations(input_files or ""),
+                                     output_dir=run_lib.joined_locations(output_dir or ""))
+
+
 def config_from_flags() -> config_lib.MTConfig:
   """The run's MTConfig from the parsed flags."""
-  return config_lib.from_flags(FLAGS, cli.num_workers(FLAGS.num_workers))
+  options = run_lib.options_from_flags(FLAGS, config_lib.MTConfig, given_only=["vocab_size"])
+  return config_from_options(options.pop("input_file"), options.pop("output_dir"), **options)
+
+
+def create_dataset(input_files: Union[str, Sequence[str]], output_dir: str,
+                   **options) -> run_lib.RunResult:
+  """Writes translation records: `python -m mt_data.create` as a function
+  (as `bert_data.create_dataset`: options are the flags, e.g. `num_train=0`,
+  `tokenizer="bpe"`; bad ones raise the command line's `UserError`).
+
+  `input_files` are tab-separated pair files or globs (a list, or
+  comma-separated); `output_dir` gets the records, vocabularies and
+  meta.json. Returns the run's `RunResult`.
+  """
+  return run_lib.create_from_options(config_from_options, generator.create,
+                                     (input_files, output_dir), options, **_OUTPUT)
 
 
 def _summary(cfg: config_lib.MTConfig, result: run_lib.RunResult):
@@ -56,8 +85,8 @@ def _summary(cfg: config_lib.MTConfig, result: run_lib.RunResult):
   return line, summary
 
 
-main = run_lib.generator(config_from_flags, generator.create, _summary, output="output_dir",
-                         output_flag="--output_dir", folder=True)
+_OUTPUT = dict(output="output_dir", output_flag="--output_dir", folder=True)
+main = run_lib.generator(config_from_flags, generator.create, _summary, **_OUTPUT)
 entry_point = cli.entry_point(define_flags, main)  # the `mt-data-create` console script
 
 

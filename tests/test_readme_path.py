@@ -57,7 +57,7 @@ _COMMAND_WORDS = {"python", "python3", "pip", "cmp", "sha256sum", "bert-data-cre
                   "w2v-data-create", "mt-data-create", "mt-data-stats", "textrecords-index"}
 # What the commands reference, as the README says to provide it.
 _LINKED = ("scripts", "bert_data", "w2v_data", "mt_data", "textrecords", "setup.py")
-_STAND_INS = {"corpus/sample_corpus.txt": "bert_data/sample/sample_corpus.txt",
+STAND_INS = {"corpus/sample_corpus.txt": "bert_data/sample/sample_corpus.txt",
               "vocab.txt": "bert_data/sample/vocab.txt"}
 _TIMEOUT = 600
 
@@ -179,7 +179,7 @@ def _fresh_folder(path):
   os.makedirs(path)
   for name in _LINKED:
     os.symlink(os.path.join(REPO, name), os.path.join(path, name))
-  for dest, src in _STAND_INS.items():
+  for dest, src in STAND_INS.items():
     os.makedirs(os.path.dirname(os.path.join(path, dest)) or path, exist_ok=True)
     shutil.copyfile(os.path.join(REPO, src), os.path.join(path, dest))
   _installed_venv(os.path.join(path, ".venv"))

@@ -3,17 +3,19 @@
 Every fenced python block after a `<!-- runnable: ... -->` line in README.md
 or a user guide under docs/ is executed, in a fresh namespace, in a folder
 whose out/ holds tiny datasets at the README's paths (out/train.tfrecord,
-out/ptb_w2v, out/mt). Each block that calls `model.fit` must be marked
+out/ptb_w2v, out/mt), beside its stand-ins corpus/*.txt and vocab.txt. Each block that calls `model.fit` must be marked
 runnable.
 """
 
 import glob
 import os
 import re
+import shutil
 
 import pytest
 
 from conftest import REPO, write_three_datasets
+from test_readme_path import STAND_INS
 
 pytest.importorskip("tensorflow")
 pytest.importorskip("keras")
@@ -51,6 +53,9 @@ def test_every_fit_snippet_is_marked_runnable():
 
 def test_runnable_snippets_run_as_written(tmp_path, monkeypatch):
   write_three_datasets(tmp_path / "out", ("train.tfrecord", "ptb_w2v", "mt"))
+  for stand_in, sample in STAND_INS.items():  # the README's corpus/*.txt and vocab.txt
+    os.makedirs(tmp_path / os.path.dirname(stand_in), exist_ok=True)
+    shutil.copy(os.path.join(REPO, sample), tmp_path / stand_in)
   monkeypatch.chdir(tmp_path)
   for where, code, runnable in readme_blocks():
     if runnable:

@@ -85,14 +85,6 @@ def define_common_flags():
                       "direct_running_mode=multi_processing.")
 
 
-def engine_from_flags(flag_values):
-  """The EngineOptions of --engine/--beam_pipeline_options/--dask_scheduler, validated."""
-  from textrecords import engine  # pylint: disable=import-outside-toplevel
-  # declared=True: whether the package runs on Dask is checked by its create.
-  return engine.EngineOptions(flag_values.engine, flag_values.beam_pipeline_options,
-                              flag_values.dask_scheduler).validate(declared=True)
-
-
 def num_workers(value: Optional[int]) -> int:
   if value is None:
     return parallel.default_num_workers()

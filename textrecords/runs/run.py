@@ -28,7 +28,7 @@ import functools
 import os
 import shutil
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from textrecords import __version__
 from textrecords.runs import cli
@@ -280,6 +280,103 @@ class GeneratorRun:
 
 # ------------------------------------------------------------- the generators' main
 
+ENGINE_OPTIONS = ("engine", "beam_pipeline_options", "dask_scheduler")
+
+
+def config_from_options(config_class, api: str, options: dict, **given):
+  """A package's validated config from a Python create's keyword options.
+
+  The options are the config's fields (the command line's flags, same names
+  and defaults); `num_workers` left out means as many as the command line
+  would use. `given` holds what the caller already converted (inputs,
+  outputs).
+
+  Raises:
+    UserError: an unknown option (naming `api` and the known ones), or any
+      setting the command line would refuse (the same message).
+  """
+  known = {f.name for f in dataclasses.fields(config_class)} - set(given)
+  unknown = sorted(set(options) - known)
+  if unknown:
+    raise UserError(f"{api}: unknown option {unknown[0]!r} (options: {', '.join(sorted(known))})")
+  options = dict(options, num_workers=cli.num_workers(options.get("num_workers")))
+  return config_class(**given, **options).validate()
+
+
+def options_from_flags(flag_values, config_class, *, given_only: Sequence[str] = ()) -> dict:
+  """The parsed flags named like `config_class`'s fields, as the keyword
+  options of the package's Python create (the command line is a layer over it).
+
+  Args:
+    given_only: fields passed only when given on the command line (their
+      default depends on other options, or giving them has no effect with
+      some, which the create refuses).
+  """
+  names = [f.name for f in dataclasses.fields(config_class) if f.name in flag_values]
+  return {n: flag_values[n].value for n in names
+          if n not in given_only or flag_values[n].present}
+
+
+def joined_locations(locations) -> str:
+  """One location (str or path) or several as the command line's
+  comma-separated text.
+
+  >>> joined_locations(["a.txt", "b/*.txt"]), joined_locations("a.txt")
+  ('a.txt,b/*.txt', 'a.txt')
+  """
+  if isinstance(locations, (str, os.PathLike)):
+    return os.fspath(locations)
+  return ",".join(os.fspath(loc) for loc in locations)
+
+
+def engine_options(engine: str = "local", beam_pipeline_options: str = "",
+                   dask_scheduler: str = ""):
+  """The validated `engine.EngineOptions` of a run (`--engine` and its flags)."""
+  from textrecords import engine as engine_lib  # pylint: disable=import-outside-toplevel  # Beam/Dask checks stay lazy
+  # declared=True: whether the package runs on Dask is checked by its create.
+  return engine_lib.EngineOptions(engine, beam_pipeline_options or "",
+                                  dask_scheduler or "").validate(declared=True)
+
+
+def run_config(config, create: Callable, engine, *, output: str, output_flag: str,
+               folder: bool) -> RunResult:
+  """Runs a validated config on an engine: what both a create's command line
+  and its Python function (`create_dataset`) do.
+
+  Args:
+    config: the package's validated config.
+    create: (config, engine=EngineOptions) -> the run's `RunResult`.
+    engine: `engine_options(...)`.
+    output: the config field naming the output location(s), e.g. "output_dir";
+      with the local engine, URL outputs are staged locally and published
+      after the run (`publish.run_staged`); other engines' workers write them
+      in place.
+    output_flag: its flag, for messages ("--output_dir").
+    folder: the output is a folder (else one or more files).
+  """
+  if engine.writes_in_place:  # workers write every output in place (`direct_output`)
+    locations = getattr(config, output)
+    for loc in [locations] if isinstance(locations, str) else locations:
+      storage.check(loc, output_flag)
+    return create(config, engine=engine)
+  return publish.run_staged(config, output, functools.partial(create, engine=engine),
+                            folder=folder, flag=output_flag)
+
+
+def create_from_options(make_config: Callable, create: Callable, args: tuple, options: dict,
+                        *, output: str, output_flag: str, folder: bool) -> RunResult:
+  """The body of every package's `create_dataset(*args, **options)`.
+
+  `options` holds the engine's (`ENGINE_OPTIONS`: engine="local",
+  beam_pipeline_options, dask_scheduler) and the config's, which
+  `make_config(*args, **options)` turns into the validated config; the rest
+  is `run_config`'s.
+  """
+  engine = engine_options(**{k: options.pop(k) for k in ENGINE_OPTIONS if k in options})
+  return run_config(make_config(*args, **options), create, engine, output=output,
+                    output_flag=output_flag, folder=folder)
+
+
 def generator_main(argv, flag_values, make_config: Callable, create: Callable,
                    summarize: Callable, *, output: str, output_flag: str, folder: bool):
   """The body of every generator's `main`: the same steps, the same output.
@@ -287,15 +384,10 @@ def generator_main(argv, flag_values, make_config: Callable, create: Callable,
   Args:
     argv: absl's leftover arguments (none are allowed).
     flag_values: the parsed flags (--summary_json, checked before any work, and
-      --engine / --beam_pipeline_options).
+      --engine / --beam_pipeline_options / --dask_scheduler).
     make_config: () -> the package's validated config (reads its flags).
-    create: (config, engine=EngineOptions) -> the run's `RunResult`.
+    create, output, output_flag, folder: as `run_config`.
     summarize: (config, RunResult) -> (one summary line, full summary dict).
-    output: the config field naming the output location(s), e.g. "output_dir";
-      with --engine=local, URL outputs are staged locally and published
-      after the run (`publish.run_staged`); Beam's workers write them in place.
-    output_flag: its flag, for messages ("--output_dir").
-    folder: the output is a folder (else one or more files).
   """
   cli.check_no_positional(argv)
   summary_json = cli.check_summary_path(flag_values.summary_json)
@@ -303,15 +395,9 @@ def generator_main(argv, flag_values, make_config: Callable, create: Callable,
   if summary_json:
     storage.check_not_inputs([summary_json], _input_locations(config), "--summary_json",
                              summary_json)
-  engine = cli.engine_from_flags(flag_values)
-  if engine.writes_in_place:  # workers write every output in place (`direct_output`)
-    for loc in [getattr(config, output)] if isinstance(getattr(config, output), str) \
-        else getattr(config, output):
-      storage.check(loc, output_flag)
-    result = create(config, engine=engine)
-  else:
-    result = publish.run_staged(config, output, functools.partial(create, engine=engine),
-                                folder=folder, flag=output_flag)
+  engine = engine_options(*(getattr(flag_values, name) for name in ENGINE_OPTIONS))
+  result = run_config(config, create, engine, output=output, output_flag=output_flag,
+                      folder=folder)
   line, summary = summarize(config, result)
   cli.report(line, summary, quiet=config.quiet, summary_json=summary_json)
 

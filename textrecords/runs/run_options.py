@@ -75,11 +75,3 @@ class RunOptions:
     text_input.check_decode_mode(self.on_decode_error)
     if self.overwrite and self.resume:
       raise UserError("--overwrite and --resume exclude each other: pick one")
-
-
-def run_options_from_flags(flag_values) -> dict:
-  """The shared settings from parsed absl flags, as constructor keywords."""
-  return dict(num_workers=cli.num_workers(flag_values.num_workers),
-              num_shards=flag_values.num_shards, compression=flag_values.compression,
-              overwrite=flag_values.overwrite, resume=flag_values.resume,
-              on_decode_error=flag_values.on_decode_error, quiet=flag_values.quiet)
