@@ -8,12 +8,13 @@ Example:
 """
 
 
+from typing import Sequence, Union
+
 from absl import flags
 
 from w2v_data import pipeline
 from textrecords.runs import cli
 from textrecords.runs import run as run_lib
-from textrecords.runs.run_options import run_options_from_flags
 from w2v_data import schema
 from w2v_data import units
 from w2v_data.config import D2L_SUBSAMPLE_T
@@ -52,14 +53,31 @@ def define_flags():
   cli.define_common_flags()
 
 
+def config_from_options(input_files: Union[str, Sequence[str]], output_dir: str,
+                        **options) -> W2vConfig:
+  """The run's validated config: `create_dataset`'s and the command line's."""
+  return run_lib.config_from_options(W2vConfig, "w2v_data.create_dataset", options,
+                                     input_file=run_lib.joined_locations(input_files or ""),
+                                     output_dir=run_lib.joined_locations(output_dir or ""))
+
+
 def config_from_flags() -> W2vConfig:
-  return W2vConfig(
-      input_file=FLAGS.input_file or "", output_dir=FLAGS.output_dir or "",
-      min_freq=FLAGS.min_freq, subsample_t=FLAGS.subsample_t,
-      subsample_formula=FLAGS.subsample_formula, max_window_size=FLAGS.max_window_size,
-      num_noise_words=FLAGS.num_noise_words, random_seed=FLAGS.random_seed, layout=FLAGS.layout,
-      model=FLAGS.model, doc_id_column=FLAGS.doc_id_column,
-      **run_options_from_flags(FLAGS)).validate()
+  options = run_lib.options_from_flags(FLAGS, W2vConfig)
+  return config_from_options(options.pop("input_file"), options.pop("output_dir"), **options)
+
+
+def create_dataset(input_files: Union[str, Sequence[str]], output_dir: str,
+                   **options) -> run_lib.RunResult:
+  """Writes word2vec records: `python -m w2v_data.create` as a function (as
+  `bert_data.create_dataset`: options are the flags, e.g. `min_freq=5`,
+  `model="cbow"`; bad ones raise the command line's `UserError`).
+
+  `input_files` are text files or globs (a list, or comma-separated);
+  `output_dir` gets the records, vocab.txt and meta.json. Returns the run's
+  `RunResult`.
+  """
+  return run_lib.create_from_options(config_from_options, pipeline.create,
+                                     (input_files, output_dir), options, **_OUTPUT)
 
 
 def _summary(config: W2vConfig, result: run_lib.RunResult):
@@ -71,8 +89,8 @@ def _summary(config: W2vConfig, result: run_lib.RunResult):
                            vocab_size=meta["vocab"]["size"])
 
 
-main = run_lib.generator(config_from_flags, pipeline.create, _summary, output="output_dir",
-                         output_flag="--output_dir", folder=True)
+_OUTPUT = dict(output="output_dir", output_flag="--output_dir", folder=True)
+main = run_lib.generator(config_from_flags, pipeline.create, _summary, **_OUTPUT)
 entry_point = cli.entry_point(define_flags, main)  # the `w2v-data-create` console script
 
 
