@@ -8,8 +8,6 @@ a run resumes, and new in every epoch. A draw equal to one of the center's
 contexts is drawn again (the next round) until none is left.
 """
 
-import numpy as np
-
 from textrecords.reading import read_order as R
 from textrecords.reading import tf_order
 
@@ -19,10 +17,7 @@ _NOISE = 16  # keeps these hashes apart from the read order's
 def noise_table(tf, counts, power: float):
   """An alias table (threshold, alias) for ids 1..V-1 with weight count**power."""
   from w2v_data import sampling  # pylint: disable=import-outside-toplevel
-  c = np.asarray(counts, dtype=np.float64)
-  w = np.where(c > 0, c, 0.0) ** power
-  w[0] = 0.0
-  table = sampling.AliasTable(w / w.sum())
+  table = sampling.AliasTable(sampling.noise_probabilities(counts, power))
   return tf.constant(table.prob, tf.float64), tf.constant(table.alias, tf.int64)
 
 

@@ -82,9 +82,9 @@ def keep_probabilities(counts: np.ndarray, t: float, formula: str = "sqrt") -> n
   return keep
 
 
-def noise_probabilities(counts: np.ndarray) -> np.ndarray:
-  """P(noise id = i) proportional to counts[i]**0.75 for i >= 1; P(0) = 0."""
-  w = np.asarray(counts, dtype=np.float64) ** NOISE_POWER
+def noise_probabilities(counts: np.ndarray, power: float = NOISE_POWER) -> np.ndarray:
+  """P(noise id = i) proportional to counts[i]**power (0.75) for i >= 1; P(0) = 0."""
+  w = np.asarray(counts, dtype=np.float64) ** power
   w[0] = 0.0
   return w / w.sum()
 
