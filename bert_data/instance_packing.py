@@ -19,6 +19,7 @@ No TensorFlow here (`attention_mask` takes numpy or TF tensors alike).
 """
 
 import bisect
+import itertools
 import math
 import struct
 from typing import List, Optional, Sequence
@@ -180,41 +181,52 @@ class RowPacker:
     """The encoded rows of compact instances, packed a window at a time."""
     out = []
     for w0 in range(0, len(compact), self.window):
-      insts = [unpack_compact(c) for c in compact[w0:w0 + self.window]]
-      rows = pack_lengths([len(t[0]) for t in insts], self.seq, self.n)
-      out.extend(self.encoder.encode_rows(self.row_arrays(insts, rows)))
+      out.extend(self.encoder.encode_rows(self.pack_window(compact[w0:w0 + self.window])))
     return out
 
-  def row_arrays(self, insts, rows) -> dict:
-    """Canonical feature name -> (R, length) array of the rows (see `S.packed_schema`)."""
-    r, seq, bound = len(rows), self.seq, self.bound
-    cols = {name: np.zeros((r, seq), np.int64) for name in (
-        S.INPUT_IDS, S.INPUT_MASK, S.SEGMENT_IDS, S.INSTANCE_IDS, S.POSITION_IDS)}
-    for name in (S.MASKED_LM_POSITIONS, S.MASKED_LM_IDS):
-      cols[name] = np.zeros((r, bound), np.int64)
-    cols[S.MASKED_LM_WEIGHTS] = np.zeros((r, bound), np.float32)
-    cols[S.NEXT_SENTENCE_LABELS] = np.zeros((r, self.n), np.int64)
-    cols[S.NEXT_SENTENCE_WEIGHTS] = np.zeros((r, self.n), np.float32)
-    ramp = np.arange(seq)
-    for j, members in enumerate(rows):
-      start = used = 0
-      for k, i in enumerate(members):
-        tokens, num_a, rnd, positions, labels = insts[i]
-        n, m = len(tokens), len(positions)
-        if used + m > bound:
-          raise ValueError(f"a row's instances hold more than {bound} predictions")
-        cols[S.INPUT_IDS][j, start:start + n] = tokens
-        cols[S.SEGMENT_IDS][j, start + num_a:start + n] = 1
-        cols[S.INSTANCE_IDS][j, start:start + n] = k + 1
-        cols[S.POSITION_IDS][j, start:start + n] = ramp[:n]
-        cols[S.MASKED_LM_POSITIONS][j, used:used + m] = positions + start
-        cols[S.MASKED_LM_IDS][j, used:used + m] = labels
-        cols[S.MASKED_LM_WEIGHTS][j, used:used + m] = 1.0
-        cols[S.NEXT_SENTENCE_LABELS][j, k] = int(rnd)
-        cols[S.NEXT_SENTENCE_WEIGHTS][j, k] = 1.0
-        start, used = start + n, used + m
-      cols[S.INPUT_MASK][j, :start] = 1
-    return cols
+  def pack_window(self, compact: Sequence[bytes]) -> records.PackedWindow:
+    """One window's instances (`read_compact`), its rows (`pack_lengths`) and
+    their masked-LM positions (raises ValueError if a row holds more than
+    the bound)."""
+    words, starts, (lengths, num_as, rnd, counts) = read_compact(compact)
+    rows = pack_lengths(lengths.tolist(), self.seq, self.n)
+    order = np.fromiter(itertools.chain.from_iterable(rows), np.int64, len(lengths))
+    sizes = np.fromiter(map(len, rows), np.int64, len(rows))
+    firsts = np.cumsum(sizes) - sizes
+    predictions = np.add.reduceat(counts[order], firsts) if len(rows) else firsts
+    if predictions.max(initial=0) > self.bound:
+      raise ValueError(f"a row's instances hold more than {self.bound} predictions")
+    ends = np.cumsum(lengths[order])  # token offsets in the rows laid end to end
+    offset = ends - lengths[order]
+    offset -= np.repeat(offset[firsts], sizes)  # each instance's first token in its row
+    labels_at = starts + lengths + counts  # positions first, then labels
+    return records.PackedWindow(
+        words, rows, starts, lengths, num_as, counts, labels_at, rnd,
+        _gather(words, (starts + lengths)[order], counts[order], offset), predictions)
+
+
+def read_compact(compact: Sequence[bytes]):
+  """(int32 words of the instances end to end, each one's first token's index
+  in them, (lengths, num_as, is_random_next, counts)) of compact instances.
+
+  >>> words, starts, head = read_compact([compact_instance([1, 2], 1, True, [1], [7]),
+  ...                                     compact_instance([1, 5, 2], 2, False, [], [])])
+  >>> words[starts].tolist(), [h.tolist() for h in head]
+  ([1, 1], [[2, 3], [1, 2], [1, 0], [1, 0]])
+  """
+  words = np.frombuffer(b"".join(compact), "<i4")
+  sizes = np.fromiter(map(len, compact), np.int64, len(compact)) // 4
+  heads = np.cumsum(sizes) - sizes
+  head = words[heads[:, None] + np.arange(4)].astype(np.int64).T
+  return words, heads + 4, tuple(head)
+
+
+def _gather(words: np.ndarray, at: np.ndarray, counts: np.ndarray, plus: np.ndarray):
+  """words[at[i]:at[i] + counts[i]] + plus[i] for every i, end to end (int64)."""
+  total = int(counts.sum())
+  firsts = np.cumsum(counts) - counts
+  index = np.repeat(at - firsts, counts) + np.arange(total)
+  return words[index].astype(np.int64) + np.repeat(plus, counts)
 
 
 # ---------------------------------------------------------------- reading rows back

@@ -12,6 +12,7 @@ length would grow with its square; BENCHMARKS.md has the measurements).
 """
 
 import struct
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -194,6 +195,28 @@ def _varints(values: np.ndarray):
   return varint.pack(v, nbytes).tobytes(), nbytes
 
 
+def _varints_with_offsets(values: np.ndarray, chunk: int = 16384):
+  """(packed varints of a 1-D non-negative int array (values < 2**21), where
+  each value's varint starts: n + 1 offsets, the last one the end).
+
+  Done `chunk` values at a time: small temporaries are reused by the
+  allocator, where whole-array ones cost page faults (3x slower on 600k ids).
+
+  >>> data, at = _varints_with_offsets(np.array([1, 300, 0, 20000]), chunk=3)
+  >>> data.hex(), at.tolist()
+  ('01ac0200a09c01', [0, 1, 3, 4, 7])
+  """
+  parts, offsets, end = [], [np.zeros(1, np.int64)], 0
+  for c0 in range(0, len(values), chunk):
+    data, nbytes = _varints(values[c0:c0 + chunk])
+    parts.append(data)
+    ends = np.cumsum(nbytes, dtype=np.int64)
+    ends += end
+    offsets.append(ends)
+    end = int(ends[-1])
+  return b"".join(parts), np.concatenate(offsets)
+
+
 class DynamicRecordEncoder(_SequenceParts):
   """Encodes unmasked instances (`--masking=dynamic`) from arrays.
 
@@ -249,30 +272,27 @@ class DynamicRecordEncoder(_SequenceParts):
     return out
 
 
-# Packed rows' int features whose values are always below 128 (one varint byte).
-_BYTE_VALUED = frozenset((S.INPUT_MASK, S.SEGMENT_IDS, S.INSTANCE_IDS,
-                          S.NEXT_SENTENCE_LABELS))
-
-
 class PackedRecordEncoder:
-  """Encodes packed rows (`--pack_instances=N`) given as arrays.
+  """Encodes packed rows (`--pack_instances=N`) from a window of compact instances.
 
-  Features (`schema.packed_schema`) are written in schema order. Features
-  whose values are below 128 (input_mask, segment_ids, instance_ids,
-  next_sentence_labels) and the floats are one byte string per feature for
-  all rows, sliced per row; the other ints' varints come from one numpy pass;
-  a row is one `bytes.join` of cached headers and payload slices.
+  Features (`schema.packed_schema`) are written in schema order, each row
+  one `bytes.join` of cached headers and zero-copy slices: the varints of
+  all the window's words come from one numpy pass (an instance's tokens and
+  labels are slices of it), the row's masked-LM positions from another;
+  segment_ids, instance_ids, position_ids, the masks and the weights are
+  slices of constant runs (a varint ramp 0, 1, ... for position_ids). The
+  bytes equal those of the rows written out whole, zero-padded.
 
-  Example:
+  Example (two instances of 2 tokens in a row of 4):
     >>> from textrecords.wire import example_decoder
     >>> enc = PackedRecordEncoder(4, 1, 2)
-    >>> cols = {S.INPUT_IDS: [[1, 2, 1, 2]], S.INPUT_MASK: [[1, 1, 1, 1]],
-    ...         S.SEGMENT_IDS: [[0, 0, 0, 0]], S.INSTANCE_IDS: [[1, 1, 2, 2]],
-    ...         S.POSITION_IDS: [[0, 1, 0, 1]], S.MASKED_LM_POSITIONS: [[0, 0]],
-    ...         S.MASKED_LM_IDS: [[0, 0]], S.MASKED_LM_WEIGHTS: [[0.0, 0.0]],
-    ...         S.NEXT_SENTENCE_LABELS: [[0, 1]], S.NEXT_SENTENCE_WEIGHTS: [[1.0, 1.0]]}
-    >>> example_decoder.decode_example(enc.encode_rows(cols)[0])["position_ids"]
-    [0, 1, 0, 1]
+    >>> words = np.array([1, 2, 9, 1, 2], np.int32)  # tokens 1 2, label 9, tokens 1 2
+    >>> rec = enc.encode_rows(PackedWindow(words, [[0, 1]], starts=[0, 3], lengths=[2, 2],
+    ...     num_as=[1, 1], counts=[1, 0], labels_at=[2, 5], is_random_next=[0, 1],
+    ...     positions=np.array([1]), predictions=[1]))[0]
+    >>> f = example_decoder.decode_example(rec)
+    >>> f["position_ids"], f["instance_ids"], f["masked_lm_ids"], f["next_sentence_labels"]
+    ([0, 1, 0, 1], [1, 1, 2, 2], [9], [0, 1])
   """
 
   def __init__(self, max_seq_length: int, predictions_per_row: int, pack_instances: int,
@@ -280,44 +300,114 @@ class PackedRecordEncoder:
     self.schema = S.packed_schema(max_seq_length, predictions_per_row, pack_instances,
                                   v2_names)
     canonical = S.packed_schema(max_seq_length, predictions_per_row, pack_instances)
-    self._specs = canonical
+    self._names = [s.name for s in canonical]
     self._hdr = {c.name: _EntryHeaders(s) for c, s in zip(canonical, self.schema)}
-    self._ints = [s for s in canonical if s.dtype == F.INT64 and s.name not in _BYTE_VALUED]
+    self._seq, self._bound, self._n = max_seq_length, predictions_per_row, pack_instances
+    # Constant runs as memoryviews, sliced without a call (floats: 4 bytes each).
+    self._ones = memoryview(b"\x01" * max_seq_length)
+    self._zeros = memoryview(bytes(max(max_seq_length, predictions_per_row, pack_instances)))
+    self._ids = [memoryview(bytes([k + 1]) * max_seq_length) for k in range(pack_instances)]
+    ramp, ramp_bytes = _varints(np.arange(max_seq_length)[None])
+    self._ramp = memoryview(ramp)
+    self._ramp_end = [0] + np.cumsum(ramp_bytes).tolist()  # bytes of the ramp 0..n-1
+    self._f_ones = memoryview(_ONE_F32 * max(predictions_per_row, pack_instances))
+    self._f_zeros = memoryview(_ZERO_F32 * max(predictions_per_row, pack_instances))
+    # Each feature's header in schema order (a varint feature's: by its size).
+    order = [S.INPUT_IDS, S.INPUT_MASK, S.SEGMENT_IDS, S.INSTANCE_IDS, S.POSITION_IDS,
+             S.MASKED_LM_POSITIONS, S.MASKED_LM_IDS, S.MASKED_LM_WEIGHTS,
+             S.NEXT_SENTENCE_LABELS, S.NEXT_SENTENCE_WEIGHTS]
+    assert [s.name for s in canonical] == order, "packed_schema's order changed"
+    hdr = self._hdr
+    self._row_hdr = (hdr[S.INPUT_IDS], hdr[S.INPUT_MASK][max_seq_length],
+                     hdr[S.SEGMENT_IDS][max_seq_length], hdr[S.INSTANCE_IDS][max_seq_length],
+                     hdr[S.POSITION_IDS], hdr[S.MASKED_LM_POSITIONS], hdr[S.MASKED_LM_IDS],
+                     hdr[S.MASKED_LM_WEIGHTS][4 * predictions_per_row],
+                     hdr[S.NEXT_SENTENCE_LABELS][pack_instances],
+                     hdr[S.NEXT_SENTENCE_WEIGHTS][4 * pack_instances])
 
-  def _fixed_width(self, cols: dict) -> dict:
-    """name -> (header, bytes of all rows, bytes per row) of the byte-valued
-    and float features."""
-    out = {}
-    for s in self._specs:
-      if s.name in _BYTE_VALUED:
-        data, width = np.asarray(cols[s.name], np.uint8).tobytes(), s.length
-      elif s.dtype == F.FLOAT:
-        data, width = np.asarray(cols[s.name], "<f4").tobytes(), 4 * s.length
-      else:
-        continue
-      out[s.name] = (self._hdr[s.name][width], memoryview(data), width)
-    return out
-
-  def encode_rows(self, cols: dict) -> list:
-    """Serialized Examples of R rows: `cols` maps each canonical feature name
-    to an (R, length) array (ints non-negative and below 2**21)."""
-    ints = np.concatenate([np.asarray(cols[s.name], np.int64) for s in self._ints], axis=1)
-    data, nbytes = _varints(ints)
-    block_starts = np.cumsum([0] + [s.length for s in self._ints[:-1]])
-    per_feature = np.add.reduceat(nbytes, block_starts, axis=1) if ints.size else (
-        np.zeros((len(ints), len(self._ints)), np.int64))
-    bounds = [0] + np.cumsum(per_feature.ravel()).tolist()
-    fixed = self._fixed_width(cols)
-    n_int, out = len(self._ints), []
-    for r in range(len(ints)):
-      parts, k = [], r * n_int
-      for s in self._specs:
-        if s.name in fixed:
-          hdr, rows, width = fixed[s.name]
-          parts += (hdr, rows[r * width:(r + 1) * width])
-        else:
-          payload, k = data[bounds[k]:bounds[k + 1]], k + 1
-          parts += (self._hdr[s.name][len(payload)], payload)
-      body = b"".join(parts)
+  def encode_rows(self, window: "PackedWindow") -> list:
+    """Serialized Examples of the window's rows, in `window.rows` order."""
+    data, at = _varints_with_offsets(window.words)
+    starts, lengths = np.asarray(window.starts), np.asarray(window.lengths)
+    labels_at, counts = np.asarray(window.labels_at), np.asarray(window.counts)
+    data = memoryview(data)
+    tok_a, tok_b = at[starts].tolist(), at[starts + lengths].tolist()
+    lab_a, lab_b = at[labels_at].tolist(), at[labels_at + counts].tolist()
+    instances = [(data[ta:tb], data[la:lb], n, na, m, 1 if rnd else 0)
+                 for ta, tb, la, lb, n, na, m, rnd in zip(
+                     tok_a, tok_b, lab_a, lab_b, lengths.tolist(), list(window.num_as),
+                     counts.tolist(), list(window.is_random_next))]
+    pos_data, pos_at = _varints_with_offsets(np.asarray(window.positions))
+    pos_data = memoryview(pos_data)
+    row_ends = pos_at[np.cumsum(window.predictions)].tolist()
+    out, a = [], 0
+    for members, b in zip(window.rows, row_ends):
+      body = b"".join(self._row_parts([instances[i] for i in members], pos_data[a:b]))
       out.append(b"\x0a" + varint.encode(len(body)) + body)
+      a = b
     return out
+
+  def _row_parts(self, instances: list, positions: memoryview) -> list:
+    """The parts of one row's features, in schema order, for `bytes.join`.
+
+    Args:
+      instances: its instances' tuples of `encode_rows` (varints of tokens
+        and of labels, length, num_a, predictions, label).
+      positions: the varints of its masked-LM positions.
+    """
+    zeros, ones, ramp, ramp_end, ids_of = (self._zeros, self._ones, self._ramp, self._ramp_end,
+                                           self._ids)
+    ids, segs, inst, pos, labs, labels = [], [], [], [], [], []
+    used = ids_size = pos_size = lab_size = m_row = 0
+    for k, (tokens, masked, n, na, m, rnd) in enumerate(instances):
+      ids.append(tokens)
+      segs += (zeros[:na], ones[:n - na])
+      inst.append(ids_of[k][:n])
+      pos.append(ramp[:ramp_end[n]])
+      labs.append(masked)
+      labels.append(rnd)
+      ids_size += len(tokens)
+      pos_size += ramp_end[n]
+      lab_size += len(masked)
+      used += n
+      m_row += m
+    pad, m_pad, k_pad = self._seq - used, self._bound - m_row, self._n - len(instances)
+    hdr, f_ones, f_zeros = self._row_hdr, self._f_ones, self._f_zeros
+    return [
+        hdr[0][ids_size + pad], *ids, zeros[:pad],
+        hdr[1], ones[:used], zeros[:pad],
+        hdr[2], *segs, zeros[:pad],
+        hdr[3], *inst, zeros[:pad],
+        hdr[4][pos_size + pad], *pos, zeros[:pad],
+        hdr[5][len(positions) + m_pad], positions, zeros[:m_pad],
+        hdr[6][lab_size + m_pad], *labs, zeros[:m_pad],
+        hdr[7], f_ones[:4 * m_row], f_zeros[:4 * m_pad],
+        hdr[8], bytes(labels), zeros[:k_pad],
+        hdr[9], f_ones[:4 * len(instances)], f_zeros[:4 * k_pad],
+    ]
+
+
+class PackedWindow(NamedTuple):
+  """A window of compact instances and its rows, as `PackedRecordEncoder` takes them.
+
+  Attributes:
+    words: the instances' int32 words (non-negative, below 2**21).
+    rows: per row, its instances' indexes in row order.
+    starts, lengths: instance i's tokens are words[starts[i]:starts[i] + lengths[i]].
+    num_as: tokens of segment A (with [CLS] and the first [SEP]) per instance.
+    counts, labels_at: its masked-LM labels are words[labels_at[i]:labels_at[i] + counts[i]].
+    is_random_next: its next-sentence (or sentence-order) label.
+    positions: the masked-LM positions of all rows, in row order, relative
+      to the row (at most the bound per row: the caller checks).
+    predictions: the number of them in each row.
+  """
+  words: np.ndarray
+  rows: Sequence[Sequence[int]]
+  starts: Sequence[int]
+  lengths: Sequence[int]
+  num_as: Sequence[int]
+  counts: Sequence[int]
+  labels_at: Sequence[int]
+  is_random_next: Sequence[int]
+  positions: np.ndarray
+  predictions: Sequence[int]
