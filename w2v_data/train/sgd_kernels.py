@@ -9,7 +9,7 @@ one thread in a fixed order, so a chunk's result depends only on the
 weights before it, the chunk and its seed: the same for any number of
 TensorFlow threads or tf.data workers.
 
-Models (codes of `MODEL_CODES`), with h the input vector of an example:
+Models (codes of `MODEL_CODES`, create's kernels' own), with h the input vector of an example:
   skipgram: h = the input vector of each word in the center's window, target
       the center (word2vec.c's order: a pair's update lands on the context);
   cbow: h = the mean of the window words' input vectors, target the center;
@@ -24,7 +24,8 @@ linearly with the run's progress through its tokens, per sentence.
 import numpy as np
 import numba
 
-MODEL_CODES = {"skipgram": 0, "cbow": 1, "pv_dm": 2, "pv_dbow": 3}
+from w2v_data.kernel_loader import MODEL_CODES  # noqa: F401  pylint: disable=unused-import
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
