@@ -11,7 +11,8 @@ which drops the sentence-pair task and lets attention cross documents.
 Where it runs: tasks encode each finished instance compactly
 (`CompactInstanceEncoder`, in place of the record encoder); once a bucket's
 instances are in their final order, `RowPacker` packs every window of
-`PACK_WINDOW` consecutive instances with `pack_lengths` and encodes the rows.
+`PACK_WINDOW` consecutive instances with `pack_lengths` and encodes the rows
+(`records.PackedRecordEncoder`: slices of the window's varints, no dense rows).
 Packing draws nothing, so the rows depend only on that order: the same bytes
 for any number of workers.
 
@@ -55,23 +56,16 @@ def predictions_per_row(max_seq_length: int, max_predictions_per_seq: int,
 # ---------------------------------------------------------------- compact instances
 
 def compact_instance(tokens, num_a: int, is_random_next: bool, positions, labels) -> bytes:
-  """One finished instance as int32 bytes: header, tokens, positions, labels.
+  """One finished instance as int32 bytes: header (tokens, num_a,
+  is_random_next, predictions), tokens, positions, labels (`read_compact`
+  reads windows of them back).
 
-  >>> t, a, r, p, l = unpack_compact(compact_instance([1, 5, 2, 6, 2], 3, True, [1], [9]))
-  >>> t.tolist(), a, r, p.tolist(), l.tolist()
-  ([1, 5, 2, 6, 2], 3, True, [1], [9])
+  >>> np.frombuffer(compact_instance([1, 5, 2, 6, 2], 3, True, [1], [9]), "<i4").tolist()
+  [5, 3, 1, 1, 1, 5, 2, 6, 2, 1, 9]
   """
   return (_HEADER.pack(len(tokens), num_a, int(bool(is_random_next)), len(positions))
           + np.asarray(tokens, "<i4").tobytes() + np.asarray(positions, "<i4").tobytes()
           + np.asarray(labels, "<i4").tobytes())
-
-
-def unpack_compact(data: bytes):
-  """(tokens, num_a, is_random_next, positions, labels) of `compact_instance`
-  bytes; tokens, positions and labels as int32 arrays."""
-  n, num_a, rnd, m = _HEADER.unpack_from(data)
-  body = np.frombuffer(data, "<i4", offset=_HEADER.size)
-  return body[:n], num_a, bool(rnd), body[n:n + m], body[n + m:n + 2 * m]
 
 
 class CompactInstanceEncoder:

@@ -10,10 +10,12 @@ from bert_data import pipeline
 from bert_data import records
 from bert_data import schema as S
 from bert_data.config import BertConfig
-from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli, write_varied_corpus
+from conftest import (BUNDLED_TEXT, BUNDLED_VOCAB, SAMPLE_TEXT, VOCAB, error_lines, run_cli,
+                      write_varied_corpus)
 from textrecords.datasets import layout
 from textrecords.files import tfrecord
 from textrecords.wire import example_decoder
+from textrecords.wire import example_encoder
 
 MOD = "bert_data.create"
 
@@ -78,6 +80,54 @@ def test_pack_lengths_fills_rows_of_short_items():
   assert len(rows) == 25 and all(len(r) == 4 for r in rows)
 
 
+def _dense_row(insts, seq, bound, n):
+  """One packed row's features written out whole: the reference the
+  encoder's slices must equal byte for byte."""
+  f = {name: [0] * seq for name in (S.INPUT_IDS, S.INPUT_MASK, S.SEGMENT_IDS,
+                                    S.INSTANCE_IDS, S.POSITION_IDS)}
+  pos, ids, labels, start = [], [], [], 0
+  for k, (tokens, num_a, rnd, positions, masked) in enumerate(insts):
+    for j, t in enumerate(tokens):
+      at = start + j
+      f[S.INPUT_IDS][at], f[S.INPUT_MASK][at], f[S.INSTANCE_IDS][at] = t, 1, k + 1
+      f[S.SEGMENT_IDS][at], f[S.POSITION_IDS][at] = int(j >= num_a), j
+    pos += [p + start for p in positions]
+    ids += masked
+    labels.append(int(rnd))
+    start += len(tokens)
+  f[S.MASKED_LM_POSITIONS] = pos + [0] * (bound - len(pos))
+  f[S.MASKED_LM_IDS] = ids + [0] * (bound - len(ids))
+  f[S.MASKED_LM_WEIGHTS] = [1.0] * len(pos) + [0.0] * (bound - len(pos))
+  f[S.NEXT_SENTENCE_LABELS] = labels + [0] * (n - len(labels))
+  f[S.NEXT_SENTENCE_WEIGHTS] = [1.0] * len(labels) + [0.0] * (n - len(labels))
+  return f
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rows_are_the_dense_rows_encoded_generically(seed):
+  """RowPacker's slices equal each row written out whole and encoded by the
+  generic ExampleEncoder (3-byte ids, windows of 7, rows of 1..3 instances)."""
+  rng = random.Random(seed)
+  seq, n, window = 48, 3, 7
+  bound = ip.predictions_per_row(seq, 8, n, 0.15)
+  insts = []
+  for _ in range(rng.randint(1, 40)):
+    length = rng.randint(3, seq)
+    m = rng.randint(0, max(1, round(length * 0.15)))
+    insts.append(([rng.choice([0, 101, 127, 128, 16383, 16384, 30521, rng.randrange(30522)])
+                   for _ in range(length)], rng.randint(1, length), rng.random() < 0.5,
+                  sorted(rng.sample(range(length), m)), [rng.randrange(30522) for _ in range(m)]))
+  got = ip.RowPacker(seq, bound, n, window=window).pack_records(
+      [ip.compact_instance(*i) for i in insts])
+  encoder = example_encoder.ExampleEncoder(S.packed_schema(seq, bound, n), "schema")
+  want = []
+  for w0 in range(0, len(insts), window):
+    part = insts[w0:w0 + window]
+    for members in ip.pack_lengths([len(i[0]) for i in part], seq, n):
+      want.append(encoder.encode(_dense_row([part[i] for i in members], seq, bound, n)))
+  assert got == want
+
+
 def test_attention_mask_is_block_diagonal():
   ids = np.array([[1, 1, 1, 2, 2, 3, 0, 0]])
   mask = ip.attention_mask(ids)[0]
@@ -126,6 +176,20 @@ def test_same_bytes_for_1_2_4_workers(tmp_path, corpus):
     out.parent.mkdir()
     _create(out, corpus, pack_instances=4, num_workers=w, num_shards=2)
     digests.append([tfrecord.file_sha256(p) for p in layout.shard_paths(str(out), 2)])
+  assert digests[0] == digests[1] == digests[2]
+
+
+def test_bundled_sample_same_bytes_for_1_2_4_workers(tmp_path):
+  """The documented create command on the bundled sample, --num_workers=1/2/4."""
+  digests = []
+  for w in (1, 2, 4):
+    out = tmp_path / f"w{w}.tfrecord"
+    r = run_cli(MOD, f"--input_file={BUNDLED_TEXT}", f"--output_file={out}",
+                f"--vocab_file={BUNDLED_VOCAB}", "--max_seq_length=512",
+                "--max_predictions_per_seq=76", "--pack_instances=4", f"--num_workers={w}",
+                "--quiet")
+    assert r.returncode == 0, r.stderr
+    digests.append(tfrecord.file_sha256(str(out)))
   assert digests[0] == digests[1] == digests[2]
 
 
