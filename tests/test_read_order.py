@@ -70,11 +70,13 @@ def test_tf_order_equals_numpy_order(training, drop, g, replicas, pipelines, sta
 @pytest.mark.parametrize("training,g,replicas,pipelines,start,repeat", [
     (True, 8, 4, 2, 0, False), (True, 8, 4, 4, 5, True), (False, 6, 2, 1, 4, False),
     (True, 12, 4, 2, 3, False), (False, 8, 2, 2, 3, True), (True, 4, 2, 1, 30, True)])
-def test_first_epoch_read_in_sequence_equals_numpy_order(training, g, replicas, pipelines,
-                                                         start, repeat):
-  # plan_dataset with read_files (drop_remainder): the first epoch's files read
-  # in parallel into windows cut by numpy positions; a repeating plan's
-  # later epochs read as one sequence each, cut by positions drawn in-graph.
+def test_parallel_read_epochs_equal_numpy_order(training, g, replicas, pipelines, start,
+                                                 repeat):
+  # plan_dataset with read_files (drop_remainder): one pipeline for every
+  # epoch (its number an input), each epoch's files read in parallel into
+  # windows cut by positions drawn in-graph; without repeat, a training
+  # dataset's second pass is the next whole epoch, an evaluation one's its
+  # first pass again.
   counts = (37, 5, 60, 1)
   base = np.concatenate(([0], np.cumsum(counts)))
   read = lambda i: tf.data.Dataset.range(tf.gather(base, i), tf.gather(base, i + 1))  # noqa: E731
@@ -82,13 +84,18 @@ def test_first_epoch_read_in_sequence_equals_numpy_order(training, g, replicas, 
   stream = R.Stream(counts, training, 7, R.used_records(sum(counts), g, True),
                     R.window_records(20, g))
   for p in range(pipelines):
-    plan = R.Plan(stream, R.Sharing(g, replicas, pipelines, p), True, start, repeat)
-    e0, k0 = plan.start()
-    assert tf_order._first_epoch_batches(tf, plan, read, e0, k0 * g // stream.window,
-                                         0) is not None
+    sharing = R.Sharing(g, replicas, pipelines, p)
+    plan = R.Plan(stream, sharing, True, start, repeat)
     want = list(itertools.islice(plan.batches(), 40))
-    got = list(itertools.islice(tf_order.plan_dataset(plan, read, read_files), 40))
+    ds = tf_order.plan_dataset(plan, read, read_files)
+    got = list(itertools.islice(ds, 40))
     assert [(e, b.tolist()) for e, b in want] == [(int(e), b.numpy().tolist()) for e, b in got]
+    if not repeat:
+      e0, _ = plan.start()
+      after = (R.Plan(stream, sharing, True, (e0 + 1) * plan.steps_per_epoch, False)
+               if training else plan)
+      assert ([(e, b.tolist()) for e, b in after.batches()]
+              == [(int(e), b.numpy().tolist()) for e, b in ds])
 
 
 def test_elastic_global_batches_and_equal_steps():

@@ -18,7 +18,7 @@ from textrecords.errors import UserError  # pylint: disable=wrong-import-positio
 from textrecords.reading import mixtures  # pylint: disable=wrong-import-position
 from textrecords.reading import read_order as R  # pylint: disable=wrong-import-position
 from textrecords.reading import tf_order  # pylint: disable=wrong-import-position
-from w2v_data import pipeline  # pylint: disable=wrong-import-position
+from w2v_data import generator  # pylint: disable=wrong-import-position
 from w2v_data import reader  # pylint: disable=wrong-import-position
 from w2v_data import tf_centers  # pylint: disable=wrong-import-position
 from w2v_data.config import W2vConfig  # pylint: disable=wrong-import-position
@@ -38,7 +38,7 @@ def w2v(tmp_path_factory):
                subsample_t=3e-2, max_window_size=3, num_noise_words=K, random_seed=3,
                num_workers=1, num_shards=2)
     cfg.update(kw)
-    pipeline.create(W2vConfig(**cfg))
+    generator.create(W2vConfig(**cfg))
     out[name] = d
   return out
 
@@ -87,36 +87,45 @@ def test_plan_ids_equal_the_numpy_order(training, drop, g, pipelines, start, rep
     assert [(e, b.tolist()) for e, b in want] == [(int(e), b.numpy().tolist()) for e, b in got]
 
 
-@pytest.mark.parametrize("pipelines,start", [(1, 0), (2, 3), (4, 7)])
-def test_first_epoch_id_rows_equal_the_numpy_order(pipelines, start):
-  # tf_order.first_epoch_id_rows (drop_remainder: one element, the rows
-  # before the start step first) = the first epoch of read_order's batches.
+@pytest.mark.parametrize("training,pipelines,start,repeat", [
+    (True, 1, 0, False), (True, 2, 3, False), (True, 4, 7, True), (False, 2, 3, False)])
+def test_plan_id_windows_equal_the_numpy_order(training, pipelines, start, repeat):
+  # tf_order.plan_id_windows (drop_remainder: one pipeline for every epoch,
+  # a window's record numbers computed in-graph) = read_order's batches; a
+  # training dataset's second pass is the next whole epoch, an evaluation
+  # one's its first pass again.
   counts, g = (37, 5, 60, 1), 8
-  stream = R.Stream(counts, True, 7, R.used_records(sum(counts), g, True),
+  stream = R.Stream(counts, training, 7, R.used_records(sum(counts), g, True),
                     R.window_records(20, g))
   for p in range(pipelines):
-    plan = R.Plan(stream, R.Sharing(g, pipelines, pipelines, p), True, start, False)
-    epoch, rows, per_window, skip = tf_order.first_epoch_id_rows(plan)
-    (got,) = [t.numpy() for t in rows]
-    assert epoch == 0 and per_window == stream.window // g
-    assert got[skip:].tolist() == [b.tolist() for _, b in plan.batches()]
+    sharing = R.Sharing(g, pipelines, pipelines, p)
+    plan = R.Plan(stream, sharing, True, start, repeat)
+    ds = tf_order.plan_id_windows(plan, lambda e, rows: rows)
+    want = [(e, b.tolist()) for e, b in itertools.islice(plan.batches(), 40)]
+    assert want == [(int(e), b.numpy().tolist()) for e, b in itertools.islice(ds, 40)]
+    if not repeat:
+      e0, _ = plan.start()
+      after = (R.Plan(stream, sharing, True, (e0 + 1) * plan.steps_per_epoch, False)
+               if training else plan)
+      assert [(e, b.tolist()) for e, b in after.batches()] == [
+          (int(e), b.numpy().tolist()) for e, b in ds]
   plan = R.Plan(stream, R.Sharing(g, 1, 1, 0), False, 0, False)
-  assert tf_order.first_epoch_id_rows(plan) is None  # batches may be partial
+  assert tf_order.plan_id_windows(plan, lambda e, rows: rows) is None  # batches may be partial
 
 
-def test_held_rows_first_epoch_kept_or_not(w2v, monkeypatch):
-  # The first epoch's center numbers kept by the first iterator give the
-  # batches of the window-at-a-time path (tf_order.id_windows), in every
-  # later iterator too.
+def test_held_rows_one_pipeline_or_window_at_a_time(w2v, monkeypatch):
+  # The held rows' batches from one pipeline for every epoch
+  # (HeldRows.batches) are those of the window-at-a-time path
+  # (tf_order.id_windows), on the first pass and the next.
   for kw in (dict(seed=3), dict(seed=3, start_step=4, negatives="fresh"),
              dict(seed=3, start_step=2, repeat=True)):
     ds = w2v_data.make_dataset(w2v["two"], 8, **kw)
-    kept = [_arrays(ds.take(40)) for _ in range(2)]
-    monkeypatch.setattr(tf_centers.HeldRows, "first_epoch", lambda *a, **k: None)
+    one = [_arrays(ds.take(40)) for _ in range(2)]
+    monkeypatch.setattr(tf_centers.HeldRows, "batches", lambda *a, **k: None)
     ds = w2v_data.make_dataset(w2v["two"], 8, **kw)
     monkeypatch.undo()
     want = [_arrays(ds.take(40)) for _ in range(2)]  # without repeat, pass 2: the next epoch
-    assert len(want[0]) > 5 and _same(kept[0], want[0]) and _same(kept[1], want[1]), kw
+    assert len(want[0]) > 5 and _same(one[0], want[0]) and _same(one[1], want[1]), kw
 
 
 @pytest.mark.parametrize("which,in_memory", [("one", None), ("two", False), ("center", None)])

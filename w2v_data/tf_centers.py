@@ -11,10 +11,10 @@ per-center tensors (skip-gram: center, dense row, n; CBOW / PV: the x dict).
 Units come two ways, giving the same batches:
   held       every record parsed once into per-center tensors, kept by
              tf.data's in-memory cache; the order's center numbers gather
-             a window of them at a time (`tf_order.plan_windows`); the
-             first epoch's numbers (drop_remainder) are computed by the
-             first iterator and kept in memory too, so a new iterator (a
-             Keras epoch) starts without instantiating the order's hashes.
+             a window of them at a time (drop_remainder: one pipeline
+             for every epoch, a window's numbers computed in-graph and
+             gathered in parallel with the next window's,
+             `tf_order.plan_id_windows`; else `tf_order.plan_windows`).
              The graph holds the file names and parsing ops, not the rows.
   streamed   file i read and parsed into units (`tf_order.plan_dataset`
              then skips and takes units): a stream entering a file (a
@@ -27,7 +27,6 @@ from typing import Callable, List, Sequence
 
 import numpy as np
 
-from textrecords.errors import UserError
 from textrecords.reading import tf_input
 from textrecords.reading import tf_order
 
@@ -75,52 +74,27 @@ class HeldRows:
     return tf.data.Dataset.zip((ids, self.rows.repeat())).map(
         gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
-  def first_epoch(self, plan, redraw=None):
-    """The (epoch, (center numbers, parts)) per-replica batches of `plan`'s
-    first epoch, a window's batches gathered at once from center numbers
-    computed by the first iterator and kept (`tf_order.first_epoch_id_rows`:
-    later iterators instantiate no hash or permutation); None without
-    drop_remainder."""
-    got = tf_order.first_epoch_id_rows(plan)
-    if got is None:
-      return None
-    epoch, rows, per_window, skip = got
-    ds = self._gathered(plan, self._tf.constant(epoch, self._tf.int64), _kept(rows),
-                        per_window, redraw)
-    return ds.skip(skip) if skip else ds
-
-  def later_epochs(self, plan, redraw=None):
-    """epoch (int64 tensor) -> the batches of that whole epoch, gathered as
-    `first_epoch`'s from center numbers computed for it at once
-    (`tf_order.epoch_id_rows`); None without drop_remainder."""
-    if not plan.drop_remainder:
-      return None
-    per_window = plan.stream.window // plan.sharing.global_batch * len(
-        plan.sharing.local_replicas)
-    return lambda e: self._gathered(plan, e, tf_order.epoch_id_rows(plan, e), per_window,
-                                    redraw)
-
-  def _gathered(self, plan, e, rows, per_window: int, redraw):
-    """(e, (center numbers, parts)) per-replica batches from `rows` (a
-    one-element dataset of record-number rows), a window's rows at a time."""
+  def batches(self, plan, redraw=None):
+    """The (epoch, (center numbers, parts)) per-replica batches of `plan`,
+    every pass (`tf_order.plan_id_windows`: one pipeline for all epochs, a
+    window's center numbers computed in-graph and its batches gathered at
+    once, in parallel with the next window's); None without drop_remainder."""
     tf = self._tf
     b = plan.sharing.per_replica
 
-    def shaped(t):  # (n * b, ...) -> (n, b, ...), keeping the static row shape
+    def shaped(t):  # (k * b, ...) -> (k, b, ...), keeping the static row shape
       out = tf.reshape(t, tf.concat([[-1, b], tf.shape(t)[1:]], 0))
       out.set_shape(tf.TensorShape([None, b]).concatenate(t.shape[1:]))
       return out
 
-    def gather(ids, held):
+    def gather(e, ids, held):
       flat = tf.reshape(ids, [-1])
       parts = tf.nest.map_structure(lambda t: tf.gather(t, flat), held)
       if redraw is not None:
         parts = redraw(e, flat, parts)
-      return tf.fill(tf.shape(ids)[:1], e), (ids, tf.nest.map_structure(shaped, parts))
+      return ids, tf.nest.map_structure(shaped, parts)
 
-    windows = rows.unbatch().batch(max(1, per_window))
-    return tf.data.Dataset.zip((windows, self.rows.repeat())).map(
-        gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+    return tf_order.plan_id_windows(plan, gather, self.rows)
 
 
 def _parsed_in_pieces(tf, serialized, parse: Callable, pieces: int):
@@ -134,13 +108,6 @@ def _parsed_in_pieces(tf, serialized, parse: Callable, pieces: int):
   bounds = [n * i // pieces for i in range(pieces + 1)]
   parts = [parse(serialized[a:b])[0] for a, b in zip(bounds, bounds[1:])]
   return tf.nest.map_structure(lambda *t: tf.concat(t, 0), *parts)
-
-
-def _kept(one):
-  """A one-element dataset computed by its first iterator only: cached, and
-  read to its end at once (a cache read partly is dropped, with an error
-  line), its element then taken from the kept copy."""
-  return one.cache().repeat().skip(1).take(1)
 
 
 def streamed_reader(tf, files: List[str], compression: str, parse: Callable,
@@ -163,8 +130,9 @@ def planned_units(tf, plan, held, read_file, redraw=None):
   centers: gathered from `held` (a HeldRows; `redraw(epoch, numbers,
   parts)` -> parts applied a window at a time), else read by `read_file`."""
   if held is not None:
-    ds = tf_order.plan_windows(plan, lambda e, j: held.windows(plan.stream, e, j, redraw),
-                               held.first_epoch(plan, redraw), held.later_epochs(plan, redraw))
+    ds = held.batches(plan, redraw)
+    if ds is None:
+      ds = tf_order.plan_windows(plan, lambda e, j: held.windows(plan.stream, e, j, redraw))
   else:
     ds = tf_order.plan_dataset(plan, read_file)
   return tf_input.plan_cardinality(ds, plan)

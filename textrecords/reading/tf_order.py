@@ -7,15 +7,15 @@ a resume at `start_step`, skips records of that file with `Dataset.skip`:
 TFRecordDataset reads their headers, no parsing, no CRC check) -> windows
 (`batch(window)`) -> each window permuted (one gather) -> the window cut
 into this pipeline's per-replica batches by slicing (one element per batch,
-nothing record by record after the read). The first epoch's segments and
-window keys are computed when the pipeline is built, in numpy (graph
-constants: nothing to trace or optimize); a repeating plan draws those of
-later epochs in-graph. A resume opens no file before its start and reads at
-most one file's record headers plus one window before its first batch.
+nothing record by record after the read). A resume opens no file before
+its start and reads at most one file's record headers plus one window
+before its first batch.
 
-Readers use `plan_dataset` (records read from files), or, when they hold
-their records and gather them by record number, `plan_windows` over
-`id_windows` with the first epoch's rows from `first_epoch_id_rows`;
+Readers use `plan_dataset` (records read from files; with drop_remainder,
+one pipeline traced once gives every epoch, its number an input:
+`each_pass`), or, when they hold their records and gather them by record
+number, `plan_id_windows` (drop_remainder: the same, a window's record
+numbers computed in-graph) or else `plan_windows` over `id_windows`;
 `mixture_dataset` reads a `Mixture`. `plan_ids` (a plan's batches as record
 numbers, `plan_windows` over `id_windows`) is the reference path the tests
 compare against.
@@ -30,8 +30,7 @@ from textrecords.tf_import import require_tf
 
 
 _CONSTANT_STATES = 1 << 15  # window keys kept as graph constants (at most 256 kB)
-_CONSTANT_RECORDS = 1 << 18  # first-epoch window positions as constants (at most 1 MiB)
-_PARALLEL_READS = 4  # files the first epoch reads at once
+_PARALLEL_READS = 4  # files an epoch reads at once
 _READ_CHUNK = 256  # records a file's reader hands over at a time
 _READ_AHEAD = 4  # chunks each of those readers reads ahead
 
@@ -100,11 +99,17 @@ def segments(tf, stream: R.Stream, epoch, first, length):
   if all(isinstance(v, int) for v in (epoch, first, length)):
     return tf.constant(stream.segments(epoch, first, length).reshape(-1, 3), tf.int64)
   ops = TfOps(tf)
-  order = _file_order(ops, stream, epoch)
+  return _cut_segments(tf, stream, _file_order(ops, stream, epoch), _rotation(ops, stream, epoch),
+                       first, length)
+
+
+def _cut_segments(tf, stream: R.Stream, order, rotation, first, length):
+  """`segments` of an epoch whose files come in `order` and whose stream
+  starts `rotation` records into them (int64 tensors, `_draws`')."""
   counts = tf.gather(tf.constant(stream.counts, tf.int64), order)
   start = tf.concat([[0], tf.cumsum(counts)], 0)
   n = tf.constant(stream.total, tf.int64)
-  a = tf.math.floormod(_rotation(ops, stream, epoch) + first, tf.maximum(n, 1))
+  a = tf.math.floormod(rotation + first, tf.maximum(n, 1))
   rows = []
   zero = tf.constant(0, tf.int64)
   for x, y in ((a, tf.minimum(n, a + length)), (zero, tf.maximum(zero, a + length - n))):
@@ -274,114 +279,54 @@ def _epoch_batches(tf, plan: R.Plan, windows_of: Callable, epoch, first_window: 
   return batches.skip(skip_batches * len(plan.sharing.local_replicas))
 
 
-def _constant_rows(plan: R.Plan, epoch: int, first_window: int):
-  """Per window from `first_window` on, the window positions of this
-  pipeline's per-replica batches (int32 [batches, per_replica] rows, the
-  windows' rows concatenated), computed in numpy; None where they would not
-  fit `_CONSTANT_RECORDS` or batches may be partial (no drop_remainder:
-  the batch dimension stays unknown)."""
-  stream, b = plan.stream, plan.sharing.per_replica
-  first = first_window * stream.window
-  if not plan.drop_remainder or stream.used - first > _CONSTANT_RECORDS:
-    return None
-  rows = []
-  for j in range(first_window, stream.num_windows()):
-    size = min(stream.window, stream.used - j * stream.window)
-    order = stream.window_order(epoch, j, size)
-    order = np.arange(size) if order is None else order
-    rows.append(_local_rows(np, order, plan.sharing))
-  return np.concatenate(rows).astype(np.int32) if rows else np.zeros((0, b), np.int32)
-
-
-def _parallel_windows(tf, stream: R.Stream, read_file: Callable, epoch: int, first: int):
-  """Stream records `first` on of `epoch` in windows of `stream.window`
-  records, the last maybe fewer (None when there are none): its segments'
-  files read in parallel, `_PARALLEL_READS` at a time, each up to
-  `_READ_AHEAD` chunks of `_READ_CHUNK` records ahead, handed over in
-  sequence (a whole segment before the next) and re-cut into windows."""
-  segs = stream.segments(epoch, first, stream.used - first).reshape(-1, 3)
-  if not len(segs):
-    return None
-  chunks = -(-int(segs[:, 2].max()) // _READ_CHUNK)  # a segment's chunks in one block
-  reads = min(_PARALLEL_READS, len(segs))
+def _read_windows(tf, stream: R.Stream, read_file: Callable, segs):
+  """The records of segments `segs` ((file, skip, take) rows, an int64
+  [k, 3] tensor) in windows of `stream.window` records, the last maybe
+  fewer: the segments' files read in parallel, `_PARALLEL_READS` at a
+  time, each up to `_READ_AHEAD` chunks of `_READ_CHUNK` records ahead,
+  handed over in sequence (a whole segment before the next: a block is
+  the longest segment's chunks) and re-cut into windows."""
+  longest = tf.reduce_max(tf.concat([segs[:, 2], [1]], 0))
+  chunks = (longest + _READ_CHUNK - 1) // _READ_CHUNK
 
   def chunked(row):
     return read_file(row[0]).skip(row[1]).take(row[2]).batch(_READ_CHUNK).prefetch(_READ_AHEAD)
 
-  return tf.data.Dataset.from_tensor_slices(tf.constant(segs, tf.int64)).interleave(
-      _plain(chunked), cycle_length=reads, block_length=chunks, num_parallel_calls=reads,
-      deterministic=True).rebatch(stream.window)
+  return tf.data.Dataset.from_tensor_slices(segs).interleave(
+      _plain(chunked), cycle_length=_PARALLEL_READS, block_length=chunks,
+      num_parallel_calls=_PARALLEL_READS, deterministic=True).rebatch(stream.window)
 
 
-def _first_epoch_batches(tf, plan: R.Plan, read_file: Callable, epoch: int,
-                         first_window: int, skip_batches: int):
-  """`_epoch_batches` of a Python `epoch` with every draw made now: the
-  files read in parallel into windows (`_parallel_windows`), each window cut
-  into this pipeline's batches by one gather of numpy positions (None where
-  that does not apply)."""
-  rows = _constant_rows(plan, epoch, first_window)
-  stream = plan.stream
-  windows = None if rows is None else _parallel_windows(tf, stream, read_file, epoch,
-                                                        first_window * stream.window)
-  if windows is None:
-    return None
-  per_window = stream.window // plan.sharing.global_batch * len(plan.sharing.local_replicas)
-  positions = tf.data.Dataset.from_tensor_slices(tf.constant(rows)).batch(per_window)
-  e = tf.constant(epoch, tf.int64)
+def _read_epoch(tf, plan: R.Plan, read_file: Callable, e, first_window, skip_batches):
+  """(epoch, per-replica batch) of epoch `e` of a drop_remainder `plan`
+  from window `first_window` on, its first `skip_batches` global batches
+  left out (int64 tensors): the epoch's draws made at once (`_draws`), its
+  segments' files read in parallel into windows (`_read_windows`), each
+  window permuted and cut into this pipeline's batches by one gather, the
+  windows cut in parallel (in order)."""
+  stream, ops = plan.stream, TfOps(tf)
+  first = first_window * stream.window
 
-  def cut(at, *w):
-    return tf.fill(tf.shape(at)[:1], e), tf.nest.map_structure(
-        lambda t: tf.gather(t, at), _whole(*w))
+  def windows(e, order, rotation, keys):
+    segs = _cut_segments(tf, stream, order, rotation, first, stream.used - first)
+    return tf.data.Dataset.zip((tf.data.Dataset.from_tensors((e, keys)).repeat(),
+                                tf.data.Dataset.range(first_window, stream.num_windows()),
+                                _read_windows(tf, stream, read_file, segs)))
 
-  batches = tf.data.Dataset.zip((positions, windows)).map(
-      _plain(cut)).prefetch(1).unbatch()
-  if not skip_batches:
-    return batches
-  return batches.skip(skip_batches * len(plan.sharing.local_replicas))
-
-
-def _epoch_read(tf, stream: R.Stream, read_files: Callable, order, rotation):
-  """The `stream.used` records of an epoch as one read of its files in
-  sequence: from record `rotation` of the files concatenated in `order`
-  (int64 tensors), round to the first file after the last (what
-  `segments` gives from record 0, in fewer ops)."""
-  counts = tf.gather(tf.constant(stream.counts, tf.int64), order)
-  ends = tf.cumsum(counts)
-  f = tf.searchsorted(ends, tf.reshape(rotation, [1]), side="right")[0]
-  files = tf.concat([order[f:], order[:f + 1]], 0)
-  return read_files(files).skip(rotation - ends[f] + counts[f]).take(stream.used)
-
-
-def _later_epochs(tf, plan: R.Plan, read_files: Callable, epoch: int):
-  """(epoch, per-replica batch) of the epochs from `epoch` on, forever
-  (drop_remainder): each epoch's files read as one sequence (its segments
-  and window keys drawn in-graph, one small function per epoch), and each
-  window cut into this pipeline's batches by one gather of positions drawn
-  in-graph (one function for all epochs)."""
-  stream = plan.stream
-  ops = TfOps(tf)
-
-  def windows(e):
-    if stream.training:
-      order, rotation, keys = _epoch_draws(tf, stream, e)
-    else:
-      order, rotation, keys = ops.arange(len(stream.counts)), ops.int64(0), ops.arange(
-          stream.num_windows())
-    return tf.data.Dataset.zip((tf.data.Dataset.from_tensors(e).repeat(),
-                                tf.data.Dataset.from_tensor_slices(keys),
-                                _epoch_read(tf, stream, read_files, order, rotation).batch(
-                                    stream.window)))
-
-  def cut(e, state, *w):
+  def cut(head, j, *w):
+    e, keys = head
     window = _whole(*w)
     size = _length(tf, window)
-    order = R.permutation(ops, size, state=state) if stream.training else ops.arange(size)
+    order = (R.permutation(ops, size, state=tf.gather(keys, j)) if stream.training
+             else ops.arange(size))
     at = _local_rows(tf, order, plan.sharing)
     return tf.fill(tf.shape(at)[:1], e), tf.nest.map_structure(lambda t: tf.gather(t, at),
                                                                window)
 
-  return tf.data.Dataset.range(epoch, tf.int64.max).flat_map(_plain(windows)).map(
-      _plain(cut)).prefetch(1).unbatch()
+  ds = tf.data.Dataset.from_tensors(e).map(_plain(
+      lambda e: (e, *_draws(tf, stream, e)))).flat_map(_plain(windows))
+  ds = ds.map(_plain(cut), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return ds.unbatch().skip(skip_batches * len(plan.sharing.local_replicas))
 
 
 def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callable] = None):
@@ -389,11 +334,10 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
   (`plan_windows` over the records read by `read_file`).
 
   With `read_files` (file numbers, an int64 vector -> the records of those
-  files in sequence) and drop_remainder, windows are cut by one gather
-  each: the first epoch's files read in parallel (`_parallel_windows`), its
-  positions computed in numpy (up to `_CONSTANT_RECORDS` records: less to
-  trace and to start per iterator); a repeating plan's later epochs each
-  read as one sequence, their positions drawn in-graph (`_later_epochs`).
+  files in sequence) and drop_remainder, every epoch comes from one
+  pipeline traced once, its number an input (`each_pass` over
+  `_read_epoch`): the epoch's files read in parallel, each window cut by
+  one gather of positions drawn in-graph, the windows cut in parallel.
   An evaluation plan for one replica is read as a plain batched sequence
   (`_sequential_batches`).
 
@@ -408,14 +352,7 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
   windows_of = lambda e, j: _windows(tf, plan.stream, read_file, e, j)  # noqa: E731
   if read_files is None or not plan.drop_remainder:
     return plan_windows(plan, windows_of)
-  e0, j0, skip = _plan_start(plan)
-  first = _first_epoch_batches(tf, plan, read_file, e0, j0, skip)
-  if first is None:
-    first = _epoch_batches(tf, plan, windows_of, e0, j0, skip)
-  if not plan.repeat:
-    per_epoch = plan.stream.used // plan.sharing.global_batch * len(plan.sharing.local_replicas)
-    return passes(plan, first, lambda e: _later_epochs(tf, plan, read_files, e).take(per_epoch))
-  return first.concatenate(_later_epochs(tf, plan, read_files, e0 + 1))
+  return each_pass(plan, lambda e, j, skip: _read_epoch(tf, plan, read_file, e, j, skip))
 
 
 def _read_in_sequence(plan: R.Plan) -> bool:
@@ -450,7 +387,7 @@ def _sequential_batches(tf, plan: R.Plan, read_files: Callable):
       _plain(lambda e: epoch(e, 0))))
 
 
-def plan_windows(plan: R.Plan, windows_of: Callable, first=None, later=None):
+def plan_windows(plan: R.Plan, windows_of: Callable):
   """(epoch, per-replica batch) of a `Plan` whose windows come whole.
 
   `windows_of(epoch, first_window)`: a dataset of `epoch`'s windows from
@@ -458,17 +395,12 @@ def plan_windows(plan: R.Plan, windows_of: Callable, first=None, later=None):
   order (permuted when training; e.g. `_windows`, or a window's record
   numbers with what a reader holds for them); each is cut into this
   pipeline's per-replica batches by slicing. The first epoch's file order
-  and rotation are computed here (numpy); a repeating plan draws those of
-  the epochs after it in-graph. `first`: the first epoch's batches, when
-  the caller has them another way (else from `windows_of`); `later(e)`:
-  the batches of a whole later epoch e (an int64 tensor), likewise."""
+  and rotation are computed here (numpy); the epochs after it draw those
+  in-graph (`passes`)."""
   tf = require_tf()
   e0, j0, skip = _plan_start(plan)
-  ds = first
-  if ds is None:
-    ds = _epoch_batches(tf, plan, windows_of, e0, j0, skip)
-  if later is None:
-    later = lambda e: _epoch_batches(tf, plan, windows_of, e, 0, 0)  # noqa: E731
+  ds = _epoch_batches(tf, plan, windows_of, e0, j0, skip)
+  later = lambda e: _epoch_batches(tf, plan, windows_of, e, 0, 0)  # noqa: E731
   if not plan.repeat:
     return passes(plan, ds, later)
   return ds.concatenate(tf.data.Dataset.range(e0 + 1, tf.int64.max).flat_map(_plain(later)))
@@ -617,32 +549,95 @@ def id_windows(tf, stream: R.Stream, epoch, first_window):
   return tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).flat_map(_plain(windows))
 
 
-def first_epoch_id_rows(plan: R.Plan):
-  """(epoch, rows, rows per window, rows to skip) of a drop_remainder plan's
-  first epoch: `rows` a dataset of one element, the epoch's per-replica
-  batches of this pipeline from its start window on as rows of record
-  numbers (int64 [batches, per_replica]; `plan_ids`' batches, computed
-  in-graph by `epoch_ids`), of which the first `rows to skip` come before
-  the start step. For readers that hold their records and keep this element
-  (computed once, not per iterator). None without drop_remainder."""
+def _draws(tf, stream: R.Stream, epoch):
+  """(file order, rotation, window keys) of `epoch` (an int64 tensor): the
+  training draws of `_epoch_draws`; an evaluation stream's files in order,
+  unrotated, its keys unused."""
+  if stream.training:
+    return _epoch_draws(tf, stream, epoch)
+  ops = TfOps(tf)
+  return ops.arange(len(stream.counts)), ops.int64(0), ops.arange(stream.num_windows())
+
+
+def _window_id_rows(tf, plan: R.Plan, draws, j):
+  """This pipeline's per-replica batches of window `j` (an int64 tensor) of
+  the epoch of `draws` (`_draws`), as rows of record numbers (int64 [k,
+  per_replica]; `Stream.window_ids` cut as `plan_ids` cuts them):
+  drop_remainder plans, whose windows are whole global batches."""
+  stream, ops = plan.stream, TfOps(tf)
+  order, rotation, keys = draws
+  size = tf.minimum(tf.constant(stream.window, tf.int64), stream.used - j * stream.window)
+  pos = j * stream.window + ops.arange(size)
+  if not stream.training:
+    return _local_rows(tf, pos, plan.sharing)
+  ids = _rotated_ids(tf, stream, order, rotation, pos)
+  ids = tf.gather(ids, R.permutation(ops, size, state=tf.gather(keys, j)))
+  return _local_rows(tf, ids, plan.sharing)
+
+
+def plan_id_windows(plan: R.Plan, gather: Callable, held=None):
+  """(epoch, per-replica batch) of a drop_remainder `Plan` whose records a
+  reader holds, a window at a time.
+
+  One pipeline, traced once, gives every epoch (its number an int64
+  tensor): the epoch's few draws (`_epoch_draws`), then per window its rows
+  of record numbers (`_window_id_rows`, int64 [k, per_replica]) turned
+  into k batches by `gather(epoch, rows, *element)`, where element is
+  `held`'s (a dataset of one element, e.g. cached parsed rows; none if
+  None): a structure of tensors with k rows. Windows are computed and
+  gathered in parallel, in order, so a pass waits for one window before
+  its first batch. Passes as `passes` gives them (the first from
+  start_step on; a training dataset iterated again: the next epoch).
+
+  Returns:
+    None unless `plan.drop_remainder` (batches may be partial).
+  """
   if not plan.drop_remainder:
     return None
   tf = require_tf()
-  stream, g = plan.stream, plan.sharing.global_batch
-  local = len(plan.sharing.local_replicas)
-  e0, j0, skip = _plan_start(plan)
-  return e0, epoch_id_rows(plan, e0, j0), stream.window // g * local, skip * local
+  stream, local = plan.stream, len(plan.sharing.local_replicas)
+
+  def cut(head, *element):  # head: ((e, draws), j)
+    (e, draws), j = head
+    rows = _window_id_rows(tf, plan, draws, j)
+    return tf.fill(tf.shape(rows)[:1], e), gather(e, rows, *element)
+
+  def epoch(e, first_window, skip_batches):
+    def windows(e, *draws):
+      return tf.data.Dataset.zip((tf.data.Dataset.from_tensors((e, draws)).repeat(),
+                                  tf.data.Dataset.range(first_window, stream.num_windows())))
+
+    ds = tf.data.Dataset.from_tensors(e).map(_plain(
+        lambda e: (e, *_draws(tf, stream, e)))).flat_map(_plain(windows))
+    if held is not None:
+      ds = tf.data.Dataset.zip((ds, held.repeat()))
+    ds = ds.map(_plain(lambda *a: cut(*a) if held is not None else cut(a)),
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.unbatch().skip(skip_batches * local)
+
+  return each_pass(plan, epoch)
 
 
-def epoch_id_rows(plan: R.Plan, epoch, first_window: int = 0):
-  """A dataset of one element: `epoch`'s per-replica batches of this
-  pipeline from `first_window` on as rows of record numbers (int64
-  [batches, per_replica], from `epoch_ids`; drop_remainder plans). `epoch`:
-  a Python int or an int64 tensor."""
+def each_pass(plan: R.Plan, epoch: Callable):
+  """`plan`'s passes from one epoch pipeline, `epoch(e, first window, global
+  batches to skip)` (int64 tensors; traced once): the first pass from
+  `plan.start()` on; a training plan iterated again gives the whole next
+  epoch (`pass_numbers`), an evaluation plan its first pass again; a
+  repeating plan is one pass over epoch after epoch."""
   tf = require_tf()
-  return tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(_plain(
-      lambda _: _local_rows(tf, epoch_ids(tf, plan.stream, epoch, first_window),
-                            plan.sharing)))
+  e0, j0, skip = _plan_start(plan)
+  zero = tf.constant(0, tf.int64)
+
+  def from_start(e, first):  # epoch e, from the start step on its first pass
+    return epoch(e, tf.where(first, tf.constant(j0, tf.int64), zero),
+                 tf.where(first, tf.constant(skip, tf.int64), zero))
+
+  if plan.repeat:
+    return tf.data.Dataset.range(e0, tf.int64.max).flat_map(_plain(
+        lambda e: from_start(e, tf.equal(e, e0))))
+  if not plan.stream.training:
+    return from_start(tf.constant(e0, tf.int64), tf.constant(True))
+  return pass_numbers().flat_map(_plain(lambda n: from_start(e0 + n, tf.equal(n, 0))))
 
 
 def plan_ids(plan: R.Plan):
