@@ -4,6 +4,7 @@ r"""Times the three make_dataset readers against a baseline checkout, same run.
     python scripts/bench_read.py --baseline=/tmp/base [--rounds=3] [--epochs=3] [--scale=1]
         [--packages=bert_data,w2v_data,mt_data] [--w2v_negatives=stored] [--repeat]
         [--mode=evaluation] [--batch_size=w2v_data=512] [--w2v_data=DIR] [--bert_data=PATH]
+        [--mt_data=DIR]
 
 For each tree (this one and --baseline) a subprocess (PYTHONPATH = that tree)
 writes one dataset per package from the bundled test corpora (repeated to a
@@ -20,15 +21,17 @@ before):
             to the end of its first pass (fresh_cpu_s: its CPU seconds);
   examples_per_s  examples a second of the fastest later pass.
 --mode=evaluation reads with training=False, verify="none" instead.
---w2v_data / --bert_data read a given dataset (e.g. PTB's w2v records) in
-both trees instead of the generated one; --batch_size sets the batch per
+--w2v_data / --bert_data / --mt_data read a given dataset (e.g. PTB's w2v
+records, made by this tree's create) in both trees instead of the generated
+one (each tree's own create); --batch_size sets the batch per
 package.
 With --repeat, `make_dataset(..., repeat=True)` instead: --epochs epochs
 through one iterator (start_s to its first batch, pass_s the fastest epoch
 after the first: the later epochs' read path).
 The trees alternate round by round, so both see the same machine load; the
 report gives each tree's best figures and the ratios this/baseline per
-package, the ratios of the medians over the rounds, and each round's pass_s.
+package, the ratios of the medians over the rounds, and each round's pass_s
+and fresh_s.
 """
 
 import argparse
@@ -60,10 +63,11 @@ def repeated(src, dst, times, sep="\n"):
 out = {}
 bert_out = extra.get("bert_data") or os.path.join(work, "bert", "train.tfrecord")
 w2v_dir = extra.get("w2v_data") or os.path.join(work, "w2v")
+mt_dir = extra.get("mt_data") or os.path.join(work, "mt")
 if not os.path.exists(os.path.join(work, "done")):
   from bert_data import pipeline
   from bert_data.config import BertConfig
-  from w2v_data import pipeline as w2v_pipeline
+  from w2v_data import generator as w2v_generator
   from w2v_data.config import W2vConfig
   from mt_data import config as mt_config
   try:
@@ -82,13 +86,13 @@ if not os.path.exists(os.path.join(work, "done")):
                                max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2,
                                num_shards=4, num_workers=1, quiet=True))
   if "w2v_data" in packages and not extra.get("w2v_data"):
-    w2v_pipeline.create(W2vConfig(
+    w2v_generator.create(W2vConfig(
         input_file=repeated(os.path.join(testdata, "w2v_tiny.txt"),
                             os.path.join(work, "w.txt"), 20 * scale),
         output_dir=os.path.join(work, "w2v"), min_freq=2,
         subsample_t=1e-4,  # d2l's draw, every revision's old default (a literal: old trees)
         num_workers=1, num_shards=4, quiet=True))
-  if "mt_data" in packages:
+  if "mt_data" in packages and not extra.get("mt_data"):
     mt_make.create(mt_config.MTConfig(
         input_file=repeated(os.path.join(testdata, "mt_pairs.txt"),
                             os.path.join(work, "m.txt"), 200 * scale),
@@ -106,10 +110,10 @@ bs = extra["batch_size"]
 def mt_reader(repeat=False):
   kw = dict(KW, repeat=repeat)
   try:
-    return mt_data.make_dataset(os.path.join(work, "mt"), bs.get("mt_data", 64),
+    return mt_data.make_dataset(mt_dir, bs.get("mt_data", 64),
                                 split="train", **kw)
   except TypeError:  # a tree before issue 24: make_dataset(location, split, batch_size)
-    return getattr(mt_data, "make_dataset")(os.path.join(work, "mt"), "train",
+    return getattr(mt_data, "make_dataset")(mt_dir, "train",
                                             bs.get("mt_data", 64), **kw)
 
 readers = {
@@ -227,6 +231,8 @@ def main():
                   "path) instead of the generated one, in both trees")
   ap.add_argument("--w2v_data", default="", help="read this w2v_data folder (e.g. PTB's "
                   "records) instead of the generated one, in both trees")
+  ap.add_argument("--mt_data", default="", help="read this mt_data folder instead of the "
+                  "generated one, in both trees")
   ap.add_argument("--w2v_negatives", default="stored", choices=("stored", "fresh"),
                   help="w2v_data's negatives= (fresh: new noise words every epoch)")
   args = ap.parse_args()
@@ -238,7 +244,8 @@ def main():
   sizes = dict(kv.split("=") for kv in args.batch_size.split(",") if kv)
   extra = {"mode": args.mode, "batch_size": {k: int(v) for k, v in sizes.items()},
            "bert_data": os.path.abspath(args.bert_data) if args.bert_data else "",
-           "w2v_data": os.path.abspath(args.w2v_data) if args.w2v_data else ""}
+           "w2v_data": os.path.abspath(args.w2v_data) if args.w2v_data else "",
+           "mt_data": os.path.abspath(args.mt_data) if args.mt_data else ""}
   runs = {t: {} for t in trees}
   with tempfile.TemporaryDirectory() as tmp:
     for _ in range(args.rounds):
@@ -257,6 +264,8 @@ def main():
         "ratio_of_medians": {k: _ratio(_median(runs["this"][pkg])[k],
                                        _median(runs["baseline"][pkg])[k]) for k in FIGURES},
         "pass_s_rounds": [[round(r["pass_s"], 3) for r in runs[t][pkg]] for t in trees],
+        "fresh_s_rounds": [[None if r["fresh_s"] is None else round(r["fresh_s"], 3)
+                            for r in runs[t][pkg]] for t in trees],
         "batches": [runs["this"][pkg][-1]["batches"], runs["baseline"][pkg][-1]["batches"]]}
   print(json.dumps({"rounds": args.rounds, "epochs": args.epochs, "scale": args.scale,
                     "repeat": args.repeat, **extra,
