@@ -57,9 +57,9 @@ def final_sync_s(directory: str, background: bool) -> float:
 
 _EXIT_CHILD = """
 import gc, sys, time
-from w2v_data import pipeline
+from w2v_data import generator
 from w2v_data.config import W2vConfig
-pipeline.create(W2vConfig(input_file=sys.argv[1], output_dir=sys.argv[2], overwrite=True,
+generator.create(W2vConfig(input_file=sys.argv[1], output_dir=sys.argv[2], overwrite=True,
                           quiet=True, num_workers=1))
 if sys.argv[3] == "freeze":
   gc.freeze()

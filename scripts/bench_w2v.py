@@ -336,7 +336,7 @@ def _measure(path, spec):
   """Runs in a fresh process: times load_corpus or create; prints JSON with peak RSS."""
   import resource  # pylint: disable=import-outside-toplevel
   from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
-  from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
+  from w2v_data import generator  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   from w2v_data.config import D2L_SUBSAMPLE_T  # pylint: disable=import-outside-toplevel
   t0 = time.perf_counter()
@@ -348,20 +348,13 @@ def _measure(path, spec):
     if spec.get("release_memory"):  # workers give freed memory back (glibc's default)
       from textrecords.engine import parallel  # pylint: disable=import-outside-toplevel
       parallel.keep_freed_memory = lambda *a, **kw: False
-    count_corpus = corpus_lib.count_corpus
-    phases = {}
-
-    def timed_count(*a, **kw):  # phase 1: read, clean and count (parallel)
-      start = time.perf_counter()
-      try:
-        return count_corpus(*a, **kw)
-      finally:
-        phases["count_s"] = time.perf_counter() - start
-
-    corpus_lib.count_corpus = timed_count
-    meta = pipeline.create(W2vConfig(input_file=path, output_dir=spec["out"], overwrite=True,
-                                     quiet=True, num_workers=spec["workers"],
-                                     subsample_t=D2L_SUBSAMPLE_T)).meta
+    result = generator.create(W2vConfig(input_file=path, output_dir=spec["out"],
+                                        overwrite=True, quiet=True,
+                                        num_workers=spec["workers"],
+                                        subsample_t=D2L_SUBSAMPLE_T))
+    meta = result.meta
+    # phase 1: read, clean and count (parallel): the generator's passes
+    phases = {"count_s": result.seconds.get("passes", 0.0)}
     out = {"centers": meta["counts"]["centers"], **phases}
   out["wall_s"] = time.perf_counter() - t0
   if "count_s" in out:  # phase 2: vocab, then sample, encode and write (parallel)

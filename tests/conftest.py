@@ -113,7 +113,7 @@ def write_three_datasets(d, names=("bert/train.tfrecord", "w2v", "mt")) -> dict:
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
   from mt_data import generator as mt_generator  # pylint: disable=import-outside-toplevel
-  from w2v_data import pipeline as w2v_pipeline  # pylint: disable=import-outside-toplevel
+  from w2v_data import generator as w2v_generator  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   bert, w2v, mt = (os.path.join(str(d), n) for n in names)
   os.makedirs(os.path.dirname(bert), exist_ok=True)
@@ -121,7 +121,7 @@ def write_three_datasets(d, names=("bert/train.tfrecord", "w2v", "mt")) -> dict:
                                   vocab_file=VOCAB, max_seq_length=32,
                                   max_predictions_per_seq=5, dupe_factor=1, num_shards=2,
                                   num_workers=1, quiet=True))
-  w2v_pipeline.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
+  w2v_generator.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
                                 output_dir=w2v, min_freq=2, num_workers=1, num_shards=2,
                                 quiet=True))
   mt_generator.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),

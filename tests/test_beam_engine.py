@@ -27,7 +27,7 @@ from mt_data import config as mt_config
 from mt_data import generator as mt_generator
 from textrecords.engine import EngineOptions, parse_pipeline_options
 from textrecords.errors import UserError
-from w2v_data import pipeline as w2v_pipeline
+from w2v_data import generator as w2v_generator
 from w2v_data.config import W2vConfig
 
 IN_MEMORY = "runner=DirectRunner"
@@ -154,7 +154,7 @@ def test_w2v_beam_equals_local(tmp_path, options, extra):
   inputs = os.path.join(TESTDATA, "w2v_tiny.txt") + "," + str(messy)
 
   def run(out, engine):
-    w2v_pipeline.create(W2vConfig(input_file=inputs, output_dir=out, **extra), engine)
+    w2v_generator.create(W2vConfig(input_file=inputs, output_dir=out, **extra), engine)
 
   local, beam = _both(tmp_path, run, options)
   gzip = extra.get("compression") == "GZIP"
@@ -166,14 +166,14 @@ def test_w2v_beam_user_error_is_the_local_one(tmp_path):
   cfg = W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"), output_dir=str(out),
                   min_freq=100000)
   with pytest.raises(UserError) as local_error:
-    w2v_pipeline.create(cfg)
+    w2v_generator.create(cfg)
   with pytest.raises(UserError) as beam_error:
-    w2v_pipeline.create(cfg, EngineOptions("beam", IN_MEMORY))
+    w2v_generator.create(cfg, EngineOptions("beam", IN_MEMORY))
   assert str(beam_error.value) == str(local_error.value)
   assert "leaves an empty vocabulary" in str(beam_error.value)
   assert not out.exists()  # nothing left: the folder the run made is removed
   with pytest.raises(UserError, match="--model=pv_dbow with --engine=beam"):
-    w2v_pipeline.create(W2vConfig(input_file=cfg.input_file, output_dir=str(out),
+    w2v_generator.create(W2vConfig(input_file=cfg.input_file, output_dir=str(out),
                                   model="pv_dbow"), EngineOptions("beam", IN_MEMORY))
 
 
@@ -258,7 +258,7 @@ def _create_with(package, out, engine, **kw):
                                            output_files=(f"{out}/train.tfrecord",),
                                            vocab_file=VOCAB, dupe_factor=1, **kw), engine)
   if package == "w2v_data":
-    return w2v_pipeline.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
+    return w2v_generator.create(W2vConfig(input_file=os.path.join(TESTDATA, "w2v_tiny.txt"),
                                          output_dir=out, min_freq=1, **kw), engine)
   return mt_generator.create(mt_config.MTConfig(input_file=os.path.join(TESTDATA, "mt_pairs.txt"),
                                                 output_dir=out, num_train=8, num_val=2, min_freq=1,
@@ -325,7 +325,7 @@ def test_w2v_beam_reads_invalid_utf8_in_byte_ranges_like_local(tmp_path, monkeyp
   def run(out, engine):
     if engine is not LOCAL:
       monkeypatch.setattr(corpus_lib, "CHUNK_BYTES", 64)
-    w2v_pipeline.create(W2vConfig(input_file=inputs, output_dir=out, num_shards=2, min_freq=1,
+    w2v_generator.create(W2vConfig(input_file=inputs, output_dir=out, num_shards=2, min_freq=1,
                                   on_decode_error=mode), engine)
 
   local, beam = _both(tmp_path, run, IN_MEMORY)
@@ -336,7 +336,7 @@ def test_w2v_beam_reads_invalid_utf8_in_byte_ranges_like_local(tmp_path, monkeyp
     two = tmp_path / "two.txt"
     two.write_bytes(b"a\nbad \xff\n" * 20 + b"a b a b a\n")
     with pytest.raises(UserError, match=r"two.txt:41: a center.s contexts cover every one"):
-      w2v_pipeline.create(W2vConfig(input_file=str(two), output_dir=str(tmp_path / "o"),
+      w2v_generator.create(W2vConfig(input_file=str(two), output_dir=str(tmp_path / "o"),
                                     min_freq=1, subsample_t=1.0, on_decode_error=mode),
                           EngineOptions("beam", IN_MEMORY))
 

@@ -37,7 +37,7 @@ def test_inspect_our_output_and_bad_input(tmp_path):
 def test_inspect_defects_give_one_line_errors(tmp_path):
   import gzip  # pylint: disable=import-outside-toplevel
   import shutil  # pylint: disable=import-outside-toplevel
-  from w2v_data import pipeline as w2v_pipeline  # pylint: disable=import-outside-toplevel
+  from w2v_data import generator as w2v_generator  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   out = str(tmp_path / "x.tfrecord")
   r = run_cli("bert_data.create", f"--input_file={SAMPLE_TEXT}", f"--output_file={out}",
@@ -46,7 +46,7 @@ def test_inspect_defects_give_one_line_errors(tmp_path):
   small_vocab = tmp_path / "small_vocab.txt"
   small_vocab.write_text("\n".join(open(VOCAB).read().split("\n")[:200]) + "\n")
   w2v = str(tmp_path / "w2v")
-  w2v_pipeline.create(W2vConfig(input_file=os.path.join(os.path.dirname(VOCAB), "w2v_tiny.txt"),
+  w2v_generator.create(W2vConfig(input_file=os.path.join(os.path.dirname(VOCAB), "w2v_tiny.txt"),
                                 output_dir=w2v, min_freq=2, num_workers=1, quiet=True))
   plain_w2v = str(tmp_path / "plain_w2v.tfrecord")
   shutil.copy(os.path.join(w2v, "train.tfrecord"), plain_w2v)

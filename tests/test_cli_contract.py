@@ -447,14 +447,14 @@ def _create_in_process(package, out, **kw):
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
   from mt_data import generator as mt_generator  # pylint: disable=import-outside-toplevel
-  from w2v_data import pipeline as w2v_pipeline  # pylint: disable=import-outside-toplevel
+  from w2v_data import generator as w2v_generator  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   if package == "bert_data":
     return bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
                                            output_files=(f"{out}/t.tfrecord",), vocab_file=VOCAB,
                                            dupe_factor=1, num_shards=2, **kw))
   if package == "w2v_data":
-    return w2v_pipeline.create(W2vConfig(input_file=W2V_TINY, output_dir=out, min_freq=1,
+    return w2v_generator.create(W2vConfig(input_file=W2V_TINY, output_dir=out, min_freq=1,
                                          num_shards=2, **kw))
   return mt_generator.create(mt_config.MTConfig(input_file=MT_PAIRS, output_dir=out, num_train=8,
                                                 num_val=2, min_freq=1, num_shards=2, **kw),

@@ -10,12 +10,13 @@ import pytest
 
 from mt_data import config as mt_config
 from mt_data import generator as mt_generator
+from textrecords.engine import local as local_engine
 from textrecords.files import atomic_file
 from textrecords.wire import example_decoder
 from textrecords.files import text_input
 from textrecords.files import tfrecord
 from textrecords.errors import UserError
-from w2v_data import pipeline as w2v_pipeline
+from w2v_data import generator as w2v_generator
 from w2v_data.config import W2vConfig
 
 
@@ -111,7 +112,7 @@ def _w2v_config(tmp_path, text, **kw):
 def test_w2v_lowercase_gzip_compresses_and_records_the_normal_name(tmp_path, spelling):
   cfg = _w2v_config(tmp_path, b"a b c d\nb c d a\n" * 20, compression=spelling)
   assert cfg.compression == "GZIP"
-  meta = w2v_pipeline.create(cfg).meta
+  meta = w2v_generator.create(cfg).meta
   assert meta["compression"] == "GZIP"
   assert meta["flags"]["compression"] == "GZIP"
   rec_file = tmp_path / "out" / [f["name"] for f in meta["files"] if f["role"] == "records"][0]
@@ -136,7 +137,7 @@ def test_read_lines_drops_a_bom_at_the_start_only(tmp_path):
 
 def test_w2v_drops_the_bom(tmp_path):
   text = "café au lait\ncafé noir\n".encode()
-  meta = w2v_pipeline.create(_w2v_config(tmp_path, text_input.BOM + text)).meta
+  meta = w2v_generator.create(_w2v_config(tmp_path, text_input.BOM + text)).meta
   vocab = (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split("\n")
   assert "café" in vocab and not any("\ufeff" in t for t in vocab)
   assert meta["counts"]["raw_tokens"] == 5
@@ -144,7 +145,7 @@ def test_w2v_drops_the_bom(tmp_path):
 
 def test_w2v_bom_in_a_file_with_invalid_utf8_is_dropped_too(tmp_path):
   text = text_input.BOM + "café au lait\n".encode() + b"bad \xff line\n"
-  w2v_pipeline.create(_w2v_config(tmp_path, text, on_decode_error="replace"))
+  w2v_generator.create(_w2v_config(tmp_path, text, on_decode_error="replace"))
   vocab = (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split("\n")
   assert "café" in vocab and not any("\ufeff" in t for t in vocab)
 
@@ -191,8 +192,8 @@ def test_no_module_state_is_left_after_create(tmp_path):
   gc.collect()
   assert seen["tokenizer"]() is None  # the tokenizer is gone with the run
 
-  w2v_pipeline.create(_w2v_config(tmp_path, b"a b c d\nb c d a\n" * 5))
-  assert w2v_pipeline._STATE == {}  # pylint: disable=protected-access
+  w2v_generator.create(_w2v_config(tmp_path, b"a b c d\nb c d a\n" * 5))
+  assert local_engine._GEN == {}  # pylint: disable=protected-access
 
   shutil.rmtree(tmp_path / "out")
   src = tmp_path / "pairs.txt"
@@ -200,7 +201,6 @@ def test_no_module_state_is_left_after_create(tmp_path):
   mt_generator.create(mt_config.MTConfig(input_file=str(src), output_dir=str(tmp_path / "mt"),
                                           num_train=8, num_val=2, min_freq=1, num_workers=1),
                        log=lambda m: None)
-  from textrecords.engine import local as local_engine  # pylint: disable=import-outside-toplevel
   assert local_engine._GEN == {}  # pylint: disable=protected-access
 
 

@@ -154,8 +154,8 @@ def _w2v_config(inp, out, **kw):
 
 
 def _w2v(config):
-  from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
-  return publish.run_staged(config, "output_dir", pipeline.create, folder=True,
+  from w2v_data import generator  # pylint: disable=import-outside-toplevel
+  return publish.run_staged(config, "output_dir", generator.create, folder=True,
                             flag="--output_dir")
 
 

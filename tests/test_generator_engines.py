@@ -1,11 +1,13 @@
-"""The generator protocol (`textrecords.engine.protocol`) on every engine, with mt_data.
+"""The generator protocol (`textrecords.engine.protocol`) on every engine, with
+mt_data and w2v_data.
 
-mt_data is declared once (`mt_data/generator.py`); the local engine must
-write the bytes of the releases before the protocol (digests in
-`testdata/mt_golden.json`, made by the earlier `mt_data/pipeline.py`), and
-Beam (2 worker processes) and Dask (a scheduler and two workers started as
-separate processes, and a local cluster) the local engine's bytes. Bad input
-gives the local engine's one-line error on every engine.
+Each is declared once (`mt_data/generator.py`, `w2v_data/generator.py`); the
+local engine must write the bytes of the releases before the protocol
+(digests in `testdata/mt_golden.json` and `testdata/w2v_golden.json`, made
+by the earlier `pipeline.py`s), and Beam (2 worker processes) and Dask (a
+scheduler and two workers started as separate processes, and a local
+cluster) the local engine's bytes. Bad input gives the local engine's
+one-line error on every engine.
 """
 
 import contextlib
@@ -26,10 +28,16 @@ from mt_data import config as mt_config
 from mt_data import generator as mt_generator
 from textrecords.engine import EngineOptions, check_scheduler
 from textrecords.engine import protocol
+from textrecords.engine import record_runs
 from textrecords.errors import UserError
+from w2v_data import corpus as w2v_corpus
+from w2v_data import generator as w2v_generator
+from w2v_data.config import W2vConfig
 
 GOLDEN = os.path.join(TESTDATA, "mt_golden.json")
+W2V_GOLDEN = os.path.join(TESTDATA, "w2v_golden.json")
 MULTI = "runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"
+IN_MEMORY_BEAM = "runner=DirectRunner"
 CASES = {
     "limit_skip_gzip": dict(num_train=20, num_val=5, min_freq=1, num_shards=3,
                             compression="GZIP", on_decode_error="skip_line"),
@@ -68,7 +76,7 @@ def _digests(out, normalized=False) -> dict:
       meta = json.loads(data)
       meta.pop("fingerprint")
       meta.pop("version")
-      for i in meta["inputs"]:
+      for i in meta.get("inputs", []):
         i["path"] = os.path.basename(i["path"])
       data = json.dumps(meta, sort_keys=True).encode()
     got[n] = hashlib.sha256(data).hexdigest()
@@ -212,8 +220,8 @@ def test_dask_flags_and_missing_extra(tmp_path):
     check_scheduler("localhost")
   with pytest.raises(UserError, match="needs --engine=dask"):
     EngineOptions("local", dask_scheduler="127.0.0.1:8786").validate()
-  with pytest.raises(UserError, match="so far mt_data"):
-    EngineOptions("dask").validate(["out"])  # bert_data / w2v_data's call
+  with pytest.raises(UserError, match="so far mt_data and w2v_data"):
+    EngineOptions("dask").validate(["out"])  # bert_data's call
   shadow = tmp_path / "shadow" / "distributed"
   shadow.mkdir(parents=True)
   (shadow / "__init__.py").write_text("raise ImportError('No module named distributed')\n")
@@ -225,18 +233,13 @@ def test_dask_flags_and_missing_extra(tmp_path):
   assert len(lines) == 1 and "pip install 'textrecords[dask]'" in lines[0], lines
   assert not os.path.exists(tmp_path / "x")
   shutil.rmtree(shadow.parent)
-  r = run_cli("w2v_data.create", "--input_file=" + os.path.join(TESTDATA, "w2v_tiny.txt"),
-              f"--output_dir={tmp_path}/w", "--engine=dask", "--quiet")
-  assert r.returncode == 2 and error_lines(r.stderr) == [
-      "error: --engine=dask runs the generators declared with textrecords.engine.protocol "
-      "(so far mt_data); use --engine=local or --engine=beam"], r.stderr
-  assert not os.path.exists(tmp_path / "w")
 
 
-def test_mt_declares_its_generator_without_engines():
+@pytest.mark.parametrize("package", ["mt_data", "w2v_data"])
+def test_packages_declare_their_generator_without_engines(package):
   """The package holds the declaration only: no Beam, no Dask, no engine module."""
   import ast  # pylint: disable=import-outside-toplevel
-  folder = os.path.join(REPO, "mt_data")
+  folder = os.path.join(REPO, package)
   assert not os.path.exists(os.path.join(folder, "pipeline.py"))
   assert not os.path.exists(os.path.join(folder, "beam_pipeline.py"))
   for name in sorted(os.listdir(folder)):
@@ -274,3 +277,149 @@ def test_mt_local_examples_reuse_the_pass_reading(tmp_path, monkeypatch, inputs)
     _create(out, inputs, num_workers=1, **CASES["all_replace"])
     assert sorted(reads) == sorted(list(range(n_units)) * times)
     assert _digests(out, normalized=True) == golden
+
+
+# ---------------------------------------------------------------- w2v_data
+
+W2V_CASES = {
+    "sentence_replace": dict(min_freq=2, subsample_t=3e-2, num_shards=3,
+                             on_decode_error="replace"),
+    "center_skip_gzip": dict(min_freq=1, layout="center", num_shards=2, compression="GZIP",
+                             on_decode_error="skip_line", max_window_size=2),
+    "cbow_word2vec": dict(min_freq=2, model="cbow", subsample_t=1e-2,
+                          subsample_formula="word2vec", num_shards=4, on_decode_error="replace"),
+    "pv_dbow_ids": dict(min_freq=1, model="pv_dbow", doc_id_column=True, num_shards=3),
+}
+W2V_TINY = os.path.join(TESTDATA, "w2v_tiny.txt")
+
+
+@pytest.fixture(scope="module")
+def w2v_inputs(tmp_path_factory) -> dict:
+  """Sentences: the tiny corpus with invalid UTF-8 lines added (first,
+  middle, last; no final newline), the tiny corpus, its first 50 lines.
+  Documents: ids and the tiny corpus's first 150 non-blank lines."""
+  d = tmp_path_factory.mktemp("w2v_inputs")
+  lines = open(W2V_TINY, "rb").read().split(b"\n")
+  bad = list(lines[:120])
+  for i in (len(bad) - 1, len(bad) // 2, 0):
+    bad.insert(i, bad[i] + b" caf\xe9")
+  (d / "bad.txt").write_bytes(b"\n".join(bad).rstrip(b"\n"))
+  (d / "head.txt").write_bytes(b"\n".join(lines[:50]) + b"\n")
+  texts = [l for l in open(W2V_TINY, encoding="utf-8").read().split("\n") if l.strip()]
+  (d / "docs.tsv").write_text("".join(f"doc{i}\t{t}\n" for i, t in enumerate(texts[:150])),
+                              encoding="utf-8")
+  return {"sentences": ",".join([str(d / "bad.txt"), W2V_TINY, str(d / "head.txt")]),
+          "documents": str(d / "docs.tsv")}
+
+
+def _w2v_create(out, inputs_, case, engine=EngineOptions(), **kw):
+  source = inputs_["documents" if case.startswith("pv") else "sentences"]
+  return w2v_generator.create(W2vConfig(input_file=source, output_dir=str(out), quiet=True,
+                                        **W2V_CASES[case], **kw), engine)
+
+
+def _small_units(monkeypatch, size: int):
+  """w2v units of `size` bytes (lines cut anywhere; launcher-side)."""
+  monkeypatch.setattr(w2v_corpus, "read_chunk_bytes", lambda files, workers: size)
+
+
+@pytest.mark.parametrize("case", sorted(W2V_CASES))
+def test_w2v_local_bytes_are_the_earlier_releases(tmp_path, monkeypatch, w2v_inputs, case):
+  """Default units with 1 worker, 61-byte units (lines cut anywhere, empty
+  units) with 2: the digests the pipeline before the protocol wrote."""
+  golden = json.load(open(W2V_GOLDEN, encoding="utf-8"))[case]
+  _w2v_create(tmp_path / "a", w2v_inputs, case, num_workers=1)
+  assert _digests(tmp_path / "a", normalized=True) == golden
+  _small_units(monkeypatch, 61)
+  _w2v_create(tmp_path / "b", w2v_inputs, case, num_workers=2)
+  assert _digests(tmp_path / "b", normalized=True) == golden
+
+
+def test_w2v_local_examples_reuse_the_pass_reading(tmp_path, monkeypatch, w2v_inputs):
+  """The counting pass carries each unit's counted tokens to its examples
+  (each unit read once); with no room to keep them each is read twice;
+  the bytes are the golden ones either way."""
+  golden = json.load(open(W2V_GOLDEN, encoding="utf-8"))["sentence_replace"]
+  reads = []
+  read_unit = w2v_corpus.read_unit
+  monkeypatch.setattr(w2v_corpus, "read_unit", lambda *a: reads.append(a[1]) or read_unit(*a))
+  _small_units(monkeypatch, 500)
+  n_units = len(protocol.units_from_sizes(w2v_inputs["sentences"].split(","), 500))
+  for budget, times in ((protocol.CARRY_BUDGET, 1), (0, 2)):
+    monkeypatch.setattr(protocol, "CARRY_BUDGET", budget)
+    reads.clear()
+    out = tmp_path / str(budget)
+    _w2v_create(out, w2v_inputs, "sentence_replace", num_workers=1)
+    assert len(reads) == n_units * times
+    assert _digests(out, normalized=True) == golden
+
+
+def test_w2v_beam_two_workers_equals_local(tmp_path, w2v_inputs, monkeypatch):
+  pytest.importorskip("apache_beam")
+  _small_units(monkeypatch, 700)  # many units
+  _w2v_create(tmp_path / "local", w2v_inputs, "center_skip_gzip")
+  _w2v_create(tmp_path / "beam", w2v_inputs, "center_skip_gzip", EngineOptions("beam", MULTI))
+  assert _digests(tmp_path / "local") == _digests(tmp_path / "beam")
+
+
+def test_w2v_dask_cluster_and_local_cluster_equal_local(tmp_path, w2v_inputs, dask_cluster,
+                                                         monkeypatch):
+  _small_units(monkeypatch, 700)
+  _w2v_create(tmp_path / "local", w2v_inputs, "cbow_word2vec")
+  local = _digests(tmp_path / "local")
+  _w2v_create(tmp_path / "dask", w2v_inputs, "cbow_word2vec",
+              EngineOptions("dask", dask_scheduler=dask_cluster))
+  assert _digests(tmp_path / "dask") == local
+  _w2v_create(tmp_path / "lc", w2v_inputs, "sentence_replace", EngineOptions("dask"),
+              num_workers=2)
+  _w2v_create(tmp_path / "lc_local", w2v_inputs, "sentence_replace")
+  assert _digests(tmp_path / "lc") == _digests(tmp_path / "lc_local")
+
+
+def _w2v_error(tmp_path, name, engine, text: bytes, **kw) -> str:
+  bad = tmp_path / "bad.txt"
+  bad.write_bytes(text)
+  out = tmp_path / name
+  with pytest.raises(UserError) as e:
+    w2v_generator.create(W2vConfig(input_file=str(bad), output_dir=str(out), quiet=True,
+                                   min_freq=1, **kw), engine)
+  assert not os.path.exists(out / "meta.json")
+  assert not [n for n in os.listdir(out) if not n.startswith(".")] \
+      if os.path.exists(out) else True
+  return str(e.value)
+
+
+def test_w2v_bad_input_on_beam_and_dask_is_the_local_one_line_error(tmp_path, monkeypatch,
+                                                                     dask_cluster):
+  """Invalid UTF-8, a NUL byte (past the binary probe), a center whose
+  contexts cover every noise word (lines skipped before it): the local
+  engine's line on Beam and Dask; pv_* refused in one line."""
+  pytest.importorskip("apache_beam")
+  _small_units(monkeypatch, 64)
+  engines = [("local", EngineOptions()), ("beam", EngineOptions("beam", IN_MEMORY_BEAM)),
+             ("dask", EngineOptions("dask", dask_scheduler=dask_cluster))]
+  cases = [(b"a b c\n" * 40 + b"d caf\xe9\n" + b"a b\n" * 5, {}, ":41: invalid UTF-8"),
+           (b"a b c\n" * 1700 + b"d \x00 e\n", {}, ":1701: NUL byte in the line"),
+           (b"a\nbad \xff\n" * 20 + b"a b a b a\n", dict(on_decode_error="skip_line"),
+            ":41: a center's contexts cover every one of the 2 noise words")]
+  for text, kw, expected in cases:
+    errors = [_w2v_error(tmp_path, f"{name}{len(kw)}", engine, text, **kw)
+              for name, engine in engines]
+    assert errors[0] == errors[1] == errors[2], errors
+    assert f"{tmp_path}/bad.txt{expected}" in errors[0] and "\n" not in errors[0], errors
+  with pytest.raises(UserError, match=r"^--model=pv_dbow with --engine=dask: document ids "
+                     "must be checked for uniqueness in one pass; use --engine=local$"):
+    w2v_generator.create(W2vConfig(input_file=W2V_TINY, output_dir=str(tmp_path / "pv"),
+                                   model="pv_dbow"), EngineOptions("dask"))
+
+
+def test_record_runs_merge_in_key_order():
+  """Runs of disjoint key ranges pass through whole, in key order; runs that
+  overlap merge record by record as sorting (key, record) pairs would."""
+  a = record_runs.from_keyed([(1, b"a1"), (5, b"a5"), (9, b"a9")])
+  b = record_runs.from_keyed([(2, b"b2"), (5, b"b5"), (12, b"b12")])
+  c = record_runs.from_keyed([(20, b"c20")])
+  assert [r is c for r in record_runs.merged([c, a])] == [False, True]
+  got = [rec for r in record_runs.merged([b, c, a]) for rec in r.records()]
+  assert got == sorted([*a.records(), *b.records(), *c.records()])
+  assert list(record_runs.from_bytes(record_runs.to_bytes(b)).records()) == list(b.records())

@@ -22,7 +22,7 @@ from textrecords.files import atomic_file, tfrecord
 from textrecords.reading import numpy_reader
 from textrecords.reading import record_source
 from textrecords.errors import UserError
-from w2v_data import pipeline as w2v_pipeline
+from w2v_data import generator as w2v_generator
 from w2v_data import reader as w2v_reader
 from w2v_data.config import W2vConfig
 
@@ -35,7 +35,7 @@ def w2v_outs(tmp_path_factory):
   dirs = {}
   for layout in ("sentence", "center"):
     dirs[layout] = str(base / layout)
-    w2v_pipeline.create(W2vConfig(
+    w2v_generator.create(W2vConfig(
         input_file=os.path.join(TESTDATA, "w2v_tiny.txt"), output_dir=dirs[layout],
         min_freq=2, subsample_t=3e-2, max_window_size=3, num_noise_words=3, random_seed=3,
         num_workers=1, num_shards=2, layout=layout))
@@ -374,7 +374,7 @@ def test_w2v_cbow_and_pv_equal_make_dataset(tmp_path, model):
     lines = [l for l in f.read().split("\n") if l.strip()]  # PV: one document a line
   src = tmp_path / "docs.txt"
   src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-  w2v_pipeline.create(W2vConfig(
+  w2v_generator.create(W2vConfig(
       input_file=str(src), output_dir=d, min_freq=2,
       subsample_t=3e-2, max_window_size=3, num_noise_words=2, random_seed=3, num_workers=1,
       num_shards=2, model=model))

@@ -14,7 +14,7 @@ from textrecords.files import tfrecord
 from textrecords.errors import UserError
 from w2v_data import corpus as corpus_lib
 from w2v_data import kernel_loader
-from w2v_data import pipeline
+from w2v_data import generator
 from w2v_data import sampling
 from w2v_data import schema
 from w2v_data.config import W2vConfig
@@ -260,7 +260,7 @@ def _tree(d):
 
 @pytest.mark.parametrize("layout", ["sentence", "center"])
 def test_create_round_trip(tmp_path, layout):
-  meta = pipeline.create(_config(tmp_path, layout=layout, num_shards=3)).meta
+  meta = generator.create(_config(tmp_path, layout=layout, num_shards=3)).meta
   out = tmp_path / "out"
   assert sorted(os.listdir(out)) == ["meta.json"] + sorted(
       f"train.tfrecord-0000{i}-of-00003{ext}" for i in range(3) for ext in ("", ".index")
@@ -293,16 +293,16 @@ def test_create_round_trip(tmp_path, layout):
 
 
 def test_workers_do_not_change_bytes(tmp_path, monkeypatch):
-  monkeypatch.setattr(pipeline, "CHUNK_SENTENCES", 50)
-  pipeline.create(_config(tmp_path, "one", num_shards=2, num_workers=1))
-  pipeline.create(_config(tmp_path, "two", num_shards=2, num_workers=2))
-  monkeypatch.setattr(pipeline, "CHUNK_SENTENCES", 7)
-  pipeline.create(_config(tmp_path, "three", num_shards=2, num_workers=2))
+  monkeypatch.setattr(generator, "CHUNK_SENTENCES", 50)
+  generator.create(_config(tmp_path, "one", num_shards=2, num_workers=1))
+  generator.create(_config(tmp_path, "two", num_shards=2, num_workers=2))
+  monkeypatch.setattr(generator, "CHUNK_SENTENCES", 7)
+  generator.create(_config(tmp_path, "three", num_shards=2, num_workers=2))
   assert _tree(tmp_path / "one") == _tree(tmp_path / "two") == _tree(tmp_path / "three")
 
 
 def test_gzip_output_reads_back(tmp_path):
-  meta = pipeline.create(_config(tmp_path, compression="GZIP")).meta
+  meta = generator.create(_config(tmp_path, compression="GZIP")).meta
   recs = list(tfrecord.read_records(str(tmp_path / "out" / "train.tfrecord"), "GZIP"))
   assert len(recs) == meta["counts"]["records"] > 0
 
@@ -312,7 +312,7 @@ def test_no_noise_word_is_a_user_error_naming_the_line(tmp_path):
   p.write_text("a b\n" * 5 + "a b a b a\n")
   with pytest.raises(UserError,
                      match=r"two_words.txt:\d+: a center.s contexts cover every one of the 2 "):
-    pipeline.create(W2vConfig(input_file=str(p), output_dir=str(tmp_path / "o"), min_freq=1,
+    generator.create(W2vConfig(input_file=str(p), output_dir=str(tmp_path / "o"), min_freq=1,
                               subsample_t=1.0, num_workers=1))
   assert not os.path.exists(tmp_path / "o")  # a failed run leaves nothing, hidden files neither
 
@@ -325,7 +325,7 @@ def test_schema_names_live_in_schema_module():
 def test_importing_the_package_and_cli_does_not_import_tensorflow():
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
-  code = ("import sys, w2v_data, w2v_data.create, w2v_data.pipeline; "
+  code = ("import sys, w2v_data, w2v_data.create, w2v_data.generator; "
           "assert 'tensorflow' not in sys.modules; "
           "from absl import flags; assert 'input_file' not in flags.FLAGS")
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from textrecords.errors import UserError
-from w2v_data import pipeline
+from w2v_data import generator
 from w2v_data.config import W2vConfig
 
 tf = pytest.importorskip("tensorflow")
@@ -23,7 +23,7 @@ def outputs(tmp_path_factory):
   dirs = {}
   for layout in ("sentence", "center"):
     d = str(base / layout)
-    pipeline.create(W2vConfig(input_file=TINY, output_dir=d, min_freq=2, subsample_t=3e-2,
+    generator.create(W2vConfig(input_file=TINY, output_dir=d, min_freq=2, subsample_t=3e-2,
                               max_window_size=3, num_noise_words=K, random_seed=3,
                               num_workers=1, num_shards=2, layout=layout))
     dirs[layout] = d
@@ -173,7 +173,7 @@ def test_in_memory_with_gzip_and_empty_shards(tmp_path):
   with open(TINY, encoding="utf-8") as f:
     src.write_text("".join(f.readlines()[:30]), encoding="utf-8")
   d = str(tmp_path / "gz")
-  pipeline.create(W2vConfig(input_file=str(src), output_dir=d, min_freq=2, subsample_t=3e-2,
+  generator.create(W2vConfig(input_file=str(src), output_dir=d, min_freq=2, subsample_t=3e-2,
                             max_window_size=3, num_noise_words=K, random_seed=3,
                             num_workers=1, num_shards=40, compression="GZIP"))
   meta = json.load(open(os.path.join(d, "meta.json")))
@@ -240,7 +240,7 @@ def test_cbow_and_pv_batches_match_the_records(tmp_path, model):
   with open(TINY, encoding="utf-8") as f:
     src.write_text("\n".join(l for l in f.read().split("\n") if l.strip()) + "\n")
   d = str(tmp_path / model)
-  meta = pipeline.create(W2vConfig(input_file=str(src), output_dir=d, min_freq=2,
+  meta = generator.create(W2vConfig(input_file=str(src), output_dir=d, min_freq=2,
                                    subsample_t=3e-2, max_window_size=3, num_noise_words=K,
                                    random_seed=3, num_workers=1, num_shards=2, model=model)).meta
   expected = []
@@ -296,7 +296,7 @@ def test_held_rows_are_not_in_the_dataset_graph(outputs, tmp_path):
   with open(TINY, encoding="utf-8") as f:
     src.write_text(f.read() * 30, encoding="utf-8")
   big = str(tmp_path / "big")
-  pipeline.create(W2vConfig(input_file=str(src), output_dir=big, min_freq=2, subsample_t=3e-2,
+  generator.create(W2vConfig(input_file=str(src), output_dir=big, min_freq=2, subsample_t=3e-2,
                             max_window_size=3, num_noise_words=K, random_seed=3,
                             num_workers=1, num_shards=2, layout="sentence"))
   sizes = {}

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-from w2v_data import pipeline
+from w2v_data import generator
 from w2v_data.train import cli as train_cli
 from w2v_data.config import D2L_SUBSAMPLE_T
 from w2v_data.config import W2vConfig
@@ -48,7 +48,7 @@ def _create(out, model="skipgram", **kw):
     src = os.path.join(os.path.dirname(str(out)), "docs.txt")
     with open(src, "w", encoding="utf-8") as f:
       f.writelines(docs)
-  pipeline.create(W2vConfig(input_file=src, output_dir=str(out), model=model, min_freq=2,
+  generator.create(W2vConfig(input_file=src, output_dir=str(out), model=model, min_freq=2,
                             quiet=True, **kw))
   with open(os.path.join(str(out), "meta.json"), encoding="utf-8") as f:
     return json.load(f)

@@ -12,7 +12,7 @@ from textrecords.wire import example_encoder
 from textrecords.wire import features as F
 from w2v_data import kernel_loader
 from w2v_data import corpus as corpus_lib
-from w2v_data import pipeline
+from w2v_data import generator
 from w2v_data import records
 from w2v_data import sampling
 from w2v_data import units
@@ -223,7 +223,7 @@ def _files(out):
 
 @pytest.mark.parametrize("model", ["skipgram", "pv_dm"])
 def test_create_same_bytes_with_and_without_kernels_any_workers(tmp_path, monkeypatch, model):
-  monkeypatch.setattr(pipeline, "CHUNK_SENTENCES", 7)  # many work items
+  monkeypatch.setattr(generator, "CHUNK_SENTENCES", 7)  # many work items
   monkeypatch.setattr(corpus_lib, "CHUNK_BYTES", 300)  # many read pieces
   src = tmp_path / "in.txt"
   with open(TINY, encoding="utf-8") as f:  # 60 sentences (+ the empty one after the last)
@@ -233,7 +233,7 @@ def test_create_same_bytes_with_and_without_kernels_any_workers(tmp_path, monkey
     monkeypatch.setattr(kernel_loader, "ENABLED", enabled)
     for workers in (1, 3):
       out = str(tmp_path / f"out_{enabled}_{workers}")
-      pipeline.create(W2vConfig(input_file=str(src), output_dir=out, model=model,
+      generator.create(W2vConfig(input_file=str(src), output_dir=out, model=model,
                                 min_freq=2, subsample_t=5e-2, max_window_size=3,
                                 num_noise_words=3, num_workers=workers, num_shards=70,
                                 quiet=True))
@@ -285,7 +285,7 @@ def test_create_without_noise_words(tmp_path, monkeypatch):
   # encoder used to fail on a feature without any value).
   def run():
     out = str(tmp_path / f"out_{kernel_loader.ENABLED}")
-    meta = pipeline.create(W2vConfig(input_file=TINY, output_dir=out, min_freq=2,
+    meta = generator.create(W2vConfig(input_file=TINY, output_dir=out, min_freq=2,
                                      num_noise_words=0, num_workers=1, quiet=True)).meta
     return meta["counts"], _files(out)
 

@@ -9,7 +9,7 @@ from textrecords.wire import example_decoder
 from textrecords.datasets import layout
 from textrecords.files import tfrecord
 from textrecords.errors import UserError
-from w2v_data import pipeline
+from w2v_data import generator
 from w2v_data import schema
 from w2v_data.config import W2vConfig
 
@@ -43,7 +43,7 @@ def _create(tmp_path, model, text=None, workers=1, **kw):
               random_seed=5)
   args.update(kw)
   out = str(tmp_path / f"out_{model}_{workers}")
-  meta = pipeline.create(W2vConfig(input_file=str(src), output_dir=out, model=model,
+  meta = generator.create(W2vConfig(input_file=str(src), output_dir=out, model=model,
                                    num_workers=workers, num_shards=2, quiet=True, **args)).meta
   return out, meta
 
@@ -121,7 +121,7 @@ def test_pv_dbow_record_invariants_and_doc_ids(tmp_path):
 @pytest.mark.parametrize("model", ["skipgram", "cbow", "pv_dbow", "pv_dm"])
 def test_same_bytes_for_any_worker_count_and_read_chunk(tmp_path, model, monkeypatch):
   from w2v_data import corpus as corpus_lib  # pylint: disable=import-outside-toplevel
-  monkeypatch.setattr(pipeline, "CHUNK_SENTENCES", 7)
+  monkeypatch.setattr(generator, "CHUNK_SENTENCES", 7)
   one, _ = _create(tmp_path, model, workers=1)
   monkeypatch.setattr(corpus_lib, "CHUNK_BYTES", 300)  # many read units
   three, _ = _create(tmp_path, model, workers=3)
@@ -302,7 +302,7 @@ def test_invalid_utf8_in_many_ranges_same_bytes_for_1_and_2_workers(tmp_path, mo
 
   def run(workers):
     out = str(tmp_path / f"messy_{model}_{workers}")
-    meta = pipeline.create(W2vConfig(input_file=str(src), output_dir=out, model=model,
+    meta = generator.create(W2vConfig(input_file=str(src), output_dir=out, model=model,
                                      num_workers=workers, num_shards=2, quiet=True, min_freq=1,
                                      random_seed=3, on_decode_error=mode)).meta
     return out, meta
@@ -336,7 +336,7 @@ def test_errors_in_later_byte_ranges_name_the_files_line(tmp_path, monkeypatch):
     src = tmp_path / "in.txt"
     src.write_bytes(b"\n".join(bad) + b"\n")
     with pytest.raises(UserError, match=f"in.txt:{lineno}: {message}"):
-      pipeline.create(W2vConfig(input_file=str(src), output_dir=str(tmp_path / "o"),
+      generator.create(W2vConfig(input_file=str(src), output_dir=str(tmp_path / "o"),
                                 num_workers=2, quiet=True, min_freq=1, **kw))
     assert not os.path.exists(tmp_path / "o")
 
@@ -346,6 +346,6 @@ def test_no_noise_word_error_names_the_line_after_skipped_lines(tmp_path, monkey
   src = tmp_path / "two.txt"
   src.write_bytes(b"a\nbad \xff\n" * 20 + b"a b a b a\n")
   with pytest.raises(UserError, match=r"two.txt:41: a center.s contexts cover every one"):
-    pipeline.create(W2vConfig(input_file=str(src), output_dir=str(tmp_path / "o"), min_freq=1,
+    generator.create(W2vConfig(input_file=str(src), output_dir=str(tmp_path / "o"), min_freq=1,
                               subsample_t=1.0, num_workers=2, quiet=True,
                               on_decode_error="skip_line"))

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from textrecords.errors import UserError
-from w2v_data import pipeline
+from w2v_data import generator
 from w2v_data import sampling
 from w2v_data.config import W2vConfig
 
@@ -170,7 +170,7 @@ def test_sigkill_then_resume_is_byte_identical(tmp_path):
 @pytest.fixture()
 def two_shards(tmp_path):
   d = str(tmp_path / "ds")
-  pipeline.create(W2vConfig(input_file=TINY, output_dir=d, min_freq=2, subsample_t=3e-2,
+  generator.create(W2vConfig(input_file=TINY, output_dir=d, min_freq=2, subsample_t=3e-2,
                             max_window_size=2, num_noise_words=2, num_workers=1, num_shards=2))
   return d
 

@@ -118,7 +118,7 @@ def test_loss_stays_finite_with_many_saturated_noise_words():
 @pytest.mark.parametrize("model", ["skipgram", "cbow", "pv_dbow", "pv_dm"])
 def test_kernel_runs_draw_anew_each_epoch_and_repeat_for_any_worker_count(tmp_path, model):
   pytest.importorskip("tensorflow")
-  from w2v_data import pipeline  # pylint: disable=import-outside-toplevel
+  from w2v_data import generator  # pylint: disable=import-outside-toplevel
   from w2v_data.train import draws as draws_lib, kernel_engine  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   src = tmp_path / "lines.txt"
@@ -128,7 +128,7 @@ def test_kernel_runs_draw_anew_each_epoch_and_repeat_for_any_worker_count(tmp_pa
   runs = {}
   for workers in (1, 4):
     d = str(tmp_path / f"w{workers}")
-    pipeline.create(W2vConfig(input_file=str(src), output_dir=d, model=model, min_freq=2,
+    generator.create(W2vConfig(input_file=str(src), output_dir=d, model=model, min_freq=2,
                               subsample_t=1.0, max_window_size=3, num_noise_words=3,
                               num_workers=workers, num_shards=2, quiet=True))
     draws = draws_lib.EpochDraws(d, 16, seed=1, settings=draws_lib.DrawSettings(subsample_t=0.05))

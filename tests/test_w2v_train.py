@@ -13,7 +13,7 @@ import pytest
 
 from textrecords.errors import UserError
 from w2v_data.train import models
-from w2v_data import pipeline
+from w2v_data import generator
 from w2v_data.train import evaluation
 from w2v_data.train import vectors
 from w2v_data.config import W2vConfig
@@ -42,7 +42,7 @@ def _script(name="train_skipgram"):
 def _create(d, workers=1, **kw):
   args = dict(min_freq=2, subsample_t=5e-2, max_window_size=3, num_noise_words=3)
   args.update(kw)
-  pipeline.create(W2vConfig(input_file=TINY, output_dir=str(d), num_workers=workers,
+  generator.create(W2vConfig(input_file=TINY, output_dir=str(d), num_workers=workers,
                             num_shards=2, **args))
   return str(d)
 
@@ -136,7 +136,7 @@ def test_paragraph_vectors_put_same_topic_documents_nearest(tmp_path, model):
   """
   labels = _topic_documents(tmp_path / "docs.tsv")
   d = str(tmp_path / model)
-  pipeline.create(W2vConfig(input_file=str(tmp_path / "docs.tsv"), output_dir=d, model=model,
+  generator.create(W2vConfig(input_file=str(tmp_path / "docs.tsv"), output_dir=d, model=model,
                             doc_id_column=True, min_freq=1, subsample_t=1.0,
                             max_window_size=3, num_noise_words=5, num_workers=1, quiet=True))
   _, history, names, m = models.train(d, embed_size=16, batch_size=256, epochs=8,
@@ -184,7 +184,7 @@ def _create_all_tokens(d, model, workers=1):
   src = os.path.join(os.path.dirname(str(d)), "all_lines.txt")
   with open(src, "w", encoding="utf-8") as f:  # PV: no empty documents
     f.write("\n".join(_lines_of(TINY)) + "\n")
-  pipeline.create(W2vConfig(input_file=src, output_dir=str(d), model=model, min_freq=2,
+  generator.create(W2vConfig(input_file=src, output_dir=str(d), model=model, min_freq=2,
                             subsample_t=1.0, max_window_size=3, num_noise_words=3,
                             num_workers=workers, num_shards=2, quiet=True))
   return str(d)
@@ -312,7 +312,7 @@ def test_sgd_skipgram_learns_cooccurrence(tmp_path):
            for g in "ab" for _ in range(150)]
   (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
   d = str(tmp_path / "out")
-  pipeline.create(W2vConfig(input_file=str(tmp_path / "in.txt"), output_dir=d, min_freq=1,
+  generator.create(W2vConfig(input_file=str(tmp_path / "in.txt"), output_dir=d, min_freq=1,
                             subsample_t=1.0, max_window_size=3, num_noise_words=5, quiet=True))
   model, names, m, _ = sgd.train(d, seed=1, settings=draws_lib.DrawSettings(), dim=16,
                                  batch_size=64, epochs=5, verbose=0)
@@ -368,7 +368,7 @@ def test_sgd_paragraph_vectors_and_deterministic_inference(tmp_path, model):
   from w2v_data.train import draws as draws_lib, sgd  # pylint: disable=import-outside-toplevel
   labels = _topic_documents(tmp_path / "docs.tsv")
   d = str(tmp_path / model)
-  pipeline.create(W2vConfig(input_file=str(tmp_path / "docs.tsv"), output_dir=d, model=model,
+  generator.create(W2vConfig(input_file=str(tmp_path / "docs.tsv"), output_dir=d, model=model,
                             doc_id_column=True, min_freq=1, subsample_t=1.0,
                             max_window_size=3, num_noise_words=5, num_workers=1, quiet=True))
   trained, names, m, _ = sgd.train(d, seed=1, settings=draws_lib.DrawSettings(), dim=16,

@@ -382,6 +382,64 @@ def read_chunk(path: str, start: int, end: int, last: bool,
   return result
 
 
+def read_unit(path: str, start: int, end: int, mode: ReadMode = SENTENCES,
+              on_decode_error: str = "strict") -> Tuple[ChunkCounts, int]:
+  """`read_chunk` of the whole lines that start in bytes [start, end) of
+  `path` (a range cut from the file's size alone, `protocol.Unit`), and the
+  offset where those lines start. The file's last range (`end` at its
+  size) gets d2l's empty sentence after a final newline even when no line
+  starts in it.
+
+  Raises:
+    UserError: an unreadable file.
+  """
+  try:
+    with storage.open_read(path) as f:
+      size = f.seek(0, os.SEEK_END)
+      lo, hi = text_input.whole_lines(f, start, end, size)
+      last = end >= size
+      extra = False
+      if hi == lo and last and mode.kind == "sentences" and size:
+        f.seek(size - 1)
+        extra = f.read(1) == b"\n"
+  except OSError as e:
+    raise UserError(f"cannot read {path}: {e.strerror}") from e
+  if hi > lo:
+    return read_chunk(path, lo, hi, last, mode, on_decode_error), lo
+  if extra:  # one empty sentence
+    return ChunkCounts([], np.zeros(0, np.int64), np.full(1, -1, np.int32), 1), lo
+  return _empty(), lo
+
+
+def line_steps(linenos: Optional[np.ndarray]) -> Optional[tuple]:
+  """A chunk's sentence line numbers (`ChunkCounts.linenos`) in a few
+  numbers: (sentence offsets where the gap to offset + 1 changes, the gaps),
+  or None when every sentence j is on line j + 1 (`line_in_chunk` reads it).
+
+  >>> line_steps(np.array([1, 2, 4, 5, 8])), line_steps(np.array([1, 2])), line_steps(None)
+  (((2, 4), (1, 3)), None, None)
+  """
+  if linenos is None or not len(linenos):
+    return None
+  gaps = np.asarray(linenos, np.int64) - np.arange(1, len(linenos) + 1)
+  at = np.flatnonzero(np.diff(np.r_[0, gaps]))
+  if not len(at):
+    return None
+  return tuple(at.tolist()), tuple(gaps[at].tolist())
+
+
+def line_in_chunk(offset: int, steps: Optional[tuple]) -> int:
+  """The 1-based line within its chunk of sentence `offset` (`line_steps`).
+
+  >>> [line_in_chunk(j, ((2, 4), (1, 3))) for j in range(5)]
+  [1, 2, 4, 5, 8]
+  """
+  if steps is None:
+    return offset + 1
+  k = bisect.bisect_right(steps[0], offset) - 1
+  return offset + 1 + (steps[1][k] if k >= 0 else 0)
+
+
 def decoded_chunk(chunk: "text_input.LineChunk", extra: bool, mode: ReadMode,
                   on_decode_error: str) -> ChunkCounts:
   """A range with invalid UTF-8 or NUL bytes, decoded line by line
@@ -421,13 +479,20 @@ def decoded_chunk(chunk: "text_input.LineChunk", extra: bool, mode: ReadMode,
   return result
 
 
-def raise_unclean_error(path: str, on_decode_error: str):
+def raise_unclean_error(path: str, on_decode_error: str, shown: Optional[str] = None):
   """Raises the UserError of a file with a chunk `read_chunk` found unclean:
-  NUL bytes, or invalid UTF-8 under "strict", naming the first such line."""
-  for lineno, text in text_input.read_lines(path, on_decode_error):
-    if _END in text:
-      raise UserError(f"{path}:{lineno}: NUL byte in the line; expected UTF-8 text")
-  raise UserError(f"{path}: changed while it was read (not valid UTF-8 at first)")
+  NUL bytes, or invalid UTF-8 under "strict", naming the first such line
+  (the file as `shown`, default `path`)."""
+  shown = path if shown is None else shown
+  try:
+    for lineno, text in text_input.read_lines(path, on_decode_error):
+      if _END in text:
+        raise UserError(f"{shown}:{lineno}: NUL byte in the line; expected UTF-8 text")
+  except UserError as e:
+    if shown == path or not str(e).startswith(path):
+      raise
+    raise UserError(shown + str(e)[len(path):]) from None
+  raise UserError(f"{shown}: changed while it was read (not valid UTF-8 at first)")
 
 
 def build_vocab(counter: "collections.Counter", min_freq: int) -> List[str]:
@@ -463,7 +528,7 @@ def vocab_and_counts(counter: "collections.Counter", raw_tokens: int, min_freq: 
   return tokens, counts
 
 
-def _slot_vocab(slot: Dict[str, int], total: np.ndarray, min_freq: int, files: Sequence[str]):
+def slot_vocab(slot: Dict[str, int], total: np.ndarray, min_freq: int, files: Sequence[str]):
   """`vocab_and_counts` of merged counts (token -> slot in first-occurrence
   order, the slots' counts) with array operations, and each slot's global id
   (0: <unk>).
@@ -472,7 +537,7 @@ def _slot_vocab(slot: Dict[str, int], total: np.ndarray, min_freq: int, files: S
   first-occurrence order `build_vocab` keeps: the same vocab, without a
   Counter or a Python sort over every distinct token of the corpus.
 
-  >>> toks, counts, ids = _slot_vocab({"b": 0, "a": 1, "<unk>": 2, "c": 3},
+  >>> toks, counts, ids = slot_vocab({"b": 0, "a": 1, "<unk>": 2, "c": 3},
   ...                                 np.array([3, 2, 3, 1]), 2, [])
   >>> toks, counts.tolist(), ids.tolist()
   (['<unk>', 'b', 'a'], [4, 3, 2], [1, 2, 0, 0])
@@ -641,7 +706,7 @@ def count_corpus(files: Sequence[str], min_freq: int, on_decode_error: str = "st
         acc.file_lines = 0
   merged = acc.merged
   slot, total = merged.slot, merged.total[:len(merged.slot)]
-  tokens, counts, global_of_slot = _slot_vocab(slot, total, min_freq, files)
+  tokens, counts, global_of_slot = slot_vocab(slot, total, min_freq, files)
   raw_tokens = int(total.sum())
   pieces = [(global_of_slot[slots], local_ids) for slots, local_ids in acc.pieces]
   return CountedCorpus(tokens=tokens, counts=counts, raw_tokens=raw_tokens,

@@ -12,7 +12,7 @@ from typing import Sequence, Union
 
 from absl import flags
 
-from w2v_data import pipeline
+from w2v_data import generator
 from textrecords.runs import cli
 from textrecords.runs import run as run_lib
 from w2v_data import schema
@@ -76,7 +76,7 @@ def create_dataset(input_files: Union[str, Sequence[str]], output_dir: str,
   `output_dir` gets the records, vocab.txt and meta.json. Returns the run's
   `RunResult`.
   """
-  return run_lib.create_from_options(config_from_options, pipeline.create,
+  return run_lib.create_from_options(config_from_options, generator.create,
                                      (input_files, output_dir), options, **_OUTPUT)
 
 
@@ -90,7 +90,7 @@ def _summary(config: W2vConfig, result: run_lib.RunResult):
 
 
 _OUTPUT = dict(output="output_dir", output_flag="--output_dir", folder=True)
-main = run_lib.generator(config_from_flags, pipeline.create, _summary, **_OUTPUT)
+main = run_lib.generator(config_from_flags, generator.create, _summary, **_OUTPUT)
 entry_point = cli.entry_point(define_flags, main)  # the `w2v-data-create` console script
 
 

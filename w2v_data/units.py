@@ -1,8 +1,8 @@
-"""w2v_data's pure pieces of work, shared by the local run and the Beam pipeline.
+"""w2v_data's pure pieces of work, called by its generator on every engine.
 
 A range of consecutive sentences is sampled (`sample_chunk`: every draw keyed
-by the sentence's global index) and encoded (`encode_batch`) the same way by
-both engines; the counts and metadata are built here once.
+by the sentence's global index) and encoded (`encode_batch`) the same way
+whichever engine runs it; the counts and metadata are built here once.
 """
 
 import os
@@ -38,7 +38,7 @@ def encode_batch(batch: sampling.SkipGramBatch, num_noise_words: int,
                  with_starts: bool = False):
   """The framed records of a batch: one per center or one per sentence, in order.
 
-  A pure function of the batch (the per-unit encoder both engines call).
+  A pure function of the batch (the per-unit encoder every engine calls).
   with_starts: return (bytes, each record's start offset) instead of bytes.
   """
   n = len(batch.centers)

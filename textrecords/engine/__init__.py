@@ -91,7 +91,8 @@ class EngineOptions:
     if self.name == "dask":
       if not declared:
         raise UserError("--engine=dask runs the generators declared with "
-                        "textrecords.engine.protocol (so far mt_data); use --engine=local "
+                        "textrecords.engine.protocol (so far mt_data and w2v_data); use "
+                        "--engine=local "
                         "or --engine=beam")
       check_scheduler(self.dask_scheduler)
       require_dask()

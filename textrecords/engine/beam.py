@@ -18,8 +18,8 @@ needs around them:
     place and writes the metadata strictly last (`DirectDataset.finalize`).
   * `run_generator`: any declared generator (`engine.protocol`): units ->
     Reshuffle -> passes as global combines (small side inputs) -> examples
-    -> (file, (key, record)) -> GroupByKey -> sorted -> one writer per file
-    -> finalize.
+    -> (file, a unit's sorted run of records) -> GroupByKey -> runs merged
+    in key order -> one writer per file -> finalize.
 
 Outputs may be URLs or local paths on a mount every worker has; nothing goes
 through the launching machine's disk, so any runner works.
@@ -44,6 +44,7 @@ from textrecords.files import storage
 from textrecords.files import text_input
 from textrecords.engine import generator_steps
 from textrecords.engine import parse_pipeline_options, require_beam
+from textrecords.engine import record_runs
 from textrecords.errors import UserError
 
 _LOCAL_RUNNERS = ("DirectRunner", "SwitchingDirectRunner")
@@ -328,7 +329,8 @@ TOTALS = "totals"  # the tag of a unit's example statistics
 
 
 class _UnitRecords(beam.DoFn):
-  """A unit -> (file index, (key, framed record)); its totals tagged apart."""
+  """A unit -> (file index, its records for the file as one sorted
+  `record_runs.Run`); its totals tagged apart."""
 
   def __init__(self, gen, names):
     super().__init__()
@@ -337,9 +339,7 @@ class _UnitRecords(beam.DoFn):
   def process(self, unit, *values):
     by_file, totals = generator_steps.unit_records(self.gen, unit, dict(zip(self.names, values)))
     yield beam.pvalue.TaggedOutput(TOTALS, totals)
-    for file_index, recs in by_file.items():
-      for rec in recs:
-        yield file_index, rec
+    yield from by_file.items()
 
 
 def _map_unit(unit, gen, name, names, *values):
@@ -353,7 +353,8 @@ def _write_sorted(item, dataset, paths: Sequence[str], compression: str):
   path = paths[file_index]
   if dataset.is_finished(path):
     return
-  yield generator_steps.write_file(dataset.open(path, compression), sorted(grouped["records"]))
+  yield generator_steps.write_file(dataset.open(path, compression),
+                                   record_runs.merged(grouped["records"]))
 
 
 def _finalize_generator(infos, gen, dataset, names, totals, *values):
@@ -367,8 +368,9 @@ def run_generator(gen, dataset, options_text: str) -> None:
 
   Units are created and spread; each pass is a map and a global combine
   whose (small) value reaches later steps as a side input; each unit's
-  records go through the shuffle grouped by output file, are sorted by key
-  and written by one worker per file; the last step writes the metadata.
+  records for a file go through the shuffle as one sorted run (one element
+  per unit and file, not per record), are merged in key order and written
+  by one worker per file; the last step writes the metadata.
   """
   units = gen.units()
   outputs = gen.outputs()

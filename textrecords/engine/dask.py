@@ -81,12 +81,13 @@ def _pass_value(client, gen, name: str, units, values: Dict[str, Any]):
 
 
 def _unit_runs(unit, gen, values: Dict[str, Any], parts_dir: str):
-  """A unit's records as run objects per output file; returns (totals, [(file, path)])."""
+  """A unit's records as run objects per output file; returns (totals,
+  [(file, path, first key, last key)])."""
   by_file, totals = generator_steps.unit_records(gen, unit, values)
   return totals, generator_steps.keyed_runs(parts_dir, unit.index, by_file)
 
 
-def _write_file(dataset, path: str, compression: str, runs: Sequence[str]):
+def _write_file(dataset, path: str, compression: str, runs: Sequence[tuple]):
   if dataset.is_finished(path):
     return None
   return generator_steps.write_file(dataset.open(path, compression),
@@ -110,10 +111,10 @@ def run_generator(gen, dataset, scheduler: str, num_workers: int) -> None:
     done = _results(client, client.map(_unit_runs, units, gen=gen, values=values,
                                        parts_dir=dataset.parts_dir(), pure=False))
     totals = generator_steps.merge_totals(gen, [t for t, _ in done])
-    runs: Dict[int, List[str]] = {}
+    runs: Dict[int, List[tuple]] = {}
     for _, unit_runs in done:
-      for file_index, path in unit_runs:
-        runs.setdefault(file_index, []).append(path)
+      for entry in unit_runs:
+        runs.setdefault(entry[0], []).append(entry)
     infos = [client.submit(_write_file, dataset, path, outputs.compression,
                            runs.get(f, []), pure=False)
              for f, path in enumerate(outputs.records)]

@@ -7,20 +7,19 @@ are made by the same code whichever engine runs them:
   * `map_pass`, `merge_pass`, `finish_pass`: one `Pass` by name
     (`map_pass_carry`: with a unit's `protocol.Carry`, if any).
   * `unit_records`: a unit's examples, framed and grouped by output file,
-    each group sorted by key, plus the unit's totals.
-  * `write_file`: one record file from its records in key order, streamed
+    each group one sorted `record_runs.Run`, plus the unit's totals.
+  * `write_file`: one record file from its runs in key order, streamed
     in place by a worker (temp name, sha256, offset index).
-  * `keyed_runs` / `merged_run`: a file's records as per-unit runs (bytes
+  * `keyed_runs` / `merged_run`: a file's records as per-unit runs (objects
     under the run's parts folder) and their merge in key order.
   * `finalize_direct`: small files, every file in place, metadata last, for
     the engines whose workers write the outputs in place.
 """
 
-import heapq
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 from textrecords.engine import protocol
-from textrecords.files import spill
+from textrecords.engine import record_runs
 from textrecords.files import storage
 from textrecords.files import tfrecord
 
@@ -66,31 +65,40 @@ def merge_totals(gen: protocol.Generator, partials: Iterable[Any]) -> Any:
 
 
 def unit_records(gen: protocol.Generator, unit: protocol.Unit, values: Dict[str, Any],
-                 state: Any = None) -> Tuple[Dict[int, List[Keyed]], Any]:
-  """({file index: [(key, framed record)] in key order}, totals) of one unit
-  (`state`: a pass's `protocol.Carry` state for it, or None)."""
+                 state: Any = None) -> Tuple[Dict[int, record_runs.Run], Any]:
+  """({file index: the unit's records for it as one `record_runs.Run`, in
+  key order}, totals) of one unit (`state`: a pass's `protocol.Carry`
+  state for it, or None). Single records are framed here; blocks come
+  framed."""
   records, totals = gen.examples(unit, values, state)
-  by_file: Dict[int, List[Keyed]] = {}
+  singles: Dict[int, List[Keyed]] = {}
+  blocks: Dict[int, List[record_runs.Run]] = {}
   frame = tfrecord.frame
-  for file_index, key, example in records:
-    by_file.setdefault(file_index, []).append((key, frame(example)))
-  for recs in by_file.values():
-    recs.sort()
+  for rec in records:
+    if isinstance(rec, protocol.RecordBlock):
+      blocks.setdefault(rec.file, []).append(record_runs.from_block(rec))
+    else:
+      singles.setdefault(rec[0], []).append((rec[1], frame(rec[2])))
+  by_file = {}
+  for f in sorted(set(singles) | set(blocks)):
+    runs = blocks.get(f, [])
+    if f in singles:
+      recs = singles[f]
+      recs.sort()
+      runs.append(record_runs.from_keyed(recs))
+    run = record_runs.concatenated(list(record_runs.merged(runs)))
+    if len(run.keys):
+      by_file[f] = run
   return by_file, totals
 
 
-def write_file(handle, records: Iterable[Keyed], batch: int = 4096) -> dict:
-  """Writes framed records (in the order given) through a file a worker
-  streams in place (`DirectDataset.open`); returns its info."""
+def write_file(handle, runs: Iterable[record_runs.Run]) -> dict:
+  """Writes runs of framed records (in the order given) through a file a
+  worker streams in place (`DirectDataset.open`); returns its info."""
   try:
-    pending: List[bytes] = []
-    for _, framed in records:
-      pending.append(framed)
-      if len(pending) >= batch:
-        handle.write_framed(b"".join(pending), len(pending))
-        pending = []
-    if pending:
-      handle.write_framed(b"".join(pending), len(pending))
+    for run in runs:
+      if len(run.keys):
+        handle.write_framed(run.data, len(run.keys))
     return handle.commit()
   except BaseException:
     handle.abort()
@@ -99,27 +107,38 @@ def write_file(handle, records: Iterable[Keyed], batch: int = 4096) -> dict:
 
 # ---------------------------------------------------------------- runs on the store
 
+RunEntry = Tuple[int, str, int, int]  # (file index, path, first key, last key)
+
+
 def run_path(parts_dir: str, file_index: int, unit_index: int) -> str:
   """Where a unit's records for one output file are kept until written."""
   return storage.join(parts_dir, "run-f%05d-u%08d" % (file_index, unit_index))
 
 
 def keyed_runs(parts_dir: str, unit_index: int,
-               by_file: Dict[int, List[Keyed]]) -> List[Tuple[int, str]]:
-  """Writes each file's sorted records of a unit as one object; returns
-  [(file index, path)]."""
+               by_file: Dict[int, record_runs.Run]) -> List[RunEntry]:
+  """Writes each file's run of a unit as one object; returns [(file index,
+  path, first key, last key)]."""
   out = []
   for file_index in sorted(by_file):
     path = run_path(parts_dir, file_index, unit_index)
-    storage.write_file(path, spill.pack(by_file[file_index]))
-    out.append((file_index, path))
+    run = by_file[file_index]
+    storage.write_file(path, record_runs.to_bytes(run))
+    out.append((file_index, path, *record_runs.bounds(run)))
   return out
 
 
-def merged_run(paths: Sequence[str]) -> Iterable[Keyed]:
-  """The records of several runs (each sorted by key) in key order."""
-  runs = [spill.unpack(storage.read_bytes(p)) for p in sorted(paths)]
-  return heapq.merge(*runs)
+def merged_run(entries: Sequence[RunEntry]) -> Iterable[record_runs.Run]:
+  """The records of one file's runs in key order, as runs: runs whose key
+  ranges do not overlap are read one at a time, in order; others are all
+  read and merged record by record."""
+  order = record_runs.disjoint([(e[2], e[3]) for e in entries])
+  if order or not entries:
+    for i in order:
+      yield record_runs.from_bytes(storage.read_bytes(entries[i][1]))
+    return
+  yield from record_runs.merged(record_runs.from_bytes(storage.read_bytes(e[1]))
+                                for e in sorted(entries, key=lambda e: e[1]))
 
 
 # ---------------------------------------------------------------- finalize

@@ -21,12 +21,15 @@ written: no finished file is read back.
     machine: passes over the units in worker processes (the states they
     carry, `protocol.Carry`, kept for the examples within a budget), each
     unit's records sorted into one run file per output file
-    (`files/spill.py`'s layout), each file's runs merged in key order into
-    parts for a `PartWriter`, the metadata last.
+    (`record_runs`), each file's runs merged in key order into parts for a
+    `PartWriter`, the metadata last. A generator whose keys follow its
+    units (`Generator.keys_follow_units`) has each unit's records appended
+    to their files as the units come, in order, while the workers go on.
 """
 
 import os
 import struct
+import sys
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
@@ -34,6 +37,7 @@ import numpy as np
 from textrecords.engine import generator_steps
 from textrecords.engine import parallel
 from textrecords.engine import protocol
+from textrecords.engine import record_runs
 
 _LENGTH = struct.Struct("<Q")
 
@@ -249,7 +253,7 @@ def _map_unit(item):
 def _unit_runs(item):
   """Worker: a unit's records (given its carried state or None), sorted, as
   one run file per output file it reaches; returns (the unit's totals,
-  [(file index, run path)])."""
+  [(file index, run path, first key, last key)])."""
   unit, state = item
   by_file, totals = generator_steps.unit_records(_GEN["gen"], unit, _GEN["values"], state)
   return totals, generator_steps.keyed_runs(_GEN["dir"], unit.index, by_file)
@@ -297,21 +301,21 @@ def pass_values(gen, units, num_workers: int, carried: Optional[_Carried] = None
 def _spill_records(gen, units, values, spill_dir: str, num_workers: int,
                    carried: _Carried):
   """Every unit's records (from its carried state, if kept) as sorted runs
-  per output file; returns (the merged totals, {file index: [run paths]})."""
+  per output file; returns (the merged totals, {file index: [run entries]})."""
   totals, runs = None, {}
   items = ((u, carried.pop(u.index)) for u in units)
   for partial, unit_runs in parallel.ordered_map(_unit_runs, items, num_workers,
                                                  initializer=_init_generator,
                                                  initargs=(gen, values, spill_dir)):
     totals = generator_steps.merge_totals(gen, [totals, partial])
-    for f, path in unit_runs:
-      runs.setdefault(f, []).append(path)
+    for entry in unit_runs:
+      runs.setdefault(entry[0], []).append(entry)
   return totals, runs
 
 
-def _write_records(gen, dw, runs: dict, batch: int = 8192):
-  """Each record file from its runs merged in key order, in parts of `batch`
-  records (finished files of a resumed run are kept)."""
+def _write_records(gen, dw, runs: dict):
+  """Each record file from its runs merged in key order, a run a part
+  (finished files of a resumed run are kept)."""
   outputs = gen.outputs()
   paths = outputs.records
   out = PartWriter(lambda f: None if dw.is_finished(paths[f])
@@ -319,22 +323,80 @@ def _write_records(gen, dw, runs: dict, batch: int = 8192):
   try:
     for f, path in enumerate(paths):
       if not dw.is_finished(path):
-        framed = []
-        for _, rec in generator_steps.merged_run(runs.get(f, [])):
-          framed.append(rec)
-          if len(framed) >= batch:
-            out.append(part(f, framed))
-            framed = []
-        out.append(part(f, framed))
+        for run in generator_steps.merged_run(runs.get(f, [])):
+          out.append(Part(f, run.data, len(run.keys), run.starts))
       out.finish(f)
   finally:
     out.abort()
+
+
+def _unit_parts(item):
+  """Worker (a generator whose keys follow its units): a unit's records as
+  one part per output file (a scratch file when workers run apart, else in
+  memory); returns (the unit's totals, [(file, first key, last key, Part)])."""
+  unit, state = item
+  by_file, totals = generator_steps.unit_records(_GEN["gen"], unit, _GEN["values"], state)
+  out = []
+  for f in sorted(by_file):
+    run = by_file[f]
+    data = run.data
+    if _GEN["dir"] is not None:
+      data = os.path.join(_GEN["dir"], "part-f%05d-u%08d" % (f, unit.index))
+      with open(data, "wb") as fh:
+        fh.write(run.data)
+    out.append((f, *record_runs.bounds(run), Part(f, data, len(run.keys), run.starts)))
+  return totals, out
+
+
+def _stream_records(gen, dw, units, values, spill_dir: Optional[str], num_workers: int,
+                    carried: _Carried):
+  """For a generator whose keys follow its units (`keys_follow_units`):
+  each unit's records appended to their files as the units come, in unit
+  order (nothing sorted or spilled across units); returns the merged totals.
+
+  Raises:
+    RuntimeError: a unit's records come before records already written (the
+      declaration is wrong).
+  """
+  outputs = gen.outputs()
+  paths = outputs.records
+  out = PartWriter(lambda f: None if dw.is_finished(paths[f])
+                   else dw.open(paths[f], outputs.compression))
+  totals, last = None, {}
+  items = ((u, carried.pop(u.index)) for u in units)
+  try:
+    for partial, parts in parallel.ordered_map(_unit_parts, items, num_workers,
+                                               initializer=_init_generator,
+                                               initargs=(gen, values, spill_dir),
+                                               reuse_memory=True):
+      totals = generator_steps.merge_totals(gen, [totals, partial])
+      for f, first, end, p in parts:
+        if f in last and first <= last[f]:
+          raise RuntimeError(f"{gen.package}: keys_follow_units is declared, but a unit's "
+                             f"records come before earlier ones in record file {f}")
+        last[f] = end
+        out.append(p)
+    for f in range(len(paths)):
+      out.finish(f)
+  finally:
+    out.abort()
+  return totals
+
+
+def _say_kept(gen, dw, options) -> None:
+  """A resumed run's line on stderr naming the record files it keeps."""
+  paths = gen.outputs().records
+  kept = sum(1 for p in paths if dw.is_finished(p))
+  if kept and options.resume and not options.quiet:
+    print(f"{gen.package}: resume: keeping {kept} of {len(paths)} finished record files",
+          file=sys.stderr, flush=True)
 
 
 def run_generator(gen, run, num_workers: int) -> dict:
   """Runs a declared generator inside `run` (a `GeneratorRun`); returns the
   metadata written."""
   dw = run.writers[0]
+  _say_kept(gen, dw, run.options)
   units = gen.units()
   carried = _Carried()
   try:
@@ -342,14 +404,20 @@ def run_generator(gen, run, num_workers: int) -> dict:
     run.mark("passes")
     spill_dir = os.path.join(run.scratch_dir(), "records")
     os.makedirs(spill_dir, exist_ok=True)
-    totals, runs = _spill_records(gen, units, values, spill_dir, num_workers, carried)
+    if gen.keys_follow_units:
+      totals = _stream_records(gen, dw, units, values, spill_dir if num_workers > 1 else None,
+                               num_workers, carried)
+      runs = None
+    else:
+      totals, runs = _spill_records(gen, units, values, spill_dir, num_workers, carried)
   finally:
     _GEN.clear()
   run.mark("examples")
   for path, data in sorted(gen.small_files(values).items()):
     if not dw.is_finished(path):
       dw.write_bytes(path, data)
-  _write_records(gen, dw, runs)
+  if runs is not None:
+    _write_records(gen, dw, runs)
   run.mark("write")
   meta, = run.finalize([lambda infos: gen.metadata(values, totals, infos)])
   return meta

@@ -13,8 +13,9 @@ A package says *what* is computed; an engine (`local`, `beam`, `dask`) says
     A value is small (vocabulary-sized, or a few bytes per unit), so engines
     broadcast it to every worker.
   * `examples(unit, values, state) -> (records, totals)`: the unit's records
-    as (file index, key, serialized example) and a partial of the example
-    statistics (`merge_totals`). Within an output file, records are written
+    as (file index, key, serialized example), or records it encodes in bulk
+    as `RecordBlock`s (framed, consecutive keys), and a partial of the
+    example statistics (`merge_totals`). Within an output file, records are written
     in key order: keys fix the order, so bytes never depend on the engine
     or the worker count.
   * A pass's map may return `Carry(partial, state, nbytes)`: besides its
@@ -38,6 +39,24 @@ from textrecords.files import storage
 from textrecords.files import text_input
 
 Record = Tuple[int, int, bytes]  # (output file index, order key, serialized example)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordBlock:
+  """Records of one output file encoded in bulk: framed, in order, with the
+  consecutive keys first_key, first_key + 1, ... (an `examples` item, like a
+  `Record`, without an object per record).
+
+  Attributes:
+    file: the output file's index.
+    first_key: the first record's order key.
+    data: the framed records laid end to end.
+    starts: each record's start offset in `data` (int64 array).
+  """
+  file: int
+  first_key: int
+  data: bytes
+  starts: Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +190,10 @@ class Generator:
 
   package: str = ""
   passes: Sequence[Pass] = ()
+  # True when, within each record file, every record of a unit has a smaller
+  # key than every record of a later unit (keys numbered in unit order): the
+  # local engine then appends each unit's records as it comes (checked).
+  keys_follow_units: bool = False
 
   def layout(self):
     """The output dataset's `DatasetLayout`."""
@@ -191,9 +214,10 @@ class Generator:
     raise NotImplementedError
 
   def examples(self, unit: Unit, values: Dict[str, Any],
-               state: Any = None) -> Tuple[List[Record], Any]:
-    """The unit's records and totals; `state`: a pass's `Carry.state` for
-    this unit, or None (the engine kept none)."""
+               state: Any = None) -> Tuple[List[Any], Any]:
+    """The unit's records (`Record`s and `RecordBlock`s) and totals;
+    `state`: a pass's `Carry.state` for this unit, or None (the engine kept
+    none)."""
     raise NotImplementedError
 
   def merge_totals(self, partials: List[Any]) -> Any:

@@ -211,7 +211,7 @@ def line_chunks(files: Sequence[str], chunk_bytes: int = 1 << 20) -> List[LineCh
   return chunks
 
 
-def _line_start_at_or_after(f, pos: int, size: int) -> int:
+def line_start_at_or_after(f, pos: int, size: int) -> int:
   """The offset of the first line that starts at or after `pos` (or `size`)."""
   if pos <= 0:
     return 0
@@ -219,6 +219,13 @@ def _line_start_at_or_after(f, pos: int, size: int) -> int:
     return size
   f.seek(pos - 1)
   return pos - 1 + len(f.readline())
+
+
+def whole_lines(f, start: int, end: int, size: int) -> Tuple[int, int]:
+  """(lo, hi): the bytes of the whole lines that start in [start, end) of
+  the open file `f` of `size` bytes (empty when none starts there)."""
+  lo = line_start_at_or_after(f, start, size)
+  return lo, max(lo, line_start_at_or_after(f, end, size))
 
 
 def range_chunk(path: str, start: int, end: int) -> LineChunk:
@@ -231,9 +238,8 @@ def range_chunk(path: str, start: int, end: int) -> LineChunk:
   """
   with _open_text_file(path) as f:
     size = f.seek(0, os.SEEK_END)
-    lo = _line_start_at_or_after(f, start, size)
-    hi = _line_start_at_or_after(f, end, size)
-  return LineChunk(path, lo, max(lo, hi))
+    lo, hi = whole_lines(f, start, end, size)
+  return LineChunk(path, lo, hi)
 
 
 def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
@@ -282,7 +288,7 @@ def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
       lines.append(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
       if on_decode_error not in ("replace", "skip_line"):
-        raise _decode_error(chunk.path, _lines_before(chunk) + i + 1, e.start) from e
+        raise _decode_error(chunk.path, lines_before(chunk) + i + 1, e.start) from e
       replaced = on_decode_error == "replace"
       if positions is not None:
         positions.append((len(lines), int(replaced), int(not replaced)))
@@ -307,8 +313,9 @@ def _read_range(path: str, start: int, size: int) -> bytes:
     raise UserError(f"cannot read {path}: {e.strerror}") from e
 
 
-def _lines_before(chunk: LineChunk) -> int:
-  """Newlines in the file before the chunk (only on the error path)."""
+def lines_before(chunk: LineChunk) -> int:
+  """Newlines in the file before the chunk (for error messages: it reads the
+  file up to the chunk)."""
   n, pos = 0, 0
   with _open_text_file(chunk.path) as f:
     while pos < chunk.start:
