@@ -5,7 +5,9 @@ One run, default mode at --max_seq_length=512 on a corpus of short documents
 (PTB's sentences grouped into documents of --doc_sentences sentences):
 
 * create unpacked and packed (same instances), timed; the pack step alone
-  (`RowPacker.pack_records` on the run's instances) timed too;
+  (`RowPacker.pack_records` on the run's instances: packing, row assembly
+  and row encoding) timed too, as a share of the packed create (best of
+  --create_repeats runs each, and their medians);
 * rows, padding share and instances per row (`bert_data.stats`);
 * `scripts/train_bert_tiny.py`'s model trained for --steps steps per seed,
   unpacked with --batch_size rows, packed with the rows that hold about as
@@ -15,6 +17,9 @@ One run, default mode at --max_seq_length=512 on a corpus of short documents
   unpacked model), over --seeds seeds.
 
     python scripts/bench_packing.py --ptb /work/shared/data/ptb.train.txt --out_dir /tmp/bp
+
+(`--skip_training`: the create figures only; `--pack_instances=4`: the
+README's create command.)
 
 Prints one JSON object; the figures go to BENCHMARKS.md.
 """
@@ -72,9 +77,9 @@ def create(corpus: str, out: str, pack: int, seed: int = 12345, workers: int = 2
   return time.perf_counter() - start
 
 
-def pack_step_seconds(unpacked: str, pack: int, repeats: int) -> float:
-  """Best seconds of `repeats` runs of `RowPacker.pack_records` on the run's
-  instances (as compact ones)."""
+def pack_step_seconds(unpacked: str, pack: int, repeats: int) -> list:
+  """Seconds of each of `repeats` runs of `RowPacker.pack_records` on the
+  run's instances (as compact ones)."""
   compact = []
   for rec in tfrecord.read_records(unpacked):
     f = example_decoder.decode_example(rec)
@@ -84,12 +89,12 @@ def pack_step_seconds(unpacked: str, pack: int, repeats: int) -> float:
         f[S.MASKED_LM_POSITIONS][:m], f[S.MASKED_LM_IDS][:m]))
   packer = instance_packing.RowPacker(
       SEQ, instance_packing.predictions_per_row(SEQ, PRED, pack, 0.15), pack)
-  best = float("inf")
+  seconds = []
   for _ in range(repeats):
     start = time.perf_counter()
     packer.pack_records(compact)
-    best = min(best, time.perf_counter() - start)
-  return best
+    seconds.append(time.perf_counter() - start)
+  return seconds
 
 
 def _tiny():
@@ -167,7 +172,8 @@ def main(argv=None) -> int:
   p.add_argument("--steps", type=int, default=30)
   p.add_argument("--warmup", type=int, default=3)
   p.add_argument("--seeds", type=int, default=3)
-  p.add_argument("--create_repeats", type=int, default=3, help="creates timed (best of)")
+  p.add_argument("--create_repeats", type=int, default=3,
+                 help="creates (and pack steps) timed: best of, and median")
   p.add_argument("--skip_training", action="store_true", help="create figures only")
   args = p.parse_args(argv)
   os.makedirs(args.out_dir, exist_ok=True)
@@ -181,9 +187,11 @@ def main(argv=None) -> int:
   for _ in range(args.create_repeats):  # alternated; the best of each
     seconds["plain"].append(create(corpus, paths["plain"], 1))
     seconds["packed"].append(create(corpus, paths["packed"], args.pack_instances))
+  medians = {k: statistics.median(v) for k, v in seconds.items()}
   seconds = {k: min(v) for k, v in seconds.items()}
   create(held_out, paths["eval"], 1, seed=7)
-  pack_s = pack_step_seconds(paths["plain"], args.pack_instances, args.create_repeats)
+  pack_runs = pack_step_seconds(paths["plain"], args.pack_instances, args.create_repeats)
+  pack_s = min(pack_runs)
   summary = {k: stats.summarize(stats.collect(paths[k])) for k in ("plain", "packed")}
   per_row = summary["packed"]["instances"] / summary["packed"]["rows"]
   packed_batch = max(1, round(args.batch_size / per_row))
@@ -206,6 +214,10 @@ def main(argv=None) -> int:
       "create_s": {k: round(v, 2) for k, v in seconds.items()},
       "pack_step_s": round(pack_s, 3),
       "pack_step_share_of_create": round(pack_s / seconds["packed"], 4),
+      "create_s_median": {k: round(v, 2) for k, v in medians.items()},
+      "pack_step_s_median": round(statistics.median(pack_runs), 3),
+      "pack_step_share_of_create_median": round(statistics.median(pack_runs)
+                                                / medians["packed"], 4),
       "create_overhead_share": round((seconds["packed"] - seconds["plain"])
                                      / seconds["packed"], 4),
   }
