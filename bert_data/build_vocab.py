@@ -39,6 +39,8 @@ from textrecords.files import storage
 from textrecords.files import text_input
 from textrecords.datasets import vocab as vocab_lib
 from textrecords.errors import UserError
+from bert_data.tokenizer import basic_tokenizer
+from bert_data import sentencepiece_tokenizer as spt
 
 FLAGS = flags.FLAGS
 
@@ -74,7 +76,6 @@ _STATE: Dict[str, object] = {}
 
 
 def _init_counter(do_lower_case: bool):
-  from bert_data.tokenizer import basic_tokenizer  # pylint: disable=import-outside-toplevel
   _STATE["basic"] = basic_tokenizer(do_lower_case)
 
 
@@ -198,7 +199,6 @@ def build_sentencepiece_model(files: Sequence[str], vocab_size: int, do_lower_ca
   has (as `build_wordpiece_vocab` gives fewer lines). `decode`, if given,
   counts the lines replaced or skipped as invalid UTF-8.
   """
-  from bert_data import sentencepiece_tokenizer as spt  # pylint: disable=import-outside-toplevel
   spm = spt.require_sentencepiece()
   lines = {"n": 0}
 
@@ -280,7 +280,6 @@ def _wordpiece(files: Sequence[str], workers: int, decode, progress):
 
 def _sentencepiece(files: Sequence[str], decode, progress):
   """(model bytes, pieces, summary counts) of --kind=sentencepiece."""
-  from bert_data import sentencepiece_tokenizer as spt  # pylint: disable=import-outside-toplevel
   spm = spt.require_sentencepiece()
   model = build_sentencepiece_model(files, FLAGS.vocab_size, FLAGS.do_lower_case,
                                     FLAGS.on_decode_error, FLAGS.input_sentence_size,
@@ -311,7 +310,6 @@ def _check_flags(files: Sequence[str]) -> str:
     if FLAGS.vocab_size <= len(reserved_tokens(FLAGS.num_unused)):
       build_wordpiece_vocab(collections.Counter(), FLAGS.vocab_size, FLAGS.num_unused)
   else:
-    from bert_data import sentencepiece_tokenizer as spt  # pylint: disable=import-outside-toplevel
     spt.require_sentencepiece()
     cli.check_range("vocab_size", FLAGS.vocab_size, len(spt.CONTROL_SYMBOLS) + 3, 1 << 24)
   return out

@@ -7,6 +7,7 @@ from bert_data.masks import registry
 from textrecords.runs import cli
 from textrecords.errors import UserError
 from textrecords.runs.run_options import RunOptions
+from bert_data.instance_packing import MAX_PACK_INSTANCES
 
 
 MASKING_MODES = ("static", "dynamic")
@@ -109,7 +110,6 @@ class BertConfig(RunOptions):
 
   def _validate_pack_instances(self) -> None:
     """--pack_instances: 1..MAX_PACK_INSTANCES, and only where rows can be packed."""
-    from bert_data.instance_packing import MAX_PACK_INSTANCES  # pylint: disable=import-outside-toplevel
     cli.check_range("pack_instances", self.pack_instances, 1, MAX_PACK_INSTANCES)
     if self.pack_instances == 1:
       return

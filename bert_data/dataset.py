@@ -14,6 +14,8 @@ from textrecords.errors import UserError
 from textrecords.reading import read_options
 from textrecords.reading.read_options import ReadOptions
 from textrecords.tf_import import require_tf
+from textrecords.reading import mixtures
+from bert_data import dynamic_masking
 
 MASKED_LM = S.MASKED_LM
 NEXT_SENTENCE = S.NEXT_SENTENCE
@@ -123,7 +125,6 @@ def make_dataset(location, batch_size: Optional[int] = None, *, split: str = DEF
   reading = _reading(max_seq_length, max_predictions_per_seq, masked_lm_prob,
                      _feature_names(feature_names, v2_names), pack_instances, attention_mask)
   if not isinstance(location, str) or weights is not None:
-    from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
     return serve(mixtures.tf_mixture(location, weights, opts,
                                      lambda loc: _entries(loc, split, opts), reading))
   return serve(_one_dataset(location, split, opts, reading))
@@ -193,7 +194,6 @@ def _masker(meta, max_seq_length, max_predictions_per_seq, masked_lm_prob):
     raise UserError(f"{meta['_path']}: records have max_seq_length={meta['max_seq_length']}, "
                     f"but max_seq_length={max_seq_length} was asked for")
   if _dynamic(meta):
-    from bert_data import dynamic_masking  # pylint: disable=import-outside-toplevel
     return dynamic_masking.masker_from_metadata(
         meta, masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq)
   if max_predictions_per_seq is not None and (

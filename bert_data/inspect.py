@@ -26,6 +26,7 @@ from textrecords.files import tfrecord
 from textrecords.datasets import vocab as vocab_lib
 from textrecords.errors import UserError
 from textrecords.datasets.layout import DEFAULT_SPLIT
+from bert_data.sentencepiece_tokenizer import SentencePieceTokenizer
 
 FLAGS = flags.FLAGS
 
@@ -150,7 +151,6 @@ def _checked(features: dict, v2: bool, tokens, path: str, index: int) -> dict:
 def load_vocab_tokens(path: str):
   """Token strings by id from a vocab file or a SentencePiece `.model`."""
   if path.endswith(".model"):
-    from bert_data.sentencepiece_tokenizer import SentencePieceTokenizer  # pylint: disable=import-outside-toplevel
     return SentencePieceTokenizer(path).vocab_words()
   return vocab_lib.load_tokens(path)
 

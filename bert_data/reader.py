@@ -32,6 +32,7 @@ from textrecords.reading import package_readers
 from textrecords.datasets.layout import DEFAULT_SPLIT
 from textrecords.reading import read_order
 from textrecords.errors import UserError
+from textrecords.reading import mixtures
 
 
 class BertDecoder(numpy_reader.BatchDecoder):
@@ -128,7 +129,6 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = DE
   """
   opts = numpy_reader.read_options_from(locals())
   if not isinstance(location, str) or weights is not None:
-    from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
     return mixtures.numpy_mixture(
         [open_dataset(loc, split=split, seed=seed, **options) for loc in location],
         weights, opts)

@@ -25,6 +25,7 @@ from textrecords.engine import local as local_engine
 from textrecords.engine import parallel
 from textrecords.files import tfrecord
 from textrecords.runs import cli
+from bert_data import reference_rng, reference_walk
 
 _REF_BATCH = 2048  # instances per encoding (and gathering) task
 
@@ -73,7 +74,6 @@ def _batches(ctx: units.TaskContext, rng: random.Random, progress: cli.Progress)
   c = ctx.config
   with cli.notice_if_slow(progress.sayer()):  # numba's first compile takes a minute
     # Imported here: numba (if installed) loads only for reference mode.
-    from bert_data import reference_rng, reference_walk  # pylint: disable=import-outside-toplevel
     if not reference_walk.available():
       return _python_batches(ctx, rng, progress), False
     walk = reference_walk.Walk(ctx.corpus, ctx.mask, c.max_seq_length, c.short_seq_prob,
@@ -86,7 +86,6 @@ def _batches(ctx: units.TaskContext, rng: random.Random, progress: cli.Progress)
 def _final_order(rng: random.Random, total: int, compiled: bool) -> np.ndarray:
   """The reference's final shuffle of all `total` instances."""
   if compiled:
-    from bert_data import reference_rng  # pylint: disable=import-outside-toplevel
     return reference_rng.shuffled_range(rng, total)
   order = list(range(total))
   rng.shuffle(order)

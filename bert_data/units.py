@@ -38,6 +38,8 @@ from textrecords.errors import UserError
 from textrecords.files import storage
 from textrecords.files import text_input
 from textrecords.files import tfrecord
+from bert_data.tokenizer import SPECIAL_TOKENS, MissingTokens, WordPieceTokenizer
+from bert_data import sentencepiece_tokenizer
 
 DOCS_PER_TASK = 32
 PACKED_PER_TASK = 512  # packed instances per task (about 32 documents' worth)
@@ -49,10 +51,7 @@ _BUCKET_BYTES = 32 << 20  # about the bytes of records one order bucket holds
 def load_tokenizer(config: BertConfig):
   """The WordPiece (or SentencePiece) tokenizer; UserError for an unusable vocab."""
   if config.spm_model_file:
-    from bert_data import sentencepiece_tokenizer  # pylint: disable=import-outside-toplevel
     return sentencepiece_tokenizer.load(config.spm_model_file, config.do_lower_case)
-  from bert_data.tokenizer import (  # pylint: disable=import-outside-toplevel
-      SPECIAL_TOKENS, MissingTokens, WordPieceTokenizer)
   if storage.is_dir(storage.check(config.vocab_file, "--vocab_file")):
     raise UserError(f"--vocab_file: {config.vocab_file} is a folder, expected a vocab file")
   if not storage.exists(config.vocab_file):

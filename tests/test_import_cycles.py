@@ -138,7 +138,7 @@ def test_the_graph_sees_the_project():
   graph = import_graph()
   assert "textrecords.files.storage" in graph["textrecords.datasets.index"]
   assert "bert_data.masks.draws" in graph["bert_data.masks.single_piece"]
-  assert "textrecords.engine" in graph["textrecords.runs.cli"]  # inside a function
+  assert "textrecords.engine.beam" in graph["textrecords.runs.generate"]  # inside a function
   assert any(m.startswith("scripts.") for m in graph)
 
 

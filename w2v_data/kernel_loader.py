@@ -32,6 +32,8 @@ import threading
 import types
 from typing import Callable, Optional
 
+from textrecords.runs import cli
+
 AVAILABLE = importlib.util.find_spec("numba") is not None
 _MODE = os.environ.get("TEXTRECORDS_NUMBA", "1")
 ENABLED = AVAILABLE and _MODE != "0"
@@ -83,8 +85,8 @@ def _load(say=None):
 def jit_kernels(say: Optional[Callable[[str], None]] = None):
   """The kernels in numba's JIT (loaded, or compiled on a first run, into numba's cache;
   `say` is told if that takes long)."""
-  from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
   with cli.notice_if_slow(say):
+    # deferred: numba (the fast extra), compiles on import
     from w2v_data import kernels as jit  # pylint: disable=import-outside-toplevel
     jit.prepare()
   return types.SimpleNamespace(**{name: getattr(jit, name) for name in KERNELS}, source="jit")
@@ -145,7 +147,6 @@ def _ahead_of_time_module(say=None):
   if failed:
     return None
   if say is not None:
-    from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
     say(cli.BUILD_NOTICE)
   for d in dirs:
     try:

@@ -34,6 +34,7 @@ from textrecords.errors import UserError
 from textrecords.files import tfrecord
 from w2v_data import dataset
 from w2v_data import schema
+from textrecords.reading import mixtures
 
 
 class W2vDecoder(numpy_reader.BatchDecoder):
@@ -226,7 +227,6 @@ def _planned_batches(location: str, opts, options: dict):
 
 def _mixture_batches(locations, weights, opts, options: dict):
   """Decoded batches of a mixture (`textrecords.reading.mixtures`)."""
-  from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
   if isinstance(locations, str):
     locations = [locations]
   opened = [open_dataset(loc, **options) for loc in locations]

@@ -38,6 +38,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from textrecords.files import atomic_file
 from textrecords.errors import UserError
+from textrecords.files import hashing
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -583,6 +584,5 @@ def stat(path: str) -> Tuple[int, object]:
 
 def sha256(path: str) -> str:
   """The sha256 hex digest of a local file or URL (streamed)."""
-  from textrecords.files import hashing  # pylint: disable=import-outside-toplevel
   with reaching(path), open_read(path) as f:
     return hashing.stream_sha256(f)

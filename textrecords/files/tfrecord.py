@@ -14,6 +14,7 @@ from typing import Iterator, Optional
 
 from textrecords.files import hashing
 from textrecords.errors import UserError
+from textrecords.files import storage
 
 try:
   import google_crc32c as _crc32c_mod
@@ -96,7 +97,6 @@ file_sha256 = hashing.file_sha256
 
 def _open_records(path: str, compression: str):
   """A binary reader of `path` (local or URL), gunzipped for GZIP."""
-  from textrecords.files import storage  # pylint: disable=import-outside-toplevel
   if not storage.is_url(path):
     path = storage.local_path(path)
     return gzip.open(path, "rb") if compression == "GZIP" else open(path, "rb")

@@ -20,6 +20,10 @@ from typing import Callable, List, Sequence
 
 from textrecords.reading import read_order as R
 from textrecords.errors import UserError
+from textrecords.wire import example_decoder
+from textrecords.tf_import import require_tf
+from textrecords.reading import tf_order
+from textrecords.reading import tf_input
 
 
 def _locations(locations) -> List[str]:
@@ -72,9 +76,6 @@ def tf_mixture(locations, weights, opts, load: Callable, parse_for: Callable):
   """The tf.data mixture: load(location) -> (meta, record entries);
   parse_for(meta) -> parse(serialized batch, salt) -> (x, y, w). The salt of
   step k's batches is `read_order.epoch_salt(seed, k)`."""
-  from textrecords.reading import tf_input  # pylint: disable=import-outside-toplevel
-  from textrecords.reading import tf_order  # pylint: disable=import-outside-toplevel
-  from textrecords.tf_import import require_tf  # pylint: disable=import-outside-toplevel
   tf = require_tf()
   locations = _locations(locations)
   loaded = [load(loc) for loc in locations]
@@ -92,7 +93,6 @@ def tf_mixture(locations, weights, opts, load: Callable, parse_for: Callable):
 def numpy_mixture(opened: Sequence, weights, opts):
   """The TF-free mixture over `package_readers.Opened` datasets (the batches of
   `tf_mixture` with the same options)."""
-  from textrecords.wire import example_decoder  # pylint: disable=import-outside-toplevel
   locations = [o.entries[0].found.given for o in opened]
   check_same_schema([o.entries[0].found.meta for o in opened], locations)
   mix = build([[e.records for e in o.entries] for o in opened], weights, opts)

@@ -21,6 +21,7 @@ from textrecords.files import tfrecord
 from textrecords.errors import UserError
 from textrecords.reading.locations import given
 from textrecords.reading.record_source import RecordSource, open_source
+from textrecords.reading.read_options import ReadOptions
 
 
 class BatchDecoder:
@@ -142,7 +143,6 @@ def read_options(batch_size, *, split: str, shard_index: int = 0, num_shards: in
                  options: Optional[dict] = None, **kw):
   """The `ReadOptions` of a package's `numpy_batches`, decided for `split`
   (verify, skip_corrupt and log taken from its reading `options`)."""
-  from textrecords.reading.read_options import ReadOptions  # pylint: disable=import-outside-toplevel
   options = options or {}
   if (shard_index, num_shards) != (0, 1):
     if kw.get("input_context") is not None:

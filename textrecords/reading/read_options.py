@@ -43,6 +43,7 @@ from typing import Any, Callable, Optional
 from textrecords.errors import UserError
 from textrecords.datasets.layout import DEFAULT_SPLIT
 from textrecords.datasets.metadata import VERIFY_MODES
+from textrecords.reading import read_order
 
 SHUFFLE_BUFFER = 10000
 
@@ -129,7 +130,6 @@ class ReadOptions:
 
   def sharing(self):
     """How a global batch is shared out (`read_order.Sharing`)."""
-    from textrecords.reading import read_order  # pylint: disable=import-outside-toplevel
     ctx = self.input_context
     if ctx is None:
       return read_order.Sharing(self.batch_size or self.global_batch_size)
@@ -161,18 +161,19 @@ class ReadOptions:
       UserError: drop_remainder with fewer records (`unit`) than one
         global batch (no batch at all), naming `where` and both numbers.
     """
-    from textrecords.reading import read_order as R  # pylint: disable=import-outside-toplevel
     sharing = self.sharing()
     total = int(sum(counts))
     if self.drop_remainder and total < sharing.global_batch:
       raise UserError(too_few(total, sharing, where, unit))
-    stream = R.Stream(tuple(int(c) for c in counts), bool(self.training),
-                      R.resolve_seed(self.seed) if self.training else 0,
-                      R.used_records(total, sharing.global_batch, bool(self.drop_remainder)),
-                      R.window_records(self.shuffle_buffer, sharing.global_batch), key)
+    stream = read_order.Stream(
+        tuple(int(c) for c in counts), bool(self.training),
+        read_order.resolve_seed(self.seed) if self.training else 0,
+        read_order.used_records(total, sharing.global_batch, bool(self.drop_remainder)),
+        read_order.window_records(self.shuffle_buffer, sharing.global_batch), key)
     if self.repeat and not stream.used:
       raise UserError(f"{where + ': ' if where else ''}repeat=True: no {unit} to repeat")
-    return R.Plan(stream, sharing, bool(self.drop_remainder), self.start_step, self.repeat)
+    return read_order.Plan(stream, sharing, bool(self.drop_remainder), self.start_step,
+                           self.repeat)
 
 
 def too_few(total: int, sharing, where: Optional[str] = None, unit: str = "records") -> str:

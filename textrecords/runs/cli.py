@@ -23,6 +23,9 @@ from absl import flags
 
 from textrecords.engine import parallel
 from textrecords.errors import UserError
+from textrecords.files import text_input
+from textrecords.files import storage
+from textrecords.files import atomic_file
 
 FLAGS = flags.FLAGS
 
@@ -214,7 +217,6 @@ def report(line: str, summary: dict, *, quiet: bool, summary_json: Optional[str]
     summary: the full summary, written to `summary_json` if that is set.
   """
   if summary_json:
-    from textrecords.files import atomic_file  # pylint: disable=import-outside-toplevel
     w = atomic_file.AtomicWriter(summary_json)
     w.write((json.dumps(summary, indent=1, sort_keys=True, ensure_ascii=False)
              + "\n").encode("utf-8"))
@@ -230,7 +232,6 @@ def decode_note(counts: dict) -> str:
   >>> decode_note({"replaced_lines": 0, "skipped_lines": 2})
   ', 2 lines with invalid UTF-8 skipped'
   """
-  from textrecords.files import text_input  # pylint: disable=import-outside-toplevel
   text = text_input.DecodeErrorCounts(counts.get("replaced_lines", 0),
                                       counts.get("skipped_lines", 0)).describe()
   return f", {text}" if text else ""
@@ -363,7 +364,6 @@ def _unreachable_storage(e: Exception) -> bool:
   """Prints `error: cannot reach the storage: WHY` and returns True if `e` is
   a storage client's failure to use its service (no credentials, no
   connection) that no `storage.reaching` block turned into a UserError."""
-  from textrecords.files import storage  # pylint: disable=import-outside-toplevel
   if not storage.is_unreachable_error(e):
     return False
   print(f"error: cannot reach the storage: {type(e).__name__}: {e}", file=sys.stderr)

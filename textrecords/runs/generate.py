@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from textrecords.errors import UserError
 from textrecords.runs import run as run_lib
+from textrecords.engine import local
 
 
 def _stderr(msg: str):
@@ -50,14 +51,15 @@ def create(gen, options, engine, *, flag: str,
 def _run_engine(gen, options, engine, run) -> dict:
   """The engine's run inside `run`; returns the metadata written."""
   if engine.name == "local":
-    from textrecords.engine import local  # pylint: disable=import-outside-toplevel
     return local.run_generator(gen, run, options.num_workers)
   dataset = run.writers[0]
   try:
     if engine.name == "beam":
+      # deferred: the beam extra
       from textrecords.engine import beam  # pylint: disable=import-outside-toplevel
       beam.run_generator(gen, dataset, engine.beam_pipeline_options)
     else:
+      # deferred: the dask extra
       from textrecords.engine import dask as dask_engine  # pylint: disable=import-outside-toplevel
       dask_engine.run_generator(gen, dataset, engine.dask_scheduler, options.num_workers)
   except UserError:

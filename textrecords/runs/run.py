@@ -28,7 +28,7 @@ import functools
 import os
 import shutil
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from textrecords import __version__
 from textrecords.runs import cli
@@ -42,6 +42,7 @@ from textrecords.files import storage
 from textrecords.errors import UserError
 from textrecords.datasets.layout import DatasetLayout
 from textrecords.runs.run_options import identity_flags
+from textrecords import engine as engine_lib
 
 def input_stats(files: Sequence[str]) -> List[list]:
   """[path, size, version] of every input: local paths absolute (a resume works
@@ -332,7 +333,6 @@ def joined_locations(locations) -> str:
 def engine_options(engine: str = "local", beam_pipeline_options: str = "",
                    dask_scheduler: str = ""):
   """The validated `engine.EngineOptions` of a run (`--engine` and its flags)."""
-  from textrecords import engine as engine_lib  # pylint: disable=import-outside-toplevel  # Beam/Dask checks stay lazy
   # declared=True: whether the package runs on Dask is checked by its create.
   return engine_lib.EngineOptions(engine, beam_pipeline_options or "",
                                   dask_scheduler or "").validate(declared=True)

@@ -39,6 +39,7 @@ import numpy as np
 from textrecords.wire import example_encoder
 from textrecords.wire import features as F
 from textrecords.wire import varint
+from textrecords.wire import example_kernels
 
 # Feature message field tags: bytes_list = 1, float_list = 2, int64_list = 3.
 _LIST_TAG = {F.BYTES: 0x0A, F.FLOAT: 0x12, F.INT64: 0x1A}
@@ -198,7 +199,6 @@ def _kernels():
   """`example_kernels`, imported by the batched decoder only (it imports
   numba: `decode_example` alone, as the stats and inspect tools use it,
   needs none of it)."""
-  from textrecords.wire import example_kernels  # pylint: disable=import-outside-toplevel
   return example_kernels
 
 

@@ -8,6 +8,7 @@ parser can refuse files written with another schema.
 
 import dataclasses
 from typing import Optional, Sequence, Tuple
+from textrecords.tf_import import require_tf
 
 INT64 = "int64"
 FLOAT = "float"
@@ -54,7 +55,6 @@ def parse_spec(schema: Sequence[FeatureSpec]) -> dict:
   Fixed-length features become `FixedLenFeature([length])`; variable-length
   ones become `RaggedFeature`.
   """
-  from textrecords.tf_import import require_tf  # pylint: disable=import-outside-toplevel
   tf = require_tf()
   tf_dtype = {INT64: tf.int64, FLOAT: tf.float32, BYTES: tf.string}
   spec = {}
