@@ -29,6 +29,17 @@ def test_pack_equals_the_scalar_encoder():
   assert bytes(varint.pack(values)) == b"".join(_reference(int(v)) for v in values)
 
 
+@pytest.mark.parametrize("top", [2, 3, 4])
+def test_pack_of_values_below_2_to_the_28_equals_the_scalar_encoder(top):
+  """The 2-4 byte path (one uint32 per value, used bytes kept)."""
+  rng = np.random.default_rng(top)
+  edges = [(1 << (7 * k)) + d for k in range(1, top) for d in (-1, 0, 1)]
+  values = np.concatenate([rng.integers(0, 1 << (7 * top), 500), edges, [0, (1 << (7 * top)) - 1]])
+  for dtype in (np.int32, np.int64):
+    assert bytes(varint.pack(values.astype(dtype))) == b"".join(
+        _reference(int(v)) for v in values)
+
+
 def test_unpack_inverts_pack_per_run():
   rng = np.random.default_rng(0)
   runs = [rng.integers(0, 1 << int(rng.integers(1, 63)), int(rng.integers(0, 6)))
