@@ -65,20 +65,12 @@ bert_out = extra.get("bert_data") or os.path.join(work, "bert", "train.tfrecord"
 w2v_dir = extra.get("w2v_data") or os.path.join(work, "w2v")
 mt_dir = extra.get("mt_data") or os.path.join(work, "mt")
 if not os.path.exists(os.path.join(work, "done")):
-  from bert_data import pipeline
-  from bert_data.config import BertConfig
-  from w2v_data import generator as w2v_generator
-  from w2v_data.config import W2vConfig
-  from mt_data import config as mt_config
-  try:
-    from mt_data import generator as mt_make
-  except ImportError:  # a tree before mt_data/generator.py
-    try:
-      from mt_data import pipeline as mt_make
-    except ImportError:  # a tree before mt_data/pipeline.py
-      from mt_data import create as mt_make
+  # Only the creates of the datasets made here are imported (a tree's
+  # modules may not exist in another; given datasets need none).
   os.makedirs(os.path.join(work, "bert"))
   if "bert_data" in packages and not extra.get("bert_data"):
+    from bert_data import pipeline
+    from bert_data.config import BertConfig
     corpus = repeated(os.path.join(testdata, "bert_sample_text.txt"),
                       os.path.join(work, "bert.txt"), 40 * scale, "\n\n")
     pipeline.create(BertConfig(input_files=(corpus,), output_files=(bert_out,),
@@ -86,13 +78,26 @@ if not os.path.exists(os.path.join(work, "done")):
                                max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2,
                                num_shards=4, num_workers=1, quiet=True))
   if "w2v_data" in packages and not extra.get("w2v_data"):
-    w2v_generator.create(W2vConfig(
+    from w2v_data.config import W2vConfig
+    try:
+      from w2v_data import generator as w2v_make
+    except ImportError:  # a tree before w2v_data/generator.py
+      from w2v_data import pipeline as w2v_make
+    w2v_make.create(W2vConfig(
         input_file=repeated(os.path.join(testdata, "w2v_tiny.txt"),
                             os.path.join(work, "w.txt"), 20 * scale),
         output_dir=os.path.join(work, "w2v"), min_freq=2,
         subsample_t=1e-4,  # d2l's draw, every revision's old default (a literal: old trees)
         num_workers=1, num_shards=4, quiet=True))
   if "mt_data" in packages and not extra.get("mt_data"):
+    from mt_data import config as mt_config
+    try:
+      from mt_data import generator as mt_make
+    except ImportError:  # a tree before mt_data/generator.py
+      try:
+        from mt_data import pipeline as mt_make
+      except ImportError:  # a tree before mt_data/pipeline.py
+        from mt_data import create as mt_make
     mt_make.create(mt_config.MTConfig(
         input_file=repeated(os.path.join(testdata, "mt_pairs.txt"),
                             os.path.join(work, "m.txt"), 200 * scale),
