@@ -1,9 +1,9 @@
-"""`python -m textrecords.index FILE...` (console script `textrecords-index`):
-writes the record offset index (`textrecords.datasets.index`) beside each
-uncompressed TFRecord file, checking every record's CRC."""
+"""usage: python -m textrecords.index RECORD_FILE... (console script `textrecords-index`)
 
-import os
-import sys
+Writes RECORD_FILE.index (the record offsets, `textrecords.datasets.index`)
+beside each uncompressed TFRecord file, checking every record's CRC. No flags:
+the arguments are record files (`--` before one whose name starts with "-").
+"""
 
 from textrecords.datasets import dataset_writer
 from textrecords.datasets import index
@@ -12,28 +12,14 @@ from textrecords.errors import UserError
 from textrecords.runs import cli
 
 
-def main(argv=None) -> int:
-  """`python -m textrecords.index FILE...`: writes FILE.index beside each file."""
-  args = sys.argv[1:] if argv is None else argv
-  wants_help = any(a.split("=", 1)[0] in cli.HELP_FLAGS for a in args)
-  if not args or wants_help:
-    print("usage: python -m textrecords.index RECORD_FILE...\n"
-          "Writes RECORD_FILE.index (record offsets) beside each uncompressed TFRecord "
-          "file, checking every record's CRC. No options.")
-    return 0 if args else 2
-  options = [a for a in args if a.startswith("-") and not os.path.exists(a)]
-  if options:
-    print(f"error: {options[0]}: unknown option (textrecords.index takes record files "
-          "only; --help for usage)", file=sys.stderr)
-    return 2
-  for path in args:
-    try:
-      out = _index_one(path)
-    except UserError as e:
-      print(f"error: {e}", file=sys.stderr)
-      return 2
+def main(argv):
+  """Writes FILE.index beside each record file of `argv[1:]` (absl's leftovers)."""
+  if len(argv) < 2:
+    raise UserError("no record files given: python -m textrecords.index RECORD_FILE... "
+                    "(--help for usage)")
+  for path in argv[1:]:
+    out = _index_one(path)
     print(f"{out}: {len(index.load(out))} records")
-  return 0
 
 
 def _index_one(path: str) -> str:
@@ -56,10 +42,15 @@ def _index_one(path: str) -> str:
   return index.build(path, out)
 
 
-def entry_point():
-  """The `textrecords-index` console script (a closed stdout ends it quietly:
-  `cli.run_script`)."""
-  sys.exit(cli.run_script(main))
+def define_flags():
+  """None of its own: the command takes record files (and absl's flags, as every command)."""
+
+
+# the `textrecords-index` console script
+entry_point = cli.entry_point(
+    define_flags, main,
+    unknown_flag="{flag}: unknown option (textrecords.index takes record files only; "
+    "--help for usage)")
 
 
 if __name__ == "__main__":

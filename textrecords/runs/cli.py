@@ -16,7 +16,7 @@ import select
 import sys
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 from absl import app
 from absl import flags
@@ -300,11 +300,32 @@ def _help_text(main: Callable, full: bool) -> str:
   return "\n\n".join(p.strip("\n") for p in parts) + "\n"
 
 
-def _parse_flags(argv, main: Optional[Callable] = None):
-  args = argv[1:]
+def asks_for_help(args) -> List[str]:
+  """The help flags (HELP_FLAGS) among `args`, the arguments before a `--`."""
   if "--" in args:
     args = args[:args.index("--")]
-  helps = [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in HELP_FLAGS]
+  return [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in HELP_FLAGS]
+
+
+def repeated_flag(flag_values: flags.FlagValues) -> Optional[str]:
+  """What is wrong with a single-value flag given more than once, or None.
+
+  >>> values = flags.FlagValues()
+  >>> flags.DEFINE_string("input_file", None, "", flag_values=values)
+  >>> _ = values(["tool", "--input_file=a", "--input_file=b"])
+  >>> repeated_flag(values)
+  '--input_file is given 2 times; give it once (several files: one comma-separated value)'
+  """
+  for name in sorted(flag_values):
+    flag = flag_values[name]
+    if flag.present > 1 and not isinstance(flag, flags.MultiFlag):
+      return (f"--{name} is given {flag.present} times; give it once"
+              + (" (several files: one comma-separated value)" if "file" in name else ""))
+  return None
+
+
+def _parse_flags(argv, main: Optional[Callable] = None, unknown_flag: Optional[str] = None):
+  helps = asks_for_help(argv[1:])
   if helps and main is not None:
     try:
       sys.stdout.write(_help_text(main, full=any("helpfull" in h for h in helps)))
@@ -314,31 +335,33 @@ def _parse_flags(argv, main: Optional[Callable] = None):
     sys.exit(0)
   try:
     rest = FLAGS(argv)
+  except flags.UnrecognizedFlagError as e:
+    print(f"error: {unknown_flag.format(flag=f'--{e.flagname}') if unknown_flag else e}",
+          file=sys.stderr)
+    sys.exit(2)
   except flags.Error as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
-  for name in sorted(FLAGS):
-    flag = FLAGS[name]
-    if flag.present > 1 and not isinstance(flag, flags.MultiFlag):
-      print(f"error: --{name} is given {flag.present} times; give it once"
-            + (" (several files: one comma-separated value)" if "file" in name else ""),
-            file=sys.stderr)
-      sys.exit(2)
+  repeated = repeated_flag(FLAGS)
+  if repeated:
+    print(f"error: {repeated}", file=sys.stderr)
+    sys.exit(2)
   return rest
 
 
-def entry_point(define_flags: Callable[[], None], main: Callable) -> Callable[[], None]:
+def entry_point(define_flags: Callable[[], None], main: Callable,
+                unknown_flag: Optional[str] = None) -> Callable[[], None]:
   """A console script (setup.py) for a tool: defines its flags, then `run(main)`."""
 
   def start():
     define_flags()
-    run(main)
+    run(main, unknown_flag=unknown_flag)
 
   return start
 
 
 def run_script(main: Callable[[], Optional[int]]) -> int:
-  """Runs a plain (argparse) script's `main()`: the exit status, with user
+  """Runs a script's `main()` (flags: `script_args.ScriptParser`): the exit status, with user
   errors as one line and exit 2, Ctrl-C as one line and exit 130."""
   try:
     status = main() or 0
@@ -408,8 +431,11 @@ def _skip_collections_at_exit():
   gc.freeze()
 
 
-def run(main: Callable):
+def run(main: Callable, unknown_flag: Optional[str] = None):
   """Runs `main(argv)` under absl; user errors become one line and exit 2.
+
+  `main` gets the arguments that are no flag (argv[0] first). An unknown flag
+  is one line, absl's words or `unknown_flag` with `{flag}` (`--name`) filled.
 
   Ctrl-C (SIGINT, to this process or its whole process group) prints
   `error: interrupted` and exits 130; worker processes ignore SIGINT (see
@@ -431,16 +457,17 @@ def run(main: Callable):
     except Exception as e:  # pylint: disable=broad-except
       if isinstance(e, BrokenPipeError) and stdout_reader_gone():
         sys.exit(_silence_stdout())
-      if "verbose" in FLAGS and FLAGS.verbose:
+      has_verbose = "verbose" in FLAGS
+      if has_verbose and FLAGS.verbose:
         raise
       if _unreachable_storage(e):
         sys.exit(2)
-      print(f"error: {type(e).__name__}: {e} (rerun with --verbose for a traceback)",
-            file=sys.stderr)
+      hint = " (rerun with --verbose for a traceback)" if has_verbose else ""
+      print(f"error: {type(e).__name__}: {e}{hint}", file=sys.stderr)
       sys.exit(1)
 
   try:
-    app.run(wrapped, flags_parser=lambda argv: _parse_flags(argv, main))
+    app.run(wrapped, flags_parser=lambda argv: _parse_flags(argv, main, unknown_flag))
   except KeyboardInterrupt:  # before main started (imports, flag parsing)
     print("error: interrupted", file=sys.stderr)
     sys.exit(130)

@@ -11,10 +11,11 @@ records' one draw, `w2v_data.train.models`). Imports TensorFlow only when a
 run starts.
 """
 
-import argparse
 import sys
 import time
 from typing import Callable, Optional, Sequence
+
+from textrecords.runs import script_args
 
 
 TRAINERS = ("sgd", "keras")
@@ -52,40 +53,38 @@ def default_word_vectors(sgd_model: str) -> str:
   return SGD_MODEL_WORD_VECTORS.get(sgd_model, "in")
 
 
-def parser(doc: str) -> argparse.ArgumentParser:
+def parser(doc: str) -> script_args.ScriptParser:
   """The parser of a training script: its description is `doc`'s first line.
 
   A bad flag value (e.g. --engine=bogus, --epochs=0) ends the run with one
   line naming the flag and exit status 2, before anything is read or trained
   (`textrecords.runs.script_args`).
   """
-  from textrecords.runs import script_args  # pylint: disable=import-outside-toplevel
   return script_args.ScriptParser(description=doc.split("\n")[0])
 
 
-def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: float = 0.002,
+def add_flags(p: script_args.ScriptParser, *, epochs: int = 5, learning_rate: float = 0.002,
               vectors_help: str = "the vectors", sgd_model: str = "skipgram"):
   """Adds --data_dir, --trainer, sizes, draws, --seed, --threads and --save_vectors to `p`.
 
   `sgd_model`: whose sgd defaults (SGD_MODEL_DEFAULTS) the flags get.
   """
-  from textrecords.runs import script_args as checks  # pylint: disable=import-outside-toplevel
   sgd_epochs, sgd_learning_rate, sgd_window = SGD_MODEL_DEFAULTS[sgd_model]
   p.add_argument("--data_dir", required=True, help="a w2v_data.create --output_dir")
   p.add_argument("--trainer", choices=TRAINERS, default="sgd",
                  help="sgd: word2vec's SGD on fresh draws every epoch; keras: d2l's Keras "
                  "model with Adam on the records' draw")
-  p.add_argument("--embed_size", type=int, default=100, check=checks.POSITIVE)
-  p.add_argument("--batch_size", type=int, default=None, check=checks.POSITIVE,
+  p.add_argument("--embed_size", type=int, default=100, check=script_args.POSITIVE)
+  p.add_argument("--batch_size", type=int, default=None, check=script_args.POSITIVE,
                  help=f"default: {SGD_DEFAULTS['batch_size']} pairs/centers (sgd), 512 (keras)")
-  p.add_argument("--epochs", type=int, default=None, check=checks.POSITIVE,
+  p.add_argument("--epochs", type=int, default=None, check=script_args.POSITIVE,
                  help=f"default: {sgd_epochs} (sgd), {epochs} (keras)")
-  p.add_argument("--steps_per_epoch", type=int, default=None, check=checks.POSITIVE,
+  p.add_argument("--steps_per_epoch", type=int, default=None, check=script_args.POSITIVE,
                  help="keras trainer only")
-  p.add_argument("--learning_rate", type=float, default=None, check=checks.RATE,
+  p.add_argument("--learning_rate", type=float, default=None, check=script_args.RATE,
                  help=f"default: {sgd_learning_rate} falling linearly to 1e-4 of it (sgd), "
                  f"{learning_rate} (keras, Adam)")
-  p.add_argument("--subsample_t", type=float, default=None, check=checks.FRACTION,
+  p.add_argument("--subsample_t", type=float, default=None, check=script_args.FRACTION,
                  help="sgd: the subsampling threshold drawn afresh every epoch (records "
                  "of every token: w2v_data.create's default); default "
                  f"{default_subsample_t(sgd_model)}")
@@ -97,11 +96,11 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
                  help="sgd: kernel (word2vec.c's per-example updates in a numba kernel, "
                  "--batch_size unused), xla (a batch's updates summed in an XLA step); auto: "
                  "kernel when numba is installed")
-  p.add_argument("--window", type=int, default=None, check=checks.POSITIVE,
+  p.add_argument("--window", type=int, default=None, check=script_args.POSITIVE,
                  help=f"sgd: max window (default: {sgd_window or 'the records'})")
   noise_words = default_noise_words(sgd_model)
   noise_default = noise_words or "the records'"
-  p.add_argument("--noise_words", type=int, default=None, check=checks.POSITIVE,
+  p.add_argument("--noise_words", type=int, default=None, check=script_args.POSITIVE,
                  help=f"sgd: K, noise words per pair (default: {noise_default})")
   if sgd_model != "pv":
     p.add_argument("--word_vectors", choices=("in", "in+out"),
@@ -109,11 +108,11 @@ def add_flags(p: argparse.ArgumentParser, *, epochs: int = 5, learning_rate: flo
                    help="sgd: the saved vectors: in (the input vectors, as word2vec.c and "
                    "gensim) or in+out (input plus output vectors); default "
                    f"{default_word_vectors(sgd_model)}")
-  p.add_argument("--threads", type=int, default=0, check=checks.NON_NEGATIVE,
+  p.add_argument("--threads", type=int, default=0, check=script_args.NON_NEGATIVE,
                  help="TensorFlow intra- and inter-op threads (0: TF's default)")
-  p.add_argument("--seed", type=int, default=None, check=checks.SEED,
+  p.add_argument("--seed", type=int, default=None, check=script_args.SEED,
                  help="seed everything (deterministic on CPU); default: not seeded (sgd: 0)")
-  p.add_argument("--save_vectors", default=None, check=checks.writable_folder,
+  p.add_argument("--save_vectors", default=None, check=script_args.writable_folder,
                  help=f"write {vectors_help} here (word2vec text format)")
   p.set_defaults(_keras_defaults=(epochs, learning_rate),
                  _sgd_defaults=(sgd_epochs, sgd_learning_rate), _sgd_window=sgd_window,
@@ -172,7 +171,6 @@ def check_inputs(data_dir: str, model: str):
   script for them), then TensorFlow and Keras installed (else one line naming
   the extra)."""
   from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
-  from textrecords.runs import script_args  # pylint: disable=import-outside-toplevel
   script = script_inputs.script_for({"package": "w2v_data", "model": model})
   script_inputs.check(data_dir, script, "--data_dir")
   script_args.require_tensorflow()
