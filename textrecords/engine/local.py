@@ -284,8 +284,10 @@ def pass_values(gen, units, num_workers: int, carried: Optional[_Carried] = None
   for p in gen.passes:
     merged = None
     results = parallel.ordered_map(_map_unit, ((p.name, u) for u in units), num_workers,
-                                   initializer=_init_generator, initargs=(gen, values, None))
-    for unit, result in zip(units, results):
+                                   initializer=_init_generator, initargs=(gen, values, None),
+                                   reuse_memory=True)
+    for i, result in enumerate(results):  # (to the end: the pool then closes cleanly)
+      unit = units[i]
       partial, state, nbytes = protocol.split_carry(result)
       if carried is not None:
         carried.pop(unit.index)

@@ -276,6 +276,11 @@ class _Pool:
         if p.is_alive():
           p.terminate()
         p.join()
+      # A sender may still be writing to its pipe (its worker is gone: the
+      # write fails): closing the pipe under it could free the descriptor
+      # for a new pool's pipe while the write still goes to that number.
+      for _, t in self.senders:
+        t.join()
       for conn in self.conns:
         conn.close()
 
