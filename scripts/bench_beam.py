@@ -38,7 +38,6 @@ and the bundle whose worker RSS grew most: what the runner puts in one
 bundle against what our steps hold.
 """
 
-import argparse
 import hashlib
 import itertools
 import json
@@ -58,6 +57,7 @@ import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_bert import VOCAB, build_corpus, run_measured  # pylint: disable=wrong-import-position
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 BEAM = "runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"
 RUNS = (("local, 1 worker", ["--num_workers=1"]),
@@ -401,7 +401,7 @@ def _print_named(results):
 
 
 def main():
-  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap = script_args.ScriptParser(description=__doc__.split("\n")[0])
   ap.add_argument("--bert_source", help="text whose lines make the bert corpus (documents "
                   "of 20-90 lines, as scripts/bench_bert.py builds it)")
   ap.add_argument("--bert_mb", type=float, default=2.0, help="bert corpus size")

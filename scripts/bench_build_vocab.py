@@ -16,7 +16,6 @@
    text from elsewhere, the English side of fra.txt (first 20,000 lines).
 """
 
-import argparse
 import os
 import sys
 import tempfile
@@ -26,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_bert import run_measured  # pylint: disable=wrong-import-position
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 _HF_BASELINE = """
 import sys
@@ -71,7 +71,7 @@ def unk_rate(vocab: str, text_file: str, max_lines: int = 0, column: int = -1) -
 
 
 def main():
-  ap = argparse.ArgumentParser()
+  ap = script_args.ScriptParser()
   ap.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                      "shared", "data"))
   ap.add_argument("--vocab_size", type=int, default=30522)

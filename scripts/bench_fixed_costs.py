@@ -17,7 +17,6 @@ Usage:
   python scripts/bench_fixed_costs.py --ptb=/path/to/ptb.train.txt [--repeats=7]
 """
 
-import argparse
 import os
 import platform
 import statistics
@@ -29,6 +28,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 
 class _NoWriteback:
@@ -93,7 +93,7 @@ def _row(name, a_label, a, b_label, b):
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser = script_args.ScriptParser(description=__doc__.split("\n")[0])
   parser.add_argument("--ptb", required=True, help="ptb.train.txt (for the exit timing)")
   parser.add_argument("--repeats", type=int, default=7)
   args = parser.parse_args()

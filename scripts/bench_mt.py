@@ -16,7 +16,6 @@ and its workers (`resource.getrusage`, robust to other load on the machine)
 with the speedup they project for 2 workers on 2 free cores.
 """
 
-import argparse
 import hashlib
 import json
 import os
@@ -25,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from textrecords.runs import script_args
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
@@ -91,7 +91,7 @@ def read_throughput(out):
 
 
 def main():
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--input_file", required=True)
   p.add_argument("--repeats", type=int, default=3)
   a = p.parse_args()

@@ -16,7 +16,6 @@ Readers: tf (`make_dataset`), numpy (`numpy_batches`), grain0/grain2
 (IterableDataset with DataLoader num_workers 0 and 2).
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -27,6 +26,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 READERS = ("tf", "numpy", "grain0", "grain2", "torch0", "torch2")
 BATCH = 64
@@ -86,14 +86,14 @@ def run_one(reader: str, records: str) -> dict:
 
 
 def main():
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--rounds", type=int, default=3)
   p.add_argument("--repeats", type=int, default=12, help="copies of the sample corpus")
   p.add_argument("--readers", default=",".join(READERS))
   p.add_argument("--torch_python", default=sys.executable,
                  help="python with torch installed (e.g. .venv-torch/bin/python)")
   p.add_argument("--records", default=None, help="existing bert_data records to read")
-  p.add_argument("--_run", default=None, help=argparse.SUPPRESS)
+  p.add_argument("--_run", default=None, help=script_args.SUPPRESS)
   args = p.parse_args()
   if args._run:
     print(json.dumps(run_one(args._run, args.records)))

@@ -12,7 +12,6 @@ wall time, instances/s and peak RSS of the process tree, and checks that 1
 and 2 workers write the same bytes for each recipe.
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_bert import REPO, VOCAB, build_corpus, count_records, report, run_measured  # pylint: disable=wrong-import-position
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 RECIPES = (
     ("NSP (default mode)", []),
@@ -32,7 +32,7 @@ RECIPES = (
 
 
 def main():
-  ap = argparse.ArgumentParser()
+  ap = script_args.ScriptParser()
   ap.add_argument("--source", required=True)
   ap.add_argument("--size_mb", type=float, default=26.0)
   ap.add_argument("--dupe_factor", type=int, default=2)

@@ -25,13 +25,13 @@ resume reads at most one file's record headers plus one shuffle window
 once per process, before timing.
 """
 
-import argparse
 import json
 import os
 import shutil
 import sys
 import tempfile
 import time
+from textrecords.runs import script_args
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
@@ -78,7 +78,7 @@ def time_rounds(out: str, batch: int, k: int, steps: int, rounds: int, kw: dict)
 
 
 def main():
-  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap = script_args.ScriptParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--records", type=int, default=200000, help="about this many records")
   ap.add_argument("--shards", type=int, default=32)
   ap.add_argument("--shuffle_buffer", type=int, default=256)

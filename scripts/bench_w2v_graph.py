@@ -14,7 +14,6 @@ Example:
   python scripts/bench_w2v_graph.py --data_dir=/tmp/ptb_w2v --epochs=4 --rounds=2
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -25,6 +24,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -58,7 +59,7 @@ def checkpoint_bytes(ds, batches: int = 5) -> int:
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--data_dir", required=True)
   p.add_argument("--epochs", type=int, default=4)
   p.add_argument("--rounds", type=int, default=2, help="held/streamed pairs, interleaved")

@@ -31,13 +31,13 @@ trimmed/padded rows), for information.
 Prints a JSON report; exit status 0 when every compared array matches.
 """
 
-import argparse
 import collections
 import json
 import os
 import sys
 import tempfile
 import time
+from textrecords.runs import script_args
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 
@@ -184,7 +184,7 @@ def run_check(input_file, num_train, num_val, num_steps, min_freq, work_dir):
 
 
 def main():
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--input_file", required=True, help="d2l's fra.txt (2 columns)")
   positive = {"num_train": 512, "num_val": 128, "num_steps": 9, "min_freq": 2}  # d2l's
   for name, default in positive.items():

@@ -12,11 +12,11 @@ side, the first SIZE taken: the same file on any machine and Python version.
   python scripts/make_mt_sample.py --check    # exit 1 if the bundled file differs
 """
 
-import argparse
 import hashlib
 import os
 import sys
 from typing import Iterator, List, Tuple
+from textrecords.runs import script_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "mt_data", "sample", "mt_sample.txt")
@@ -170,7 +170,7 @@ def text(size: int = SIZE) -> str:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--check", action="store_true", help="compare with the bundled file only")
   args = p.parse_args(argv)
   want = text()

@@ -14,10 +14,10 @@ so the file is the same on every run:
   python scripts/make_w2v_sample.py --check    # exit 1 if the file differs
 """
 
-import argparse
 import os
 import random
 import sys
+from textrecords.runs import script_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "w2v_data", "sample", "word_classes.txt")
@@ -95,7 +95,7 @@ def text() -> str:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--check", action="store_true", help="exit 1 if the file differs")
   p.add_argument("--out", default=OUT)
   a = p.parse_args(argv)

@@ -28,7 +28,6 @@ Usage:
 (build a corpus with scripts/bench_bert.py's --source/--size_mb, or pass any).
 """
 
-import argparse
 import json
 import os
 import pydoc
@@ -47,6 +46,7 @@ from bert_data import records  # pylint: disable=wrong-import-position
 from bert_data import units  # pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
 from textrecords.runs import cli  # pylint: disable=wrong-import-position
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 VOCAB = os.path.join(REPO, "tests", "testdata", "vocab_uncased.txt")
 PHASES = {"load_tokenizer": units, "build_corpus": P, "spill_default_mode": P,
@@ -231,8 +231,7 @@ def cpu_share(args) -> None:
 
 
 def main():
-  ap = argparse.ArgumentParser(description=__doc__,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap = script_args.ScriptParser(description=__doc__)
   ap.add_argument("--corpus")
   ap.add_argument("--num_workers", type=int, default=2)
   ap.add_argument("--dupe_factor", type=int, default=10)

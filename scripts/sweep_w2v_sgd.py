@@ -21,13 +21,13 @@ Config keys: epochs, rate (required); window, noise_words, subsample_t
 vectors (`--word_vectors=in+out`) of the same run.
 """
 
-import argparse
 import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 
 def _quality(names, m, model: str, pairs, analogies) -> str:
@@ -41,7 +41,7 @@ def _quality(names, m, model: str, pairs, analogies) -> str:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--data_dir", required=True)
   p.add_argument("--configs", required=True, help="a JSON list of settings (see above)")
   p.add_argument("--seeds", default="1", help="comma-separated")
