@@ -571,10 +571,15 @@ def global_ids(local_tokens: Sequence[str], local_ids: np.ndarray, index: Dict[s
   # Local id -> global id (0 = <unk>); slot -1 (line end) -> -1.
   remap = np.array([index.get(t, 0) for t in local_tokens] + [-1], dtype=np.int32)
   g = remap[local_ids]
-  end = g < 0
-  owner = np.cumsum(end) - end  # line of each token
   keep = g > 0
-  return g[keep], np.bincount(owner[keep], minlength=int(end.sum())).astype(np.int64)
+  ends = np.flatnonzero(g < 0)
+  # each line with its end marker: segments whose starts strictly increase
+  lengths = (np.add.reduceat(keep[:ends[-1] + 1], np.r_[0, ends[:-1] + 1], dtype=np.int64)
+             if len(ends) else np.zeros(0, np.int64))
+  after = int(keep[ends[-1] + 1:].sum()) if len(ends) else int(keep.sum())
+  if after:  # tokens after the last line end (not from `count_chunk`)
+    lengths = np.append(lengths, after)
+  return g[keep], lengths
 
 
 @dataclasses.dataclass

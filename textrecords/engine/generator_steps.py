@@ -6,8 +6,9 @@ are made by the same code whichever engine runs them:
 
   * `map_pass`, `merge_pass`, `finish_pass`: one `Pass` by name
     (`map_pass_carry`: with a unit's `protocol.Carry`, if any).
-  * `unit_records`: a unit's examples, framed and grouped by output file,
-    each group one sorted `record_runs.Run`, plus the unit's totals.
+  * `unit_runs` / `unit_records`: a unit's examples, framed and grouped by
+    output file, each group sorted `record_runs.Run`s (or one), plus the
+    unit's totals.
   * `write_file`: one record file from its runs in key order, streamed
     in place by a worker (temp name, sha256, offset index).
   * `keyed_runs` / `merged_run`: a file's records as per-unit runs (objects
@@ -64,12 +65,12 @@ def merge_totals(gen: protocol.Generator, partials: Iterable[Any]) -> Any:
   return present[0] if len(present) == 1 else gen.merge_totals(present)
 
 
-def unit_records(gen: protocol.Generator, unit: protocol.Unit, values: Dict[str, Any],
-                 state: Any = None) -> Tuple[Dict[int, record_runs.Run], Any]:
-  """({file index: the unit's records for it as one `record_runs.Run`, in
-  key order}, totals) of one unit (`state`: a pass's `protocol.Carry`
-  state for it, or None). Single records are framed here; blocks come
-  framed."""
+def unit_runs(gen: protocol.Generator, unit: protocol.Unit, values: Dict[str, Any],
+              state: Any = None) -> Tuple[Dict[int, List[record_runs.Run]], Any]:
+  """({file index: the unit's records for it as `record_runs.Run`s in key
+  order}, totals) of one unit (`state`: a pass's `protocol.Carry` state for
+  it, or None). Single records are framed and sorted here; blocks come
+  framed and stay whole."""
   records, totals = gen.examples(unit, values, state)
   singles: Dict[int, List[Keyed]] = {}
   blocks: Dict[int, List[record_runs.Run]] = {}
@@ -86,10 +87,17 @@ def unit_records(gen: protocol.Generator, unit: protocol.Unit, values: Dict[str,
       recs = singles[f]
       recs.sort()
       runs.append(record_runs.from_keyed(recs))
-    run = record_runs.concatenated(list(record_runs.merged(runs)))
-    if len(run.keys):
-      by_file[f] = run
+    runs = list(record_runs.merged(runs))
+    if runs:
+      by_file[f] = runs
   return by_file, totals
+
+
+def unit_records(gen: protocol.Generator, unit: protocol.Unit, values: Dict[str, Any],
+                 state: Any = None) -> Tuple[Dict[int, record_runs.Run], Any]:
+  """`unit_runs` with each file's runs as one run."""
+  by_file, totals = unit_runs(gen, unit, values, state)
+  return {f: record_runs.concatenated(runs) for f, runs in by_file.items()}, totals
 
 
 def write_file(handle, runs: Iterable[record_runs.Run]) -> dict:

@@ -28,6 +28,7 @@ written: no finished file is read back.
 """
 
 import os
+import pickle
 import struct
 import sys
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Union
@@ -245,9 +246,34 @@ def _init_generator(gen, values, spill_dir):
   _GEN.update(gen=gen, values=values, dir=spill_dir)
 
 
+class _StateFile(NamedTuple):
+  """A carried state a pass worker left pickled in the scratch folder (so
+  that this process neither receives nor sends it again)."""
+  path: str
+
+
 def _map_unit(item):
+  """Worker: a pass's map of one unit; a `protocol.Carry` state goes to a
+  file in the scratch folder when there is one (workers run apart)."""
   name, unit = item
-  return generator_steps.map_pass_carry(_GEN["gen"], name, unit, _GEN["values"])
+  result = generator_steps.map_pass_carry(_GEN["gen"], name, unit, _GEN["values"])
+  folder = _GEN["dir"]
+  if folder is not None and isinstance(result, protocol.Carry) and result.state is not None:
+    path = os.path.join(folder, "state-%s-%08d" % (name, unit.index))
+    with open(path, "wb") as f:
+      pickle.dump(result.state, f, protocol=pickle.HIGHEST_PROTOCOL)
+    result = protocol.Carry(result.partial, _StateFile(path), result.nbytes)
+  return result
+
+
+def _state_of(state):
+  """A carried state as `_map_unit` handed it on (read back, its file removed)."""
+  if not isinstance(state, _StateFile):
+    return state
+  with open(state.path, "rb") as f:
+    out = pickle.load(f)
+  os.remove(state.path)
+  return out
 
 
 def _unit_runs(item):
@@ -255,7 +281,8 @@ def _unit_runs(item):
   one run file per output file it reaches; returns (the unit's totals,
   [(file index, run path, first key, last key)])."""
   unit, state = item
-  by_file, totals = generator_steps.unit_records(_GEN["gen"], unit, _GEN["values"], state)
+  by_file, totals = generator_steps.unit_records(_GEN["gen"], unit, _GEN["values"],
+                                                 _state_of(state))
   return totals, generator_steps.keyed_runs(_GEN["dir"], unit.index, by_file)
 
 
@@ -276,16 +303,18 @@ class _Carried:
     return self.states.pop(unit_index, None)
 
 
-def pass_values(gen, units, num_workers: int, carried: Optional[_Carried] = None) -> dict:
+def pass_values(gen, units, num_workers: int, carried: Optional[_Carried] = None,
+                state_dir: Optional[str] = None) -> dict:
   """Every pass's value, the units mapped in worker processes, partials merged
   in unit order (a pass's `enough` stops the mapping early); the maps' carried
-  states go to `carried` (a later pass's replaces an earlier one's)."""
+  states go to `carried` (a later pass's replaces an earlier one's), through
+  files in `state_dir` if given."""
   values: dict = {}
   for p in gen.passes:
     merged = None
     results = parallel.ordered_map(_map_unit, ((p.name, u) for u in units), num_workers,
-                                   initializer=_init_generator, initargs=(gen, values, None),
-                                   reuse_memory=True)
+                                   initializer=_init_generator,
+                                   initargs=(gen, values, state_dir), reuse_memory=True)
     for i, result in enumerate(results):  # (to the end: the pool then closes cleanly)
       unit = units[i]
       partial, state, nbytes = protocol.split_carry(result)
@@ -334,19 +363,27 @@ def _write_records(gen, dw, runs: dict):
 
 def _unit_parts(item):
   """Worker (a generator whose keys follow its units): a unit's records as
-  one part per output file (a scratch file when workers run apart, else in
-  memory); returns (the unit's totals, [(file, first key, last key, Part)])."""
+  parts per output file (one scratch file per file when workers run apart,
+  else in memory); returns (the unit's totals, [(file, first key, last key,
+  Part)])."""
   unit, state = item
-  by_file, totals = generator_steps.unit_records(_GEN["gen"], unit, _GEN["values"], state)
+  by_file, totals = generator_steps.unit_runs(_GEN["gen"], unit, _GEN["values"],
+                                              _state_of(state))
   out = []
   for f in sorted(by_file):
-    run = by_file[f]
-    data = run.data
-    if _GEN["dir"] is not None:
-      data = os.path.join(_GEN["dir"], "part-f%05d-u%08d" % (f, unit.index))
-      with open(data, "wb") as fh:
-        fh.write(run.data)
-    out.append((f, *record_runs.bounds(run), Part(f, data, len(run.keys), run.starts)))
+    runs = by_file[f]
+    if _GEN["dir"] is None:
+      out.extend((f, *record_runs.bounds(r), Part(f, r.data, len(r.keys), r.starts))
+                 for r in runs)
+      continue
+    path = os.path.join(_GEN["dir"], "part-f%05d-u%08d" % (f, unit.index))
+    with open(path, "wb") as fh:
+      for r in runs:
+        fh.write(r.data)
+    sizes = np.cumsum([0] + [len(r.data) for r in runs[:-1]])
+    starts = np.concatenate([r.starts + o for r, o in zip(runs, sizes)])
+    out.append((f, record_runs.bounds(runs[0])[0], record_runs.bounds(runs[-1])[1],
+                Part(f, path, len(starts), starts)))
   return totals, out
 
 
@@ -401,11 +438,12 @@ def run_generator(gen, run, num_workers: int) -> dict:
   _say_kept(gen, dw, run.options)
   units = gen.units()
   carried = _Carried()
+  spill_dir = os.path.join(run.scratch_dir(), "records")
+  os.makedirs(spill_dir, exist_ok=True)
   try:
-    values = pass_values(gen, units, num_workers, carried)
+    values = pass_values(gen, units, num_workers, carried,
+                         spill_dir if num_workers > 1 else None)
     run.mark("passes")
-    spill_dir = os.path.join(run.scratch_dir(), "records")
-    os.makedirs(spill_dir, exist_ok=True)
     if gen.keys_follow_units:
       totals = _stream_records(gen, dw, units, values, spill_dir if num_workers > 1 else None,
                                num_workers, carried)
