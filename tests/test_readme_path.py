@@ -10,7 +10,7 @@ script or another command is marked by the line before it:
                                                 strings is skipped, for that reason
   <!-- commands: run; quick "train_seq2seq.py": --epochs=2 -->
                                                 in the quick run (the default) those
-                                                flags are added to the matching
+                                                flags are set in the matching
                                                 commands: documented flags that cap
                                                 training; TEXTRECORDS_DOC_COMMANDS=all
                                                 runs them as written
@@ -144,9 +144,20 @@ def _plan(commands, mark):
 
 
 def _with_flags(cmd, flags):
-  """cmd with `flags` added before its trailing comment."""
+  """cmd with `flags` set before its trailing comment: a `--name=value` the
+  command already has is replaced (a flag given twice is an error), others added.
+
+  >>> _with_flags("python t.py --epochs=30 --x  # train", "--epochs=2 --seed=1")
+  'python t.py --epochs=2 --x --seed=1  # train'
+  """
   code, hash_, comment = cmd.partition(" #")
-  return f"{code.rstrip()} {flags}" + (f"  #{comment}" if hash_ else "")
+  code = code.rstrip()
+  for flag in flags.split():
+    name = flag.split("=", 1)[0]
+    code, replaced = re.subn(rf"(?<!\S){re.escape(name)}(=\S*)?(?!\S)", lambda _: flag, code,
+                             count=1)
+    code += "" if replaced else f" {flag}"
+  return code + (f"  #{comment}" if hash_ else "")
 
 
 def test_every_command_block_is_marked():

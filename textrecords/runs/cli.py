@@ -311,7 +311,7 @@ def repeated_flag(flag_values: flags.FlagValues) -> Optional[str]:
   """What is wrong with a single-value flag given more than once, or None.
 
   >>> values = flags.FlagValues()
-  >>> flags.DEFINE_string("input_file", None, "", flag_values=values)
+  >>> _ = flags.DEFINE_string("input_file", None, "", flag_values=values)
   >>> _ = values(["tool", "--input_file=a", "--input_file=b"])
   >>> repeated_flag(values)
   '--input_file is given 2 times; give it once (several files: one comma-separated value)'
