@@ -34,13 +34,13 @@ package, the ratios of the medians over the rounds, and each round's pass_s
 and fresh_s.
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from typing import Optional
+from textrecords.runs import script_args
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(HERE, "tests", "testdata")
@@ -217,7 +217,7 @@ def _ratio(a, b):
 
 
 def main():
-  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap = script_args.ScriptParser(description=__doc__.split("\n\n")[0])
   ap.add_argument("--baseline", required=True, help="an older checkout of this repository")
   ap.add_argument("--rounds", type=int, default=3)
   ap.add_argument("--epochs", type=int, default=3, help="passes per run (>= 2 for pass_s)")
