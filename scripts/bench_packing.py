@@ -24,7 +24,6 @@ README's create command.)
 Prints one JSON object; the figures go to BENCHMARKS.md.
 """
 
-import argparse
 import json
 import os
 import random
@@ -46,6 +45,7 @@ from bert_data import stats  # pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
 from textrecords.files import tfrecord  # pylint: disable=wrong-import-position
 from textrecords.wire import example_decoder  # pylint: disable=wrong-import-position
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 VOCAB = os.path.join(_ROOT, "bert_data", "sample", "vocab.txt")
 SEQ, PRED = 512, 76
@@ -161,7 +161,7 @@ def _mean_se(values):
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+  p = script_args.ScriptParser(description=__doc__.split("\n\n", maxsplit=1)[0])
   p.add_argument("--ptb", required=True, help="ptb.train.txt (one sentence per line)")
   p.add_argument("--out_dir", required=True)
   p.add_argument("--lines", type=int, default=12000, help="PTB lines to train on")
