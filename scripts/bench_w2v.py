@@ -35,7 +35,6 @@ install` does): a checkout run with PYTHONDONTWRITEBYTECODE=1 would otherwise
 compile them from source in every timed process (about 50 ms).
 """
 
-import argparse
 import collections
 import json
 import math
@@ -51,6 +50,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # Every create here writes d2l's one subsampled draw (the baseline's work and
@@ -207,13 +208,13 @@ def main():
 
 
 def _parse_args():
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--ptb", required=True, help="d2l's ptb.train.txt")
   p.add_argument("--work_dir", default="/tmp/bench_w2v")
   p.add_argument("--num_workers", type=int, default=None)
   p.add_argument("--repeats", type=int, default=3, help="timed runs; the best is reported")
-  p.add_argument("--baseline_only", action="store_true", help=argparse.SUPPRESS)
-  p.add_argument("--measure", default=None, help=argparse.SUPPRESS)
+  p.add_argument("--baseline_only", action="store_true", help=script_args.SUPPRESS)
+  p.add_argument("--measure", default=None, help=script_args.SUPPRESS)
   p.add_argument("--create_only", action="store_true",
                  help="only the create timings (no PTB figures, no epochs)")
   p.add_argument("--skip_main", action="store_true",
