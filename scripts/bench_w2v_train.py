@@ -42,7 +42,6 @@ Example:
       --gensim_python=/work/venv-gensim/bin/python --seeds=3
 """
 
-import argparse
 import hashlib
 import json
 import os
@@ -52,6 +51,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # a checkout, also under gensim's interpreter (--gensim_python)
+  sys.path.insert(0, ROOT)
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 MODELS = ("skipgram", "cbow", "pv_dbow")
 
 
@@ -96,7 +98,7 @@ def _ours(args) -> dict:
 
 
 def _gensim(args) -> dict:
-  """Child (gensim's interpreter; no textrecords import): trains gensim Word2Vec/Doc2Vec."""
+  """Child (gensim's interpreter, with absl-py for the flags): trains gensim Word2Vec/Doc2Vec."""
   start = time.process_time()
   from gensim.models import Doc2Vec, Word2Vec  # pylint: disable=import-outside-toplevel,import-error
   from gensim.models.doc2vec import TaggedDocument  # pylint: disable=import-outside-toplevel,import-error
@@ -382,14 +384,15 @@ def _print_summary(summary: list):
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--text", default="", help="training text, one sentence a line (PTB train)")
   p.add_argument("--pv_text", default="",
                  help="PV-DBOW: text whose blocks of 20 lines are halved into documents "
                  "(PTB test); required when --models has pv_dbow")
   p.add_argument("--out_dir", default="", help="records and vectors (default: a temp dir)")
   p.add_argument("--models", default=",".join(MODELS))
-  p.add_argument("--gensim_python", default="", help="an interpreter with gensim installed")
+  p.add_argument("--gensim_python", default="", help="an interpreter with gensim "
+                 "and absl-py installed")
   p.add_argument("--gensim_workers", default="1,2")
   p.add_argument("--gensim_rerun", action="store_true", help="rerun gensim workers=1")
   p.add_argument("--pairs", default="", help="WordSim353-style file (default: gensim's)")
@@ -414,9 +417,9 @@ def main(argv=None) -> int:
                  help="1: also gensim workers=1 at our epochs and window, every seed")
   p.add_argument("--json_out", default="")
   for flag in ("_child", "_json", "data_dir", "vectors_out"):
-    p.add_argument(f"--{flag}", default="", help=argparse.SUPPRESS)
+    p.add_argument(f"--{flag}", default="", help=script_args.SUPPRESS)
   for flag in ("threads", "workers", "sg"):
-    p.add_argument(f"--{flag}", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument(f"--{flag}", type=int, default=0, help=script_args.SUPPRESS)
   a = p.parse_args(argv)
   if a._child:  # pylint: disable=protected-access
     res = (_ours if a._child == "ours" else _gensim)(a)  # pylint: disable=protected-access
