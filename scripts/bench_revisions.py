@@ -27,7 +27,6 @@ Usage:
       --mt_source=../shared/data/fra.txt
 """
 
-import argparse
 import hashlib
 import json
 import os
@@ -40,6 +39,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_bert import REPO, VOCAB, build_corpus, run_measured  # pylint: disable=wrong-import-position
+from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 TESTDATA = os.path.join(REPO, "tests", "testdata")
 
@@ -169,7 +169,7 @@ def main() -> int:
 
 
 def _parse_args():
-  ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+  ap = script_args.ScriptParser(description=__doc__.split("\n\n", maxsplit=1)[0])
   ap.add_argument("base", help="git revision to compare the working tree against")
   ap.add_argument("--repeats", type=int, default=3, help="runs per tool and side")
   ap.add_argument("--num_workers", type=int, default=2)
