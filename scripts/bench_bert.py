@@ -23,7 +23,6 @@ documents of 20-90 lines by a seeded RNG, until --size_mb; or taken as is
 with --corpus.
 """
 
-import argparse
 import json
 import os
 import random
@@ -33,6 +32,7 @@ import tempfile
 import time
 
 import psutil
+from textrecords.runs import script_args
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(REPO, "tests", "testdata", "vocab_uncased.txt")
@@ -178,7 +178,7 @@ def report(name, r, mb, base=None):
 
 
 def main():
-  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  ap = script_args.ScriptParser(description=__doc__)
   ap.add_argument("--corpus")
   ap.add_argument("--source", default=os.path.join(REPO, "tests", "testdata", "bert_sample_text.txt"))
   ap.add_argument("--size_mb", type=float, default=6.5)
@@ -339,7 +339,7 @@ def bench_dynamic(args, corpus, tmp):
 
 
 def main_dynamic():
-  ap = argparse.ArgumentParser(description="static vs dynamic masking figures")
+  ap = script_args.ScriptParser(description="static vs dynamic masking figures")
   ap.add_argument("--dynamic", action="store_true")
   ap.add_argument("--source", default=os.path.join(REPO, "tests", "testdata",
                                                    "bert_sample_text.txt"))
