@@ -8,12 +8,14 @@ before anything imports them, and valid flags must end in one line naming the
 extra to install (issue 36 items 9 and 10).
 """
 
+import ast
 import os
 import subprocess
 import sys
 import time
 
 import pytest
+from absl import flags
 
 from conftest import REPO, SAMPLE_TEXT, VOCAB, W2V_TINY, error_lines
 from textrecords.errors import UserError
@@ -215,3 +217,119 @@ def test_require_names_the_missing_module_and_the_install(monkeypatch):
     script_args.require(("json", "textrecords_no_such_module"), "pip install -e '.[z]'")
   assert str(e.value) == ("textrecords_no_such_module is not installed (this script needs "
                           "json, textrecords_no_such_module): pip install -e '.[z]'")
+
+
+# ------------------------------------------------------- one way to parse arguments
+
+PARSED_PACKAGES = ("scripts", "textrecords", "bert_data", "w2v_data", "mt_data")
+
+
+def test_no_command_or_script_imports_argparse():
+  """Every command and script parses its arguments with absl (issue 34 item 5)."""
+  found = []
+  for package in PARSED_PACKAGES:
+    for folder, _, names in os.walk(os.path.join(REPO, package)):
+      for name in sorted(n for n in names if n.endswith(".py")):
+        path = os.path.join(folder, name)
+        with open(path, encoding="utf-8") as f:
+          tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+          modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) else [])
+          if any(m and m.split(".")[0] == "argparse" for m in modules):
+            found.append(os.path.relpath(path, REPO))
+  assert not found, found
+  assert os.path.isfile(os.path.join(REPO, "scripts", "train_bert_tiny.py"))  # the walk saw them
+
+
+def _parser(prog="t"):
+  p = script_args.ScriptParser(prog=prog, description="A tool.")
+  p.add_argument("base", help="a revision")
+  p.add_argument("--steps", type=int, default=5, check=script_args.POSITIVE, help="how many")
+  p.add_argument("--rate", type=float, default=0.5)
+  p.add_argument("--packed", action="store_true", help="pack rows")
+  p.add_argument("--mode", choices=("training", "evaluation"), default="training")
+  p.add_argument("--verbose", type=int, choices=(0, 1, 2), default=0)
+  p.add_argument("--translate", action="append", help="a sentence")
+  p.add_argument("--input", required=True, dest="records")
+  p.add_argument("--_internal", default=None, help=script_args.SUPPRESS)
+  p.set_defaults(_extra=(1, 2))
+  return p
+
+
+def _refused(p, argv, capsys) -> str:
+  with pytest.raises(SystemExit) as e:
+    p.parse_args(argv)
+  err = capsys.readouterr().err
+  assert e.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+  return err.rstrip("\n")
+
+
+def test_parser_takes_the_reference_flag_syntax():
+  p = _parser()
+  a = p.parse_args(["HEAD~1", "--input=r"])
+  assert (a.base, a.steps, a.rate, a.packed, a.mode, a.verbose, a.translate, a.records,
+          a._internal, a._extra) == ("HEAD~1", 5, 0.5, False, "training", 0, None, "r", None,  # pylint: disable=protected-access
+                                     (1, 2))
+  for form, want in [("--packed", True), ("--nopacked", False), ("--packed=false", False),
+                     ("--packed=true", True)]:
+    assert p.parse_args(["b", "--input=r", form]).packed is want, form
+  a = p.parse_args(["--input", "r", "--steps", "7", "b", "--mode=evaluation", "--verbose=2",
+                    "--translate=a", "--translate", "b c"])
+  assert (a.base, a.steps, a.mode, a.verbose, a.translate) == ("b", 7, "evaluation", 2,
+                                                               ["a", "b c"])
+  assert p.parse_args(["b", "--input=r"]).translate is None  # a new parse starts afresh
+  assert p.parse_args(["--input=r", "--", "-b"]).base == "-b"
+
+
+def test_parser_errors_are_one_line_naming_the_flag(capsys):
+  p = _parser()
+  for argv, want in [
+      (["b", "--input=r", "--steps=0"], "error: --steps=0: must be >= 1"),
+      (["b", "--input=r", "--steps", "-3"], "error: --steps=-3: must be >= 1"),
+      (["b", "--input=r", "--steps=x"],
+       "error: argument --steps: invalid int value: 'x' (--help for usage)"),
+      (["b", "--input=r", "--rate=fast"],
+       "error: argument --rate: invalid float value: 'fast' (--help for usage)"),
+      (["b", "--input=r", "--mode=eval"], "error: argument --mode: invalid choice: 'eval' "
+       "(choose from 'training', 'evaluation') (--help for usage)"),
+      (["b", "--input=r", "--verbose=3"], "error: argument --verbose: invalid choice: '3' "
+       "(choose from '0', '1', '2') (--help for usage)"),
+      (["b", "--input=r", "--packed=maybe"],
+       "error: argument --packed: invalid bool value: 'maybe' (true or false) (--help for usage)"),
+      (["b", "--input=r", "--stepz=3"], "error: --stepz: unknown flag (--help for usage)"),
+      (["b", "--input=r", "--steps"], "error: argument --steps: expected a value (--help for "
+       "usage)"),
+      (["b", "--input=r", "--steps=2", "--steps=3"],
+       "error: --steps is given 2 times; give it once"),
+      (["b"], "error: the following arguments are required: --input (--help for usage)"),
+      ([], "error: the following arguments are required: --input, base (--help for usage)"),
+      (["b", "c", "--input=r"], "error: unrecognized arguments: c (--help for usage)")]:
+    assert _refused(p, argv, capsys) == want, argv
+
+
+def test_parser_help_lists_the_flags_and_exits_0(capsys):
+  for flag in ("--help", "-h", "--helpfull"):
+    with pytest.raises(SystemExit) as e:
+      _parser(prog="tool.py").parse_args(["--steps=0", flag])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith("usage: tool.py [flags] base\n\nA tool.\n"), out
+  for shown in ("  base: a revision", "  --steps=<int>: how many (default: 5)",
+                "  --[no]packed: pack rows", "  --mode=<training|evaluation>",
+                "  --translate=<str>: a sentence (repeatable)", "  --input=<str>: (required)"):
+    assert shown in out, shown
+  assert "_internal" not in out
+
+
+def test_two_parsers_with_the_same_flags_live_in_one_process(capsys):
+  """Each parser has its own absl FlagValues: not absl's global FLAGS."""
+  first, second = _parser(), _parser()
+  second.add_argument("--only_here", type=int, default=1)
+  a = first.parse_args(["x", "--input=one", "--steps=2", "--packed"])
+  b = second.parse_args(["y", "--input=two", "--only_here=3"])
+  assert (a.base, a.records, a.steps, a.packed) == ("x", "one", 2, True)
+  assert (b.base, b.records, b.steps, b.packed, b.only_here) == ("y", "two", 5, False, 3)
+  assert first.parse_args(["x", "--input=one"]).steps == 5
+  assert _refused(first, ["x", "--input=one", "--only_here=3"], capsys) == (
+      "error: --only_here: unknown flag (--help for usage)")
+  assert "only_here" not in flags.FLAGS and "steps" not in flags.FLAGS

@@ -124,8 +124,8 @@ class ScriptParser:
   int, float), `action="store_true"` (an absl bool: `--x`, `--nox`,
   `--x=false`), `action="append"` (a repeatable flag), `choices=`,
   `default=`, `help=` (`SUPPRESS` leaves the flag out of --help),
-  `required=`, `dest=`, one positional argument per name (what absl leaves
-  over), and `check=CHECK`, the flag's parsed value checked (None, an absent
+  `required=`, `dest=`, positional arguments (a name without dashes: what
+  absl leaves over, in order), and `check=CHECK`, the flag's parsed value checked (None, an absent
   flag without a default, is not checked): `--flag=value: what is wrong`.
   `parse_args` returns a namespace of the values. Every error is one line
   on stderr (`error: ...` naming the flag), exit 2: an unknown flag, a bad
@@ -141,7 +141,8 @@ class ScriptParser:
     self._arguments: List[_Argument] = []
     self._defaults = {}
 
-  def add_argument(  # pylint: disable=redefined-builtin  (argparse's type= and help=)
+  # type= and help= as argparse names them.
+  def add_argument(  # pylint: disable=redefined-builtin
       self, name: str, *, type: Optional[Callable] = None, default: Any = None,
       help: str = "", required: bool = False, choices: Optional[Sequence] = None,
       action: Optional[str] = None, dest: Optional[str] = None,
@@ -263,8 +264,8 @@ class ScriptParser:
       shown = [a for a in self._arguments if a.positional == positional and a.help != SUPPRESS]
       lines += ["", title] if shown else []
       for argument in shown:
-        lines += textwrap.wrap(f"{self._synopsis(argument)}: {self._details(argument)}", 88,
-                               initial_indent="  ", subsequent_indent="      ")
+        text = ": ".join(filter(None, [self._synopsis(argument), self._details(argument)]))
+        lines += textwrap.wrap(text, 88, initial_indent="  ", subsequent_indent="      ")
     return "\n".join(lines) + "\n"
 
   @staticmethod
