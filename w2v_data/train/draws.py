@@ -57,6 +57,8 @@ from textrecords.reading.read_options import ReadOptions
 from textrecords.tf_import import require_tf
 from w2v_data import sampling
 from w2v_data import schema
+from w2v_data.config import SUBSAMPLE_FORMULAS
+from w2v_data import dataset
 
 X_PROGRESS = "progress"
 CHUNK_TOKENS = 8192  # sentences are drawn about this many tokens at a time
@@ -81,7 +83,6 @@ class DrawSettings:
 
 def _check_settings(s: DrawSettings, meta: dict, meta_path: str):
   """UserError for settings the records cannot give."""
-  from w2v_data.config import SUBSAMPLE_FORMULAS  # pylint: disable=import-outside-toplevel
   if s.subsample_formula not in SUBSAMPLE_FORMULAS:
     raise UserError(f"subsample_formula={s.subsample_formula!r}: must be one of "
                     f"{', '.join(SUBSAMPLE_FORMULAS)}")
@@ -124,7 +125,6 @@ class EpochDraws:
 
   def __init__(self, location: str, batch_size: int, *, seed: int,
                settings: DrawSettings = DrawSettings(), verify: str = "checksum"):
-    from w2v_data import dataset  # pylint: disable=import-outside-toplevel
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
       raise UserError(f"batch_size={batch_size!r}: must be a positive integer")
     if not isinstance(seed, (int, np.integer)) or seed < 0:

@@ -37,6 +37,7 @@ class KernelRun:
 
   def __init__(self, draws, weights: dict, *, seed: int, epochs: int, learning_rate: float,
                min_ratio: float):
+    # deferred: numba (the fast extra), compiled on first use
     from w2v_data.train import sgd_kernels  # pylint: disable=import-outside-toplevel
     self._kernels = sgd_kernels
     self.code = sgd_kernels.MODEL_CODES[draws.model]

@@ -7,7 +7,6 @@ cross-entropy on the logits, weighted by the dataset's sample weights.
 `w2v_data.train.vectors`).
 """
 
-import os
 from typing import List
 
 import numpy as np
@@ -16,6 +15,10 @@ from textrecords.datasets import vocab as vocab_lib
 from textrecords.tf_import import require_tf
 from w2v_data import schema
 from w2v_data.train import vectors
+import w2v_data
+from w2v_data import dataset
+from textrecords.reading import locations as dataset_files
+from textrecords.errors import UserError
 
 CENTER_EMBEDDING = "center_embedding"
 CONTEXT_EMBEDDING = "context_embedding"
@@ -152,8 +155,6 @@ def nearest(matrix: np.ndarray, names: List[str], name: str, k: int = 3):
 
 def _listed_file(data_dir: str, name: str) -> str:
   """A w2v_data dataset's vocab or document-id file, checked against its metadata."""
-  from w2v_data import dataset  # pylint: disable=import-outside-toplevel
-  from textrecords.reading import locations as dataset_files  # pylint: disable=import-outside-toplevel
   return dataset_files.companion_path(dataset.open_dataset(data_dir), name)
 
 
@@ -171,7 +172,6 @@ def read_doc_names(data_dir: str) -> List[str]:
 
 def read_meta(data_dir: str) -> dict:
   """The checked metadata of a w2v_data output folder (see w2v_data.dataset.read_meta)."""
-  from w2v_data import dataset  # pylint: disable=import-outside-toplevel
   return dataset.read_meta(data_dir)
 
 
@@ -188,8 +188,6 @@ def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs
     side) with the vocab less <unk>, or the document vectors with the
     document ids (PV).
   """
-  import w2v_data  # pylint: disable=import-outside-toplevel
-  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
   meta = read_meta(data_dir)
   kind = meta.get("model", schema.DEFAULT_MODEL)
   if expect is not None and kind not in expect:

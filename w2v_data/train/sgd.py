@@ -32,6 +32,11 @@ from textrecords.tf_import import require_tf
 from w2v_data.train import draws as draws_lib
 from w2v_data import schema
 from w2v_data.train import vectors as vectors_lib
+from w2v_data.train import models
+from w2v_data.train import kernel_engine
+from w2v_data import sampling
+from textrecords.runs import cli
+from textrecords.errors import UserError
 
 MIN_RATE_RATIO = 1e-4  # word2vec.c: the rate never falls below starting_alpha * 0.0001
 WORD_MODELS = ("skipgram", "cbow")
@@ -206,8 +211,6 @@ def resolve_engine(engine: str) -> str:
   Raises:
     UserError: an unknown engine, or "kernel" without numba.
   """
-  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  from w2v_data.train import kernel_engine  # pylint: disable=import-outside-toplevel
   if engine not in ENGINES:
     raise UserError(f"engine={engine!r}: must be one of {', '.join(ENGINES)}")
   if engine == "auto":
@@ -235,8 +238,6 @@ def train(data_dir: str, *, seed: int, settings: draws_lib.DrawSettings, dim: in
   Raises:
     UserError: records of a model not in `expect`, or bad settings.
   """
-  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  from w2v_data.train import models  # pylint: disable=import-outside-toplevel
   engine = resolve_engine(engine)
   models.seed_everything(seed)
   draws = draws_lib.EpochDraws(data_dir, batch_size, seed=seed, settings=settings)
@@ -271,8 +272,6 @@ def train(data_dir: str, *, seed: int, settings: draws_lib.DrawSettings, dim: in
 
 def _fit_kernel(model, draws, *, seed: int, epochs: int, learning_rate: float, verbose: int):
   """All epochs in one model.fit, each step a few chunks of the numba kernel."""
-  from textrecords.runs import cli  # pylint: disable=import-outside-toplevel
-  from w2v_data.train import kernel_engine  # pylint: disable=import-outside-toplevel
   weights = model.weights_numpy()
   with cli.notice_if_slow(cli.Progress(quiet=not verbose).sayer("w2v_data: ")):
     run = kernel_engine.KernelRun(draws, weights, seed=seed, epochs=epochs,
@@ -305,7 +304,6 @@ def infer_vector(model, word_ids, noise_counts, *, seed: int, epochs: int = 50,
     window: PV-DM: the contexts (all within this distance) averaged with the
       document vector.
   """
-  from w2v_data import sampling  # pylint: disable=import-outside-toplevel
   if model.kind not in schema.PV_MODELS:
     raise ValueError(f"infer_vector needs a pv_dbow or pv_dm model, not {model.kind}")
   ids = np.asarray(word_ids, np.int64).reshape(-1)
