@@ -559,35 +559,69 @@ def _draws(tf, stream: R.Stream, epoch):
   return ops.arange(len(stream.counts)), ops.int64(0), ops.arange(stream.num_windows())
 
 
-def _window_id_rows(tf, plan: R.Plan, draws, j):
-  """This pipeline's per-replica batches of window `j` (an int64 tensor) of
-  the epoch of `draws` (`_draws`), as rows of record numbers (int64 [k,
-  per_replica]; `Stream.window_ids` cut as `plan_ids` cuts them):
-  drop_remainder plans, whose windows are whole global batches."""
+def _window_draws(tf, stream: R.Stream, epoch, j):
+  """(file order, rotation, key of window j) of `epoch` (int64 tensors,
+  training): `_epoch_draws`' numbers for one window, one vector hash of
+  nf + 3 values (its states numpy constants)."""
+  ops, nf = TfOps(tf), len(stream.counts)
+  states = [_folded(ops, (*R.seed_parts(stream.seed), stream.key, kind), ())[0]
+            for kind in (R.FILES, R.ROTATION, R.WINDOW)]
+  state = np.repeat(np.asarray(states, np.int64), [nf, 2, 1])
+  i = tf.concat([tf.constant(np.r_[np.arange(nf), 0, 1], tf.int64), tf.reshape(j, [1])], 0)
+  h = R.hash32(ops, ops.int64(epoch), i, state=tf.constant(state, tf.int64))
+  order = ops.argsort(h[:nf] * (1 << 31) + ops.arange(nf))
+  rotation = tf.math.floormod(ops.xor(h[nf] * (1 << 31), h[nf + 1]), max(1, stream.total))
+  return order, rotation, h[nf + 2]
+
+
+def _window_id_rows(tf, plan: R.Plan, epoch, j):
+  """This pipeline's per-replica batches of window `j` of `epoch` (int64
+  tensors), as rows of record numbers (int64 [k, per_replica];
+  `Stream.window_ids` cut as `plan_ids` cuts them): drop_remainder plans,
+  whose windows are whole global batches."""
   stream, ops = plan.stream, TfOps(tf)
-  order, rotation, keys = draws
   size = tf.minimum(tf.constant(stream.window, tf.int64), stream.used - j * stream.window)
   pos = j * stream.window + ops.arange(size)
   if not stream.training:
     return _local_rows(tf, pos, plan.sharing)
+  order, rotation, key = _window_draws(tf, stream, epoch, j)
   ids = _rotated_ids(tf, stream, order, rotation, pos)
-  ids = tf.gather(ids, R.permutation(ops, size, state=tf.gather(keys, j)))
-  return _local_rows(tf, ids, plan.sharing)
+  return _local_rows(tf, tf.gather(ids, R.permutation(ops, size, state=key)), plan.sharing)
+
+
+def _window_tags(tf, plan: R.Plan):
+  """(epoch, window) int64 pairs: the windows `plan` reads, pass after pass
+  as `passes` gives them (the first pass from the start window; a training
+  dataset iterated again: the next whole epoch; repeat: epoch after
+  epoch). A pass's own part is made of datasets without functions (a
+  pass instantiates nothing more than its iterator's)."""
+  e0, j0, _ = _plan_start(plan)
+  nw = plan.stream.num_windows()
+
+  def windows(e):
+    first = tf.where(tf.equal(e, e0), tf.constant(j0, tf.int64), tf.constant(0, tf.int64))
+    return tf.data.Dataset.zip((tf.data.Dataset.from_tensors(e).repeat(),
+                                tf.data.Dataset.range(first, nw)))
+
+  if plan.repeat:
+    return tf.data.Dataset.range(e0, tf.int64.max).flat_map(_plain(windows))
+  if not plan.stream.training:
+    return windows(tf.constant(e0, tf.int64))
+  return pass_numbers().flat_map(_plain(lambda n: windows(n + e0)))
 
 
 def plan_id_windows(plan: R.Plan, gather: Callable, held=None):
   """(epoch, per-replica batch) of a drop_remainder `Plan` whose records a
   reader holds, a window at a time.
 
-  One pipeline, traced once, gives every epoch (its number an int64
-  tensor): the epoch's few draws (`_epoch_draws`), then per window its rows
-  of record numbers (`_window_id_rows`, int64 [k, per_replica]) turned
-  into k batches by `gather(epoch, rows, *element)`, where element is
-  `held`'s (a dataset of one element, e.g. cached parsed rows; none if
-  None): a structure of tensors with k rows. Windows are computed and
-  gathered in parallel, in order, so a pass waits for one window before
-  its first batch. Passes as `passes` gives them (the first from
-  start_step on; a training dataset iterated again: the next epoch).
+  One flat pipeline gives every pass (`_window_tags`: the epoch number is
+  data): per window, its rows of record numbers (`_window_id_rows`: the
+  epoch's draws for that window, int64 [k, per_replica], less the global
+  batches before the start step) turned into k batches by
+  `gather(epoch, rows[, element])`, element being `held`'s (a dataset of
+  one element, e.g. cached parsed rows; none if None): a structure of
+  tensors with k rows. Windows are computed and gathered in parallel, in
+  order, so a pass waits for one window before its first batch.
 
   Returns:
     None unless `plan.drop_remainder` (batches may be partial).
@@ -595,27 +629,22 @@ def plan_id_windows(plan: R.Plan, gather: Callable, held=None):
   if not plan.drop_remainder:
     return None
   tf = require_tf()
-  stream, local = plan.stream, len(plan.sharing.local_replicas)
+  e0, j0, skip = _plan_start(plan)
+  skip_rows = skip * len(plan.sharing.local_replicas)
 
-  def cut(head, *element):  # head: ((e, draws), j)
-    (e, draws), j = head
-    rows = _window_id_rows(tf, plan, draws, j)
+  def cut(tag, *element):
+    e, j = tag
+    rows = _window_id_rows(tf, plan, e, j)
+    if skip_rows:
+      rows = rows[tf.where(tf.logical_and(tf.equal(e, e0), tf.equal(j, j0)), skip_rows, 0):]
     return tf.fill(tf.shape(rows)[:1], e), gather(e, rows, *element)
 
-  def epoch(e, first_window, skip_batches):
-    def windows(e, *draws):
-      return tf.data.Dataset.zip((tf.data.Dataset.from_tensors((e, draws)).repeat(),
-                                  tf.data.Dataset.range(first_window, stream.num_windows())))
-
-    ds = tf.data.Dataset.from_tensors(e).map(_plain(
-        lambda e: (e, *_draws(tf, stream, e)))).flat_map(_plain(windows))
-    if held is not None:
-      ds = tf.data.Dataset.zip((ds, held.repeat()))
-    ds = ds.map(_plain(lambda *a: cut(*a) if held is not None else cut(a)),
-                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return ds.unbatch().skip(skip_batches * local)
-
-  return each_pass(plan, epoch)
+  ds = _window_tags(tf, plan)
+  if held is not None:
+    ds = tf.data.Dataset.zip((ds, held.repeat()))
+  ds = ds.map(_plain(lambda *a: cut(*a) if held is not None else cut(a)),
+              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return ds.unbatch()
 
 
 def each_pass(plan: R.Plan, epoch: Callable):
