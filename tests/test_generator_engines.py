@@ -1,10 +1,11 @@
 """The generator protocol (`textrecords.engine.protocol`) on every engine, with
-mt_data and w2v_data.
+mt_data, w2v_data and bert_data.
 
-Each is declared once (`mt_data/generator.py`, `w2v_data/generator.py`); the
-local engine must write the bytes of the releases before the protocol
-(digests in `testdata/mt_golden.json` and `testdata/w2v_golden.json`, made
-by the earlier `pipeline.py`s), and Beam (2 worker processes) and Dask (a
+Each is declared once (`mt_data/generator.py`, `w2v_data/generator.py`,
+`bert_data/generator.py`); the local engine must write the bytes of the
+releases before the protocol (digests in `testdata/mt_golden.json` and
+`testdata/w2v_golden.json`, made by the earlier `pipeline.py`s; bert_data's
+goldens in `test_bert_golden.py`), and Beam (2 worker processes) and Dask (a
 scheduler and two workers started as separate processes, and a local
 cluster) the local engine's bytes. Bad input gives the local engine's
 one-line error on every engine.
@@ -22,8 +23,11 @@ import time
 
 import pytest
 
-from conftest import REPO, TESTDATA, error_lines, free_port, run_cli
+from conftest import REPO, SAMPLE_TEXT as BERT_SAMPLE, TESTDATA, VOCAB as BERT_VOCAB, \
+    error_lines, free_port, run_cli, write_varied_corpus
 
+from bert_data import generator as bert_generator
+from bert_data.config import BertConfig
 from mt_data import config as mt_config
 from mt_data import generator as mt_generator
 from textrecords.engine import EngineOptions, check_scheduler
@@ -238,25 +242,27 @@ def test_dask_flags_and_missing_extra(tmp_path):
 @pytest.mark.parametrize("package", ["mt_data", "w2v_data"])
 def test_packages_declare_their_generator_without_engines(package):
   """The package holds the declaration only: no Beam, no Dask, no engine module."""
-  import ast  # pylint: disable=import-outside-toplevel
   folder = os.path.join(REPO, package)
   assert not os.path.exists(os.path.join(folder, "pipeline.py"))
   assert not os.path.exists(os.path.join(folder, "beam_pipeline.py"))
+  for name, m in _package_imports(folder):
+    assert not m.startswith(("apache_beam", "distributed", "dask")), (name, m)
+    assert not m.startswith(("textrecords.engine.beam", "textrecords.engine.dask",
+                             "textrecords.engine.local")), (name, m)
+
+
+def _package_imports(folder: str):
+  """(module file name, imported name) of every import in the folder's modules."""
+  import ast  # pylint: disable=import-outside-toplevel
   for name in sorted(os.listdir(folder)):
     if not name.endswith(".py"):
       continue
     tree = ast.parse(open(os.path.join(folder, name), encoding="utf-8").read())
     for node in ast.walk(tree):
       if isinstance(node, ast.Import):
-        mods = [a.name for a in node.names]
+        yield from ((name, a.name) for a in node.names)
       elif isinstance(node, ast.ImportFrom):
-        mods = [f"{node.module}.{a.name}" for a in node.names]
-      else:
-        continue
-      for m in mods:
-        assert not m.startswith(("apache_beam", "distributed", "dask")), (name, m)
-        assert not m.startswith(("textrecords.engine.beam", "textrecords.engine.dask",
-                                 "textrecords.engine.local")), (name, m)
+        yield from ((name, f"{node.module}.{a.name}") for a in node.names)
 
 
 def test_mt_local_examples_reuse_the_pass_reading(tmp_path, monkeypatch, inputs):
@@ -380,9 +386,10 @@ def _w2v_error(tmp_path, name, engine, text: bytes, **kw) -> str:
   bad = tmp_path / "bad.txt"
   bad.write_bytes(text)
   out = tmp_path / name
+  kw.setdefault("min_freq", 1)
   with pytest.raises(UserError) as e:
-    w2v_generator.create(W2vConfig(input_file=str(bad), output_dir=str(out), quiet=True,
-                                   min_freq=1, **kw), engine)
+    w2v_generator.create(W2vConfig(input_file=str(bad), output_dir=str(out), quiet=True, **kw),
+                         engine)
   assert not os.path.exists(out / "meta.json")
   assert not [n for n in os.listdir(out) if not n.startswith(".")] \
       if os.path.exists(out) else True
@@ -392,21 +399,25 @@ def _w2v_error(tmp_path, name, engine, text: bytes, **kw) -> str:
 def test_w2v_bad_input_on_beam_and_dask_is_the_local_one_line_error(tmp_path, monkeypatch,
                                                                      dask_cluster):
   """Invalid UTF-8, a NUL byte (past the binary probe), a center whose
-  contexts cover every noise word (lines skipped before it): the local
-  engine's line on Beam and Dask; pv_* refused in one line."""
+  contexts cover every noise word (lines skipped before it), a --min_freq
+  above every count, an empty file: the local engine's line on Beam and
+  Dask; pv_* refused in one line."""
   pytest.importorskip("apache_beam")
   _small_units(monkeypatch, 64)
   engines = [("local", EngineOptions()), ("beam", EngineOptions("beam", IN_MEMORY_BEAM)),
              ("dask", EngineOptions("dask", dask_scheduler=dask_cluster))]
-  cases = [(b"a b c\n" * 40 + b"d caf\xe9\n" + b"a b\n" * 5, {}, ":41: invalid UTF-8"),
-           (b"a b c\n" * 1700 + b"d \x00 e\n", {}, ":1701: NUL byte in the line"),
+  bad = f"{tmp_path}/bad.txt"
+  cases = [(b"a b c\n" * 40 + b"d caf\xe9\n" + b"a b\n" * 5, {}, f"{bad}:41: invalid UTF-8"),
+           (b"a b c\n" * 1700 + b"d \x00 e\n", {}, f"{bad}:1701: NUL byte in the line"),
            (b"a\nbad \xff\n" * 20 + b"a b a b a\n", dict(on_decode_error="skip_line"),
-            ":41: a center's contexts cover every one of the 2 noise words")]
-  for text, kw, expected in cases:
-    errors = [_w2v_error(tmp_path, f"{name}{len(kw)}", engine, text, **kw)
+            f"{bad}:41: a center's contexts cover every one of the 2 noise words"),
+           (b"a b c\n" * 5, dict(min_freq=9), "--min_freq=9 leaves an empty vocabulary"),
+           (b"", {}, f"{bad}: empty file")]
+  for i, (text, kw, expected) in enumerate(cases):
+    errors = [_w2v_error(tmp_path, f"{name}{i}", engine, text, **kw)
               for name, engine in engines]
     assert errors[0] == errors[1] == errors[2], errors
-    assert f"{tmp_path}/bad.txt{expected}" in errors[0] and "\n" not in errors[0], errors
+    assert expected in errors[0] and "\n" not in errors[0], errors
   with pytest.raises(UserError, match=r"^--model=pv_dbow with --engine=dask: document ids "
                      "must be checked for uniqueness in one pass; use --engine=local$"):
     w2v_generator.create(W2vConfig(input_file=W2V_TINY, output_dir=str(tmp_path / "pv"),
@@ -423,3 +434,108 @@ def test_record_runs_merge_in_key_order():
   got = [rec for r in record_runs.merged([b, c, a]) for rec in r.records()]
   assert got == sorted([*a.records(), *b.records(), *c.records()])
   assert list(record_runs.from_bytes(record_runs.to_bytes(b)).records()) == list(b.records())
+
+
+# ---------------------------------------------------------------- bert_data
+
+@pytest.fixture(scope="module")
+def bert_inputs(tmp_path_factory) -> tuple:
+  """A varied corpus, a file with invalid UTF-8 lines (documents continue
+  across files), the sample text."""
+  d = tmp_path_factory.mktemp("bert_inputs")
+  corpus = write_varied_corpus(d / "corpus.txt", 3)
+  return corpus, _bad_utf8_file(d / "messy.txt", ["a cat sat", "", "a dog sat on a mat"]), \
+      BERT_SAMPLE
+
+
+def _bert_create(out, inputs_, engine=EngineOptions(), **kw):
+  os.makedirs(out, exist_ok=True)
+  cfg = BertConfig(input_files=tuple(inputs_), output_files=(f"{out}/t.tfrecord",),
+                   vocab_file=BERT_VOCAB, dupe_factor=2, quiet=True,
+                   on_decode_error="replace", **kw)
+  return bert_generator.create(cfg, engine)
+
+
+def _bert_digests(out) -> dict:
+  """sha256 of every file; the metadata without its output paths (the runs
+  write to different folders)."""
+  got = {}
+  for n in sorted(os.listdir(out)):
+    data = open(os.path.join(out, n), "rb").read()
+    if n.endswith(".meta.json"):
+      data = data.replace(str(out).encode(), b"OUT")
+    got[n] = hashlib.sha256(data).hexdigest()
+  return got
+
+
+def test_bert_beam_two_workers_equals_local(tmp_path, bert_inputs, monkeypatch):
+  """Whole-word masks over many small units (launcher-side), Beam's
+  multi-processing runner: the local engine's bytes."""
+  pytest.importorskip("apache_beam")
+  kw = dict(num_shards=3, do_whole_word_mask=True, max_ngram_size=2)
+  _bert_create(tmp_path / "local", bert_inputs, **kw)
+  monkeypatch.setattr(bert_generator, "UNIT_BYTES", 500)
+  _bert_create(tmp_path / "beam", bert_inputs, EngineOptions("beam", MULTI), **kw)
+  assert _bert_digests(tmp_path / "local") == _bert_digests(tmp_path / "beam")
+
+
+def test_bert_dask_cluster_and_local_cluster_equal_local(tmp_path, bert_inputs, dask_cluster,
+                                                          monkeypatch):
+  """Dynamic masks of RoBERTa's packing on a Dask cluster, sentence order on a
+  local cluster: the local engine's bytes."""
+  cases = (("cluster", EngineOptions("dask", dask_scheduler=dask_cluster),
+            dict(num_shards=2, masking="dynamic", packing="full_sentences",
+                 next_sentence=False)),
+           ("lc", EngineOptions("dask"), dict(num_shards=2, sentence_order=True,
+                                              use_v2_feature_names=True, num_workers=2)))
+  for name, engine, kw in cases:
+    monkeypatch.setattr(bert_generator, "UNIT_BYTES", 1 << 20)
+    _bert_create(tmp_path / f"{name}_local", bert_inputs, **kw)
+    monkeypatch.setattr(bert_generator, "UNIT_BYTES", 700)
+    _bert_create(tmp_path / name, bert_inputs, engine, **kw)
+    assert _bert_digests(tmp_path / f"{name}_local") == _bert_digests(tmp_path / name), name
+
+
+def test_bert_bad_input_on_beam_and_dask_is_the_local_one_line_error(tmp_path, dask_cluster):
+  """Invalid UTF-8 (read in a worker), no text (the corpus pass), too few
+  instances for the shards (known once every unit is done): the local
+  engine's line on Beam and Dask, nothing left; runs ordered in one machine
+  refused in one line."""
+  pytest.importorskip("apache_beam")
+  engines = [("local", EngineOptions()), ("beam", EngineOptions("beam", IN_MEMORY_BEAM)),
+             ("dask", EngineOptions("dask", dask_scheduler=dask_cluster))]
+  cases = [(b"a cat sat\n" * 40 + b"a dog caf\xe9\n", {}, "bad.txt:41: invalid UTF-8"),
+           (b"\n \n\t\n", {}, "bad.txt holds no text"),
+           (b"a cat sat on the mat\n" * 4, dict(num_shards=50), "--num_shards=50 ")]
+  bad = tmp_path / "bad.txt"
+  for text, kw, expected in cases:
+    bad.write_bytes(text)
+    errors = []
+    for name, engine in engines:
+      out = tmp_path / f"{name}{len(errors)}{len(kw)}"
+      with pytest.raises(UserError) as e:
+        bert_generator.create(BertConfig(input_files=(str(bad),),
+                                         output_files=(f"{out}/t.tfrecord",),
+                                         vocab_file=BERT_VOCAB, quiet=True, **kw), engine)
+      errors.append(str(e.value))
+      assert not os.path.exists(out) or not [n for n in os.listdir(out)
+                                             if not n.startswith(".")], name
+    assert errors[0] == errors[1] == errors[2] and expected in errors[0], errors
+    assert "\n" not in errors[0]
+  with pytest.raises(UserError, match="^--reference_compatible runs on the local engine only"):
+    bert_generator.create(BertConfig(input_files=(BERT_SAMPLE,), vocab_file=BERT_VOCAB,
+                                     output_files=(f"{tmp_path}/r/t.tfrecord",),
+                                     reference_compatible=True), EngineOptions("dask"))
+
+
+def test_bert_declares_its_generator_without_engines():
+  """bert_data imports no Beam and no Dask; of the engines only the local
+  one, in `ordered_run` (the runs ordered in one machine)."""
+  folder = os.path.join(REPO, "bert_data")
+  for name in ("pipeline.py", "beam_pipeline.py", "chunked_index.py"):
+    assert not os.path.exists(os.path.join(folder, name)), name
+  for name, m in _package_imports(folder):
+    assert not m.startswith(("apache_beam", "distributed", "dask")), (name, m)
+    assert not m.startswith(("textrecords.engine.beam", "textrecords.engine.dask")), (name, m)
+    if m.startswith("textrecords.engine.local"):
+      assert name == "ordered_run.py", (name, m)
