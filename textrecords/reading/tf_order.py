@@ -12,10 +12,10 @@ its start and reads at most one file's record headers plus one window
 before its first batch.
 
 Readers use `plan_dataset` (records read from files; with drop_remainder,
-one pipeline traced once gives every epoch, its number an input:
-`each_pass`), or, when they hold their records and gather them by record
-number, `plan_id_windows` (drop_remainder: the same, a window's record
-numbers computed in-graph) or else `plan_windows` over `id_windows`;
+one pipeline gives every pass, the epoch number as data), or, when they
+hold their records and gather them by record number, `plan_id_windows`
+(drop_remainder: the same, a window's record numbers computed in-graph)
+or else `plan_windows` over `id_windows`;
 `mixture_dataset` reads a `Mixture`. `plan_ids` (a plan's batches as record
 numbers, `plan_windows` over `id_windows`) is the reference path the tests
 compare against.
@@ -329,15 +329,82 @@ def _read_epoch(tf, plan: R.Plan, read_file: Callable, e, first_window, skip_bat
   return ds.unbatch().skip(skip_batches * len(plan.sharing.local_replicas))
 
 
+def _pass_records(tf, plan: R.Plan, read_file: Callable):
+  """(epochs, stream positions, records) in chunks of up to `_READ_CHUNK`:
+  the records a pass of a drop_remainder plan without repeat reads, in
+  stream order, from its start window on (a training dataset iterated
+  again: the next whole epoch). Its segments' files are read in parallel,
+  `_PARALLEL_READS` at a time, each up to `_READ_AHEAD` chunks ahead,
+  handed over in sequence (a block is a whole file's chunks). A pass's own
+  part is made of datasets without functions."""
+  stream = plan.stream
+  e0, j0, _ = _plan_start(plan)
+  ops = TfOps(tf)
+
+  def segment_rows(e):
+    if stream.training:
+      order, rotation, _ = _window_draws(tf, stream, e, ops.int64(0))
+    else:
+      order, rotation = ops.arange(len(stream.counts)), ops.int64(0)
+    first = tf.where(tf.equal(e, e0), tf.constant(j0, tf.int64), ops.int64(0)) * stream.window
+    segs = _cut_segments(tf, stream, order, rotation, first, stream.used - first)
+    at = first + tf.cumsum(segs[:, 2], exclusive=True)
+    return tf.data.Dataset.from_tensor_slices((tf.fill(tf.shape(at), e), segs, at))
+
+  def chunked(e, seg, at):
+    return tf.data.Dataset.zip((tf.data.Dataset.from_tensors(e).repeat(),
+                                tf.data.Dataset.range(at, at + seg[2]),
+                                read_file(seg[0]).skip(seg[1]).take(seg[2]))).batch(
+                                    _READ_CHUNK).prefetch(_READ_AHEAD)
+
+  if stream.training:
+    rows = pass_numbers().flat_map(_plain(lambda n: segment_rows(n + e0)))
+  else:
+    rows = segment_rows(tf.constant(e0, tf.int64))
+  block = max(1, -(-max(stream.counts, default=1) // _READ_CHUNK))
+  return rows.interleave(_plain(chunked), cycle_length=_PARALLEL_READS, block_length=block,
+                         num_parallel_calls=_PARALLEL_READS, deterministic=True)
+
+
+def _pass_batches(tf, plan: R.Plan, read_file: Callable):
+  """(epoch, per-replica batch) of a drop_remainder plan without repeat, as
+  `passes` gives them, from one flat pipeline (the epoch number is data):
+  a pass's records (`_pass_records`) cut into windows, each window
+  permuted and cut into this pipeline's batches by one gather (less the
+  global batches before the start step), windows in parallel, in order."""
+  stream, ops = plan.stream, TfOps(tf)
+  e0, j0, skip = _plan_start(plan)
+  skip_rows = skip * len(plan.sharing.local_replicas)
+
+  def cut(e, at, *w):
+    window = _whole(*w)
+    e, j, size = e[0], at[0] // stream.window, _length(tf, window)
+    if stream.training:
+      order = R.permutation(ops, size, state=_window_key(tf, stream, e, j))
+    else:
+      order = ops.arange(size)
+    rows = _local_rows(tf, order, plan.sharing)
+    if skip_rows:
+      rows = rows[tf.where(tf.logical_and(tf.equal(e, e0), tf.equal(j, j0)), skip_rows, 0):]
+    return tf.fill(tf.shape(rows)[:1], e), tf.nest.map_structure(
+        lambda t: tf.gather(t, rows), window)
+
+  windows = _pass_records(tf, plan, read_file).rebatch(stream.window)
+  return windows.map(_plain(cut), num_parallel_calls=tf.data.AUTOTUNE,
+                     deterministic=True).unbatch()
+
+
 def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callable] = None):
   """(epoch, serialized records) per-replica batches of one dataset's `Plan`
   (`plan_windows` over the records read by `read_file`).
 
   With `read_files` (file numbers, an int64 vector -> the records of those
-  files in sequence) and drop_remainder, every epoch comes from one
-  pipeline traced once, its number an input (`each_pass` over
-  `_read_epoch`): the epoch's files read in parallel, each window cut by
-  one gather of positions drawn in-graph, the windows cut in parallel.
+  files in sequence) and drop_remainder, a pass's files are read in
+  parallel and each window cut by one gather of positions drawn in-graph,
+  windows in parallel: without repeat one flat pipeline gives every pass,
+  the epoch number as data (`_pass_batches`); a repeating plan's epochs
+  come from one epoch pipeline traced once (`each_pass` over
+  `_read_epoch`).
   An evaluation plan for one replica is read as a plain batched sequence
   (`_sequential_batches`).
 
@@ -352,6 +419,8 @@ def plan_dataset(plan: R.Plan, read_file: Callable, read_files: Optional[Callabl
   windows_of = lambda e, j: _windows(tf, plan.stream, read_file, e, j)  # noqa: E731
   if read_files is None or not plan.drop_remainder:
     return plan_windows(plan, windows_of)
+  if not plan.repeat:
+    return _pass_batches(tf, plan, read_file)
   return each_pass(plan, lambda e, j, skip: _read_epoch(tf, plan, read_file, e, j, skip))
 
 
@@ -572,6 +641,14 @@ def _window_draws(tf, stream: R.Stream, epoch, j):
   order = ops.argsort(h[:nf] * (1 << 31) + ops.arange(nf))
   rotation = tf.math.floormod(ops.xor(h[nf] * (1 << 31), h[nf + 1]), max(1, stream.total))
   return order, rotation, h[nf + 2]
+
+
+def _window_key(tf, stream: R.Stream, epoch, j):
+  """The key of window `j`'s permutation in `epoch` (int64 tensors):
+  `_epoch_draws`' window key alone, one hash."""
+  ops = TfOps(tf)
+  state, _ = _folded(ops, (*R.seed_parts(stream.seed), stream.key, R.WINDOW), ())
+  return R.hash32(ops, ops.int64(epoch), ops.int64(j), state=state)
 
 
 def _window_id_rows(tf, plan: R.Plan, epoch, j):
