@@ -15,7 +15,7 @@ from typing import Optional, Sequence, Union
 from absl import flags
 
 from bert_data.config import BertConfig
-from bert_data import pipeline
+from bert_data import generator
 from bert_data import units
 from textrecords.runs import cli
 from textrecords.runs import run as run_lib
@@ -111,7 +111,7 @@ def create_dataset(input_files: Union[str, Sequence[str]], output: Union[str, Se
   Raises:
     UserError: bad settings or input, with the command line's one-line message.
   """
-  return run_lib.create_from_options(config_from_options, pipeline.create,
+  return run_lib.create_from_options(config_from_options, generator.create,
                                      (input_files, output, vocab_file), options, **_OUTPUT)
 
 
@@ -132,7 +132,7 @@ def _summary(config: BertConfig, result: run_lib.RunResult):
 
 
 _OUTPUT = dict(output="output_files", output_flag="--output_file", folder=False)
-main = run_lib.generator(config_from_flags, pipeline.create, _summary, **_OUTPUT)
+main = run_lib.generator(config_from_flags, generator.create, _summary, **_OUTPUT)
 entry_point = cli.entry_point(define_flags, main)  # the `bert-data-create` console script
 
 

@@ -1,7 +1,7 @@
-"""bert_data's pure pieces of work, shared by the local run and the Beam pipeline.
+"""bert_data's pure pieces of work, run by the generator (`generator.py`) on any engine.
 
-Both engines tokenize a chunk of input lines (`tokenize_chunk`), then run the
-same tasks over the corpus: (dupe round, document range) in the default mode
+Every engine tokenizes the units' input lines (`tokenize_chunk`), then runs
+the same tasks over the corpus: (dupe round, document range) in the default mode
 (`default_task_records`), (dupe round, packed instance range) with
 `--packing` (`packed_task_records`). Every draw of a task is keyed by (seed,
 dupe, document, a digest of its tokens), so a task's records never depend on
@@ -173,20 +173,6 @@ def is_clean(corpus: Corpus, mask: masking.MaskingParams) -> bool:
 def task_records_fn(ctx: TaskContext):
   """The unit of work of a run: packed instances or (dupe, documents) tasks."""
   return packed_task_records if ctx.packed is not None else default_task_records
-
-
-def run_tasks(ctx: TaskContext, per_task: Optional[int] = None):
-  """The (dupe, first, end) tasks of a run (`per_task` units each, or the default)."""
-  if ctx.packed is not None:
-    return tasks(ctx.config, ctx.packed.num_instances, per_task or PACKED_PER_TASK)
-  return tasks(ctx.config, ctx.corpus.num_docs, per_task or DOCS_PER_TASK)
-
-
-def tasks(config: BertConfig, num_units: int, per_task: int = DOCS_PER_TASK):
-  """(dupe, first, end) ranges of documents (or packed instances)."""
-  for dupe in range(config.dupe_factor):
-    for d0 in range(0, num_units, per_task):
-      yield dupe, d0, min(num_units, d0 + per_task)
 
 
 def document_digest(corpus: Corpus, d: int) -> int:

@@ -39,7 +39,7 @@ if _ROOT not in sys.path:
 import numpy as np  # pylint: disable=wrong-import-position
 
 from bert_data import instance_packing  # pylint: disable=wrong-import-position
-from bert_data import pipeline  # pylint: disable=wrong-import-position
+from bert_data import generator  # pylint: disable=wrong-import-position
 from bert_data import schema as S  # pylint: disable=wrong-import-position
 from bert_data import stats  # pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
@@ -73,7 +73,7 @@ def create(corpus: str, out: str, pack: int, seed: int = 12345, workers: int = 2
                    random_seed=seed, pack_instances=pack, num_workers=workers, quiet=True,
                    overwrite=True)
   start = time.perf_counter()
-  pipeline.create(cfg)
+  generator.create(cfg)
   return time.perf_counter() - start
 
 

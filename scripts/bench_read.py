@@ -69,11 +69,14 @@ if not os.path.exists(os.path.join(work, "done")):
   # modules may not exist in another; given datasets need none).
   os.makedirs(os.path.join(work, "bert"))
   if "bert_data" in packages and not extra.get("bert_data"):
-    from bert_data import pipeline
+    try:
+      from bert_data import generator
+    except ImportError:  # a tree before bert_data/generator.py
+      from bert_data import pipeline as generator
     from bert_data.config import BertConfig
     corpus = repeated(os.path.join(testdata, "bert_sample_text.txt"),
                       os.path.join(work, "bert.txt"), 40 * scale, "\n\n")
-    pipeline.create(BertConfig(input_files=(corpus,), output_files=(bert_out,),
+    generator.create(BertConfig(input_files=(corpus,), output_files=(bert_out,),
                                vocab_file=os.path.join(testdata, "vocab_uncased.txt"),
                                max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2,
                                num_shards=4, num_workers=1, quiet=True))

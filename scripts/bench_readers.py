@@ -34,7 +34,7 @@ WARMUP = 32  # batches read before the clock starts, for every reader alike (wor
 
 
 def make_records(out_dir: str, repeats: int) -> str:
-  from bert_data import pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   sample = os.path.join(ROOT, "bert_data", "sample")
   docs = open(os.path.join(sample, "sample_corpus.txt"), encoding="utf-8").read().strip()
@@ -47,7 +47,7 @@ def make_records(out_dir: str, repeats: int) -> str:
         k = i % len(lines)
         f.write("\n".join(lines[k:] + lines[:k]) + "\n\n")
   out = os.path.join(out_dir, "train.tfrecord")
-  pipeline.create(BertConfig(input_files=(corpus,), output_files=(out,),
+  generator.create(BertConfig(input_files=(corpus,), output_files=(out,),
                              vocab_file=os.path.join(sample, "vocab.txt"), dupe_factor=2,
                              num_shards=4, max_seq_length=128, max_predictions_per_seq=20))
   return out

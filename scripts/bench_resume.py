@@ -44,14 +44,14 @@ def write(work: str, records: int, shards: int) -> str:
   out = os.path.join(work, f"bert-{records}-{shards}", "train.tfrecord")
   if os.path.exists(out + ".meta.json"):
     return out
-  from bert_data import pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   text = open(os.path.join(TESTDATA, "bert_sample_text.txt"), encoding="utf-8").read().strip()
   os.makedirs(work, exist_ok=True)
   corpus = os.path.join(work, "corpus.txt")
   with open(corpus, "w", encoding="utf-8") as f:
     f.write("\n\n".join([text] * max(1, -(-records // RECORDS_PER_REPEAT))) + "\n")
-  pipeline.create(BertConfig(input_files=(corpus,), output_files=(out,),
+  generator.create(BertConfig(input_files=(corpus,), output_files=(out,),
                              vocab_file=os.path.join(TESTDATA, "vocab_uncased.txt"),
                              max_seq_length=128, max_predictions_per_seq=20, dupe_factor=10,
                              num_shards=shards, num_workers=2, quiet=True))

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Where bert_data's default mode spends its time (the figures in BENCHMARKS.md).
 
-1. Wall time of each phase of one `bert_data.create` run (tokenize, build and
-   spill instances, sort/frame/write), and the main process's CPU in each.
+1. Wall time of each phase of one `bert_data.create` run (passes: tokenize;
+   examples: build, mask, encode, sort per unit; write: merge and write), and
+   the main process's CPU in the whole run.
 2. Worker CPU per instance: one dupe round of the default-mode task run in
    this process (`time.process_time`), then sorting and framing its buckets.
 3. Tokenizer throughput per core for both basic-pass modes.
@@ -41,62 +42,42 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 
-from bert_data import pipeline as P  # pylint: disable=wrong-import-position
-from bert_data import records  # pylint: disable=wrong-import-position
+from bert_data import generator as P  # pylint: disable=wrong-import-position
+from bert_data import ordered_run  # pylint: disable=wrong-import-position
 from bert_data import units  # pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
-from textrecords.runs import cli  # pylint: disable=wrong-import-position
+from textrecords.engine import local as local_engine  # pylint: disable=wrong-import-position
 from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 VOCAB = os.path.join(REPO, "tests", "testdata", "vocab_uncased.txt")
-PHASES = {"load_tokenizer": units, "build_corpus": P, "spill_default_mode": P,
-          "write_default_mode_files": P}  # phase -> the module whose function it is
-
-
 def timed_phases(config: BertConfig) -> dict:
-  """Runs `pipeline.create`, timing each phase; returns {phase: (wall, main cpu)}."""
-  times = {}
-  originals = {name: getattr(module, name) for name, module in PHASES.items()}
-
-  def wrap(name):
-    def timed(*args):
-      t, c = time.perf_counter(), time.process_time()
-      result = originals[name](*args)
-      times[name] = (time.perf_counter() - t, time.process_time() - c)
-      return result
-    return timed
-
-  for name, module in PHASES.items():
-    setattr(module, name, wrap(name))
-  try:
-    t = time.perf_counter()
-    summary = P.create(config).counts
-    times["total"] = (time.perf_counter() - t, None)
-  finally:
-    for name, fn in originals.items():
-      setattr(PHASES[name], name, fn)
-  return summary, times
+  """Runs `generator.create`; returns {phase: (wall, main cpu)}: the run's
+  phases (`RunResult.seconds`: passes, examples, write; main cpu not
+  measured) and the whole run's main-process CPU."""
+  t, c = time.perf_counter(), time.process_time()
+  result = P.create(config)
+  times = {phase: (s, None) for phase, s in result.seconds.items() if phase != "total"}
+  times["total"] = (time.perf_counter() - t, time.process_time() - c)
+  return result.counts, times
 
 
 def worker_cpu_per_instance(config: BertConfig) -> dict:
-  """Default-mode task CPU per instance, in this process, for one dupe round."""
+  """Default-mode task CPU per instance, in this process, for one dupe round
+  (the generator's tasks spilled to order buckets as `ordered_run` does)."""
   cfg = BertConfig(**{**config.__dict__, "dupe_factor": 1, "num_workers": 1})
-  tok = units.load_tokenizer(cfg)
-  corpus = P.build_corpus(cfg, tok, cli.Progress(True))
-  mask = units.masking_params(cfg, tok)
-  enc = records.BertRecordEncoder(cfg.max_seq_length, cfg.max_predictions_per_seq,
-                                  tok.vocab_size)
+  gen = P.BertGenerator(cfg, units.load_tokenizer(cfg), "")
+  value = local_engine.pass_values(gen, gen.units(), 1)["corpus"]
   tmp = tempfile.mkdtemp()
-  ctx = units.TaskContext(cfg, corpus, mask, enc, clean=True)
-  P._STATE.update(ctx=ctx, spill_dir=tmp, num_buckets=4)  # pylint: disable=protected-access
+  state = ordered_run._STATE  # pylint: disable=protected-access
+  state.update(gen=gen, values={"corpus": value}, spill_dir=tmp, num_buckets=4)
   c = time.process_time()
-  n = sum(sum(P._spill_task(units.default_task_records, t))  # pylint: disable=protected-access
-          for t in units.tasks(cfg, corpus.num_docs))
+  n = sum(sum(ordered_run._spill_unit(u)) for u in gen.units())  # pylint: disable=protected-access
   build = time.process_time() - c
   c = time.process_time()
   for b in range(4):
-    P._frame_bucket((b, 0, 0, 4))  # pylint: disable=protected-access
+    ordered_run._frame_bucket((b, 0, 0, 4))  # pylint: disable=protected-access
   frame = time.process_time() - c
+  state.clear()
   return {"instances": n, "build_mask_encode_spill_us": build / n * 1e6,
           "sort_frame_us": frame / n * 1e6}
 
@@ -127,7 +108,7 @@ _SHARE_RUN = r"""
 import json, resource, sys, time
 t_start = time.process_time()
 sys.path.insert(0, {repo!r})
-from bert_data import pipeline
+from bert_data import generator
 from bert_data.config import BertConfig
 cfg = BertConfig(**json.loads(sys.argv[1])).validate()
 if sys.argv[2] == "python":  # the reference walk in Python even if numba is installed
@@ -138,7 +119,7 @@ def usage():
   return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime
 self0, child0 = usage()
 t = time.perf_counter()
-summary = pipeline.create(cfg).counts
+summary = generator.create(cfg).counts
 wall = time.perf_counter() - t
 self1, child1 = usage()
 peaks = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -109,7 +109,7 @@ def write_three_datasets(d, names=("bert/train.tfrecord", "w2v", "mt")) -> dict:
 
   `names`: the bert output path, w2v and mt output folders, relative to `d`.
   """
-  from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator as bert_generator  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
   from mt_data import generator as mt_generator  # pylint: disable=import-outside-toplevel
@@ -117,7 +117,7 @@ def write_three_datasets(d, names=("bert/train.tfrecord", "w2v", "mt")) -> dict:
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   bert, w2v, mt = (os.path.join(str(d), n) for n in names)
   os.makedirs(os.path.dirname(bert), exist_ok=True)
-  bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(bert,),
+  bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(bert,),
                                   vocab_file=VOCAB, max_seq_length=32,
                                   max_predictions_per_seq=5, dupe_factor=1, num_shards=2,
                                   num_workers=1, quiet=True))
@@ -133,10 +133,10 @@ def write_three_datasets(d, names=("bert/train.tfrecord", "w2v", "mt")) -> dict:
 @pytest.fixture(scope="session")
 def bert_out(tmp_path_factory):
   """Small bert_data records in 2 shards (max_seq_length 64), shared by the reader tests."""
-  from bert_data import pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   out = str(tmp_path_factory.mktemp("bert_records") / "train.tfrecord")
-  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
+  generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
                              max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3,
                              num_shards=2))
   return out

@@ -21,7 +21,7 @@ from conftest import REPO, SAMPLE_TEXT, TESTDATA, VOCAB, error_lines, run_cli, \
 pytest.importorskip("apache_beam")
 
 # pylint: disable=wrong-import-position
-from bert_data import pipeline as bert_pipeline
+from bert_data import generator as bert_generator
 from bert_data.config import BertConfig
 from mt_data import config as mt_config
 from mt_data import generator as mt_generator
@@ -108,7 +108,7 @@ def test_bert_beam_equals_local(tmp_path, options, shards, extra):
     os.makedirs(out)
     cfg = BertConfig(input_files=inputs, output_files=(f"{out}/t.tfrecord",),
                      vocab_file=VOCAB, dupe_factor=2, num_shards=shards, **extra)
-    bert_pipeline.create(cfg, engine)
+    bert_generator.create(cfg, engine)
 
   local, beam = _both(tmp_path, run, options)
   gzip = extra.get("compression") == "GZIP"
@@ -118,30 +118,26 @@ def test_bert_beam_equals_local(tmp_path, options, shards, extra):
   assert counts[f"{word or 'replaced'}_lines"] == bad
 
 
-def test_bert_beam_round_robin_files_and_errors(tmp_path):
-  """Several --output_file datasets (round-robin), and the one-line errors."""
-  def run(out, engine):
-    os.makedirs(out)
-    cfg = BertConfig(input_files=(SAMPLE_TEXT,), output_files=(f"{out}/a.tfrecord",
-                                                               f"{out}/b.tfrecord"),
-                     vocab_file=VOCAB, dupe_factor=1)
-    bert_pipeline.create(cfg, engine)
-
-  local, beam = _both(tmp_path, run, IN_MEMORY)
-  assert _without_indexes(local, False) == 4 and local == beam
-
+def test_bert_beam_refusals_and_errors(tmp_path):
+  """Runs whose order is made in one machine are refused in one line (several
+  --output_file datasets, --reference_compatible); too few instances for the
+  shards: the local error, and nothing left."""
   beam_engine = EngineOptions("beam", IN_MEMORY)
   out = tmp_path / "few"
+  with pytest.raises(UserError, match="^--output_file lists 2 datasets with --engine=beam: "):
+    bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,),
+                                     output_files=(f"{out}/a.tfrecord", f"{out}/b.tfrecord"),
+                                     vocab_file=VOCAB, dupe_factor=1), beam_engine)
   with pytest.raises(UserError, match="--num_shards=500 .* makes only"):
-    bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
-                                    output_files=(f"{out}/t.tfrecord",), vocab_file=VOCAB,
-                                    dupe_factor=1, num_shards=500), beam_engine)
+    bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,),
+                                     output_files=(f"{out}/t.tfrecord",), vocab_file=VOCAB,
+                                     dupe_factor=1, num_shards=500), beam_engine)
   # nothing left, not even hidden finished files: the folder the run made is removed
   assert not out.exists()
-  with pytest.raises(UserError, match="--reference_compatible with --engine=beam"):
-    bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
-                                    output_files=(f"{out}/r.tfrecord",), vocab_file=VOCAB,
-                                    reference_compatible=True), beam_engine)
+  with pytest.raises(UserError, match="^--reference_compatible runs on the local engine only"):
+    bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,),
+                                     output_files=(f"{out}/r.tfrecord",), vocab_file=VOCAB,
+                                     reference_compatible=True), beam_engine)
 
 
 @pytest.mark.parametrize("options,extra", [
@@ -254,7 +250,7 @@ def test_cli_engine_flag_and_missing_extra(tmp_path):
 
 def _create_with(package, out, engine, **kw):
   if package == "bert_data":
-    return bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
+    return bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,),
                                            output_files=(f"{out}/train.tfrecord",),
                                            vocab_file=VOCAB, dupe_factor=1, **kw), engine)
   if package == "w2v_data":
@@ -341,12 +337,11 @@ def test_w2v_beam_reads_invalid_utf8_in_byte_ranges_like_local(tmp_path, monkeyp
                           EngineOptions("beam", IN_MEMORY))
 
 
-def test_bert_beam_index_from_byte_ranges_like_local(tmp_path, monkeypatch):
-  """Files cut into many byte ranges (300-byte chunks: documents and runs of
-  blank lines cross chunk ends): the corpus index laid end to end from the
-  chunks' pieces gives the local run's bytes, packing (planned per chunk) included."""
-  from bert_data import beam_pipeline as bert_beam  # pylint: disable=import-outside-toplevel
-  monkeypatch.setattr(bert_beam, "CHUNK_BYTES", 300)
+def test_bert_beam_units_from_byte_ranges_like_local(tmp_path, monkeypatch):
+  """Files cut into many byte ranges (300-byte units: documents and runs of
+  blank lines cross unit ends): the corpus of the units' pieces in order and
+  the examples of each unit's share of it give the local run's bytes
+  (read in 1 MiB units), packing included."""
   corpus = write_varied_corpus(tmp_path / "corpus.txt", 2)
   blanks = tmp_path / "blanks.txt"
   blanks.write_text("\n\nthe cat sat\n\n\n\na dog ran\nand sat\n\n" * 8 + "the end", encoding="utf-8")
@@ -354,108 +349,13 @@ def test_bert_beam_index_from_byte_ranges_like_local(tmp_path, monkeypatch):
 
     def run(out, engine, packing=packing):
       os.makedirs(out)
+      monkeypatch.setattr(bert_generator, "UNIT_BYTES", 1 << 20 if engine is LOCAL else 300)
       extra = dict(packing=packing, next_sentence=False) if packing else {}
       cfg = BertConfig(input_files=(corpus, str(blanks)), output_files=(f"{out}/t.tfrecord",),
                        vocab_file=VOCAB, dupe_factor=2, num_shards=2, **extra)
-      bert_pipeline.create(cfg, engine)
+      bert_generator.create(cfg, engine)
 
     case = tmp_path / (packing or "default")
     case.mkdir()
     local, beam = _both(case, run, IN_MEMORY)
     assert _without_indexes(local, False) == 3 and local == beam
-
-
-def _bucket_objects(tmp_path, tasks, per_task):
-  """`tasks` task objects of `per_task` one-record segments each (one per
-  bucket b); returns the refs of bucket 0... as {bucket: [refs]} and every
-  bucket's (key, record) pairs, sorted."""
-  from bert_data import beam_pipeline as bert_beam  # pylint: disable=import-outside-toplevel
-  refs, want = {}, {}
-  for t in range(tasks):
-    blobs, offset = [], 0
-    path = str(tmp_path / f"task{t}")
-    for b in range(per_task):
-      item = ((t * 7919 + b * 104729) % 1000, b"rec %d %d" % (t, b))
-      blobs.append(bert_beam._bucket_blob([item]))  # pylint: disable=protected-access
-      refs.setdefault(b, []).append(
-          bert_beam._InstanceRef((0, t, t + 1), path, offset, len(blobs[-1]), 1))  # pylint: disable=protected-access
-      want.setdefault(b, []).append(item)
-      offset += len(blobs[-1])
-    with open(path, "wb") as f:
-      f.write(b"".join(blobs))
-  return refs, {b: sorted(v) for b, v in want.items()}
-
-
-def test_bert_beam_bucket_segments_read_concurrently(tmp_path, monkeypatch):
-  """A bucket's segments are read several at a time (at most READ_THREADS),
-  and give the same sorted pairs; a missing or short object is a one-line
-  error naming it."""
-  import threading  # pylint: disable=import-outside-toplevel
-  from bert_data import beam_pipeline as bert_beam  # pylint: disable=import-outside-toplevel
-  refs, want = _bucket_objects(tmp_path, 40, 2)
-  read = bert_beam._read_segment  # pylint: disable=protected-access
-  lock, state, second = threading.Lock(), {"now": 0, "most": 0}, threading.Event()
-
-  def counted(ref):
-    with lock:
-      state["now"] += 1
-      state["most"] = max(state["most"], state["now"])
-      if state["now"] > 1:
-        second.set()
-    if not second.wait(5):  # the first read waits for a second one to start
-      second.set()  # (read one at a time: fail below, without waiting on each)
-    try:
-      return read(ref)
-    finally:
-      with lock:
-        state["now"] -= 1
-
-  monkeypatch.setattr(bert_beam, "_read_segment", counted)
-  for b, bucket_refs in refs.items():
-    assert bert_beam._read_bucket(bucket_refs[::-1]) == want[b]  # pylint: disable=protected-access
-  assert 1 < state["most"] <= bert_beam.READ_THREADS
-  monkeypatch.setattr(bert_beam, "_read_segment", read)
-  missing = refs[0][:5] + [refs[0][5]._replace(path=str(tmp_path / "gone"))] + refs[0][6:]
-  with pytest.raises(UserError, match="cannot read .*gone"):
-    bert_beam._read_bucket(missing)  # pylint: disable=protected-access
-  short = refs[1][:-1] + [refs[1][-1]._replace(size=refs[1][-1].size + 3)]
-  with pytest.raises(UserError, match="cannot read .*task39: .* expected"):
-    bert_beam._read_bucket(short)  # pylint: disable=protected-access
-
-
-@pytest.mark.parametrize("extra", [{}, dict(packing="full_sentences", next_sentence=False)])
-def test_bert_beam_tasks_grow_with_the_bucket_count(tmp_path, monkeypatch, extra):
-  """Many buckets (forced: 32 KB each, ~50 records) and 1-document tasks by
-  default: Beam's tasks grow so an average segment holds about SEGMENT_BYTES
-  (here 4 KB), so a bucket takes at most _BUCKET_BYTES / SEGMENT_BYTES +
-  dupe_factor ranged reads (one per task), not about one per record; the
-  bytes stay the local run's."""
-  from bert_data import beam_pipeline as bert_beam  # pylint: disable=import-outside-toplevel
-  from bert_data import units  # pylint: disable=import-outside-toplevel
-  monkeypatch.setattr(units, "_BUCKET_BYTES", 32 << 10)
-  monkeypatch.setattr(units, "DOCS_PER_TASK", 1)
-  monkeypatch.setattr(units, "PACKED_PER_TASK", 1)
-  monkeypatch.setattr(bert_beam, "SEGMENT_BYTES", 4 << 10)
-  read_bucket, reads = bert_beam._read_bucket, []  # pylint: disable=protected-access
-
-  def counted(refs):
-    reads.append([r.task for r in refs])
-    return read_bucket(refs)
-
-  monkeypatch.setattr(bert_beam, "_read_bucket", counted)
-  corpus = write_varied_corpus(tmp_path / "corpus.txt", 40)
-
-  def run(out, engine):
-    os.makedirs(out)
-    cfg = BertConfig(input_files=(corpus,), output_files=(f"{out}/t.tfrecord",),
-                     vocab_file=VOCAB, dupe_factor=2, num_shards=2, **extra)
-    bert_pipeline.create(cfg, engine)
-
-  local, beam = _both(tmp_path, run, IN_MEMORY)
-  assert _without_indexes(local, False) == 3 and local == beam
-  records = json.load(open(tmp_path / "out" / "t.tfrecord.meta.json",
-                           encoding="utf-8"))["counts"]["instances"]
-  tasks = {t for bucket in reads for t in bucket}
-  assert len(reads) >= 10  # many buckets
-  assert max(len(b) for b in reads) <= len(tasks) <= (32 << 10) // (4 << 10) + 2
-  assert sum(len(b) for b in reads) * 4 < records  # one-document tasks: a read a record

@@ -233,11 +233,11 @@ def test_existing_output_requires_overwrite(tmp_path, corpus):
 def test_default_mode_unmasked_segments_come_from_documents(tmp_path, corpus, wwm):
   """Un-masking a record gives [CLS] A [SEP] B [SEP] with A and B contiguous
   runs of document tokens; NSP label 0 means B comes after A in A's document."""
-  from bert_data import pipeline
+  from bert_data import generator
   from bert_data.config import BertConfig
   from bert_data.tokenizer import WordPieceTokenizer
   out = str(tmp_path / "d.tfrecord")
-  pipeline.create(BertConfig(input_files=(corpus,), output_files=(out,), vocab_file=VOCAB,
+  generator.create(BertConfig(input_files=(corpus,), output_files=(out,), vocab_file=VOCAB,
                              dupe_factor=2, do_whole_word_mask=wwm, num_workers=2,
                              max_seq_length=48, max_predictions_per_seq=8))
   tok = WordPieceTokenizer(VOCAB)

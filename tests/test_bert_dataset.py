@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import bert_data
-from bert_data import pipeline
+from bert_data import generator
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB
 from textrecords.datasets import layout
@@ -20,7 +20,7 @@ from textrecords.wire import example_decoder
 def records(tmp_path_factory):
   d = tmp_path_factory.mktemp("bert")
   out = str(d / "train.tfrecord")
-  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
+  generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
                              max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3,
                              num_shards=2))
   return out
@@ -147,7 +147,7 @@ def test_keras_fit_accepts_batches(records):
 
 def test_gzip_records_are_detected_from_metadata(tmp_path):
   out = str(tmp_path / "z.tfrecord")
-  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
+  generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
                              max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2,
                              compression="GZIP"))
   meta = json.load(open(out + ".meta.json"))
@@ -187,7 +187,7 @@ def test_bad_read_options(records, kwargs, text):
 
 def test_v2_named_records_read_as_either(tmp_path, records):
   out = str(tmp_path / "v2.tfrecord")
-  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
+  generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
                              max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3,
                              num_shards=2, use_v2_feature_names=True))
   recs = [r for p in layout.shard_paths(out, 2) for r in tfrecord.read_records(p)]

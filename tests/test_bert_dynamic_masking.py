@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import bert_data
 from bert_data import dynamic_masking as dm
-from bert_data import masking, pipeline, units
+from bert_data import generator, masking, units
 from bert_data.masks import draws, single_piece, whole_word
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB, masking_rows, write_varied_corpus
@@ -170,7 +170,7 @@ def _create(path, corpus, **kw):
   cfg = dict(input_files=(corpus,), output_files=(str(path),), vocab_file=VOCAB,
              max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, masking="dynamic")
   cfg.update(kw)
-  pipeline.create(BertConfig(**cfg))
+  generator.create(BertConfig(**cfg))
   return str(path)
 
 

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from bert_data import pipeline
+from bert_data import generator
 from bert_data.config import BertConfig
 from conftest import GOLDEN, SAMPLE_TEXT, VOCAB
 from textrecords.files import tfrecord
@@ -39,7 +39,7 @@ def _golden(name):
 def _run(tmp_path, outputs, num_workers=1, **kw):
   cfg = BertConfig(input_files=(SAMPLE_TEXT,), output_files=tuple(str(tmp_path / o) for o in outputs),
                    vocab_file=VOCAB, reference_compatible=True, num_workers=num_workers, **kw)
-  return pipeline.create(cfg)
+  return generator.create(cfg)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bert_data import instance_packing as ip
-from bert_data import pipeline
+from bert_data import generator
 from bert_data import records
 from bert_data import schema as S
 from bert_data.config import BertConfig
@@ -36,7 +36,7 @@ def _create(out, corpus, **kw):
         "num_workers": 1, **kw}
   cfg = BertConfig(input_files=(corpus,), output_files=(str(out),), vocab_file=VOCAB,
                    quiet=True, **kw)
-  return pipeline.create(cfg)
+  return generator.create(cfg)
 
 
 def _records(out, num_shards=1):

@@ -12,7 +12,7 @@ keras_hub = pytest.importorskip("keras_hub")
 import keras  # noqa: E402  pylint: disable=wrong-import-position
 
 import bert_data  # noqa: E402  pylint: disable=wrong-import-position
-from bert_data import pipeline  # noqa: E402  pylint: disable=wrong-import-position
+from bert_data import generator  # noqa: E402  pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # noqa: E402  pylint: disable=wrong-import-position
 from conftest import SAMPLE_TEXT, VOCAB  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -20,7 +20,7 @@ from conftest import SAMPLE_TEXT, VOCAB  # noqa: E402  pylint: disable=wrong-imp
 @pytest.mark.parametrize("masking", ["static", "dynamic"])
 def test_bert_masked_lm_fits_our_records(tmp_path, masking):
   out = str(tmp_path / "train.tfrecord")
-  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
+  generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
                              max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2,
                              masking=masking, do_whole_word_mask=masking == "dynamic"))
   ds = bert_data.make_dataset(out, 4, seed=0, repeat=True, feature_names="keras_hub")

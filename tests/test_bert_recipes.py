@@ -117,7 +117,7 @@ import os  # noqa: E402  pylint: disable=wrong-import-position
 
 from conftest import SAMPLE_TEXT, VOCAB, error_lines, run_cli  # noqa: E402  pylint: disable=wrong-import-position
 
-from bert_data import pipeline  # noqa: E402  pylint: disable=wrong-import-position
+from bert_data import generator  # noqa: E402  pylint: disable=wrong-import-position
 from bert_data import schema as S  # noqa: E402  pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # noqa: E402  pylint: disable=wrong-import-position
 from bert_data.tokenizer import WordPieceTokenizer  # noqa: E402  pylint: disable=wrong-import-position
@@ -133,7 +133,7 @@ def _create(tmp_path, name, workers, **kw):
   out = str(tmp_path / name / "t.tfrecord")
   kw.setdefault("max_seq_length", 64)
   kw.setdefault("max_predictions_per_seq", 10)
-  pipeline.create(BertConfig(input_files=(SAMPLE_CORPUS,), output_files=(out,),
+  generator.create(BertConfig(input_files=(SAMPLE_CORPUS,), output_files=(out,),
                              vocab_file=VOCAB, num_workers=workers, **kw))
   return out
 

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from bert_data import pipeline
+from bert_data import generator
 from bert_data.config import BertConfig
 from conftest import SAMPLE_TEXT, VOCAB
 from reference_bert import reference_records
@@ -64,7 +64,7 @@ def test_reference_mode_equals_oracle(tmp_path, seed):
   cfg = BertConfig(input_files=tuple(paths), output_files=(out,), vocab_file=VOCAB,
                    reference_compatible=True, num_workers=1 + seed % 2,
                    **{k: v for k, v in flags.items()})
-  pipeline.create(cfg)
+  generator.create(cfg)
   got = [example_decoder.decode_example(r) for r in tfrecord.read_records(out)]
   assert len(got) == len(want) > 0
   for i, (g, w) in enumerate(zip(got, want)):

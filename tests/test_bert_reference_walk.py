@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("numba")
 
 # pylint: disable=wrong-import-position
-from bert_data import instances, masking, pipeline, reference_rng as R, reference_walk
+from bert_data import generator, instances, masking, reference_rng as R, reference_walk
 from bert_data.config import BertConfig
 from bert_data.documents import Corpus
 from conftest import SAMPLE_TEXT, VOCAB
@@ -146,7 +146,7 @@ def _run(tmp_path, name, num_workers, **flags):
   out = str(tmp_path / name / "out.tfrecord")
   cfg = BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
                    reference_compatible=True, num_workers=num_workers, quiet=True, **flags)
-  return pipeline.create(cfg).counts, tfrecord.file_sha256(out)
+  return generator.create(cfg).counts, tfrecord.file_sha256(out)
 
 
 @pytest.mark.parametrize("flags", [

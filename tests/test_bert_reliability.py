@@ -119,13 +119,13 @@ def test_resume_of_complete_output_keeps_it(tmp_path, big_corpus):
 def test_disk_full_keeps_earlier_output_and_leaves_no_partial_file(tmp_path, monkeypatch):
   """ENOSPC while writing: one clear error, earlier complete output untouched."""
   import errno
-  from bert_data import pipeline
+  from bert_data import generator
   from bert_data.config import BertConfig
   from textrecords.errors import UserError
   out = str(tmp_path / "t.tfrecord")
   cfg = BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
                    dupe_factor=2, num_shards=2)
-  pipeline.create(cfg)
+  generator.create(cfg)
   before = {n: (tmp_path / n).read_bytes() for n in _visible(tmp_path)}
 
   def full(self, data):
@@ -138,7 +138,7 @@ def test_disk_full_keeps_earlier_output_and_leaves_no_partial_file(tmp_path, mon
   monkeypatch.setattr(os, "copy_file_range", full_copy, raising=False)
   import dataclasses
   with pytest.raises(UserError, match="No space left"):
-    pipeline.create(dataclasses.replace(cfg, overwrite=True, random_seed=7))
+    generator.create(dataclasses.replace(cfg, overwrite=True, random_seed=7))
   monkeypatch.undo()
   assert {n: (tmp_path / n).read_bytes() for n in _visible(tmp_path)} == before
   assert [n for n in os.listdir(tmp_path) if ".tmp-" in n or "scratch" in n] == []

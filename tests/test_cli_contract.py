@@ -164,7 +164,7 @@ def test_decode_error_counts_merge_exactly_over_chunks_and_workers(tmp_path, mon
                                                                    package, mode):
   """Input cut into many small chunks, read by 1 or 2 workers: the same counts
   (every bad line once) and the same bytes, metadata included."""
-  from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator as bert_generator  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
   from mt_data import generator as mt_generator  # pylint: disable=import-outside-toplevel
@@ -176,14 +176,14 @@ def test_decode_error_counts_merge_exactly_over_chunks_and_workers(tmp_path, mon
   num_bad = lines.count(bad)
   path = tmp_path / "in.txt"
   path.write_bytes(b"\n".join(lines))
-  monkeypatch.setattr(bert_pipeline, "_CHUNK_BYTES", 200)
+  monkeypatch.setattr(bert_generator, "UNIT_BYTES", 200)
   monkeypatch.setattr(mt_generator, "UNIT_BYTES", 200)
   outputs = []
   out = tmp_path / "out"
   for workers in (1, 2):
     shutil.rmtree(out, ignore_errors=True)
     if package == "bert_data":
-      bert_pipeline.create(BertConfig(input_files=(str(path),), output_files=(f"{out}/t",),
+      bert_generator.create(BertConfig(input_files=(str(path),), output_files=(f"{out}/t",),
                                       vocab_file=VOCAB, dupe_factor=1, num_workers=workers,
                                       on_decode_error=mode))
       counts = json.load(open(f"{out}/t.meta.json", encoding="utf-8"))["counts"]
@@ -443,14 +443,14 @@ def test_a_run_that_fails_after_writing_files_leaves_no_hidden_file(tmp_path, mo
 
 
 def _create_in_process(package, out, **kw):
-  from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator as bert_generator  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from mt_data import config as mt_config  # pylint: disable=import-outside-toplevel
   from mt_data import generator as mt_generator  # pylint: disable=import-outside-toplevel
   from w2v_data import generator as w2v_generator  # pylint: disable=import-outside-toplevel
   from w2v_data.config import W2vConfig  # pylint: disable=import-outside-toplevel
   if package == "bert_data":
-    return bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
+    return bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,),
                                            output_files=(f"{out}/t.tfrecord",), vocab_file=VOCAB,
                                            dupe_factor=1, num_shards=2, **kw))
   if package == "w2v_data":

@@ -170,25 +170,28 @@ def test_mt_drops_the_bom(tmp_path):
 def test_no_module_state_is_left_after_create(tmp_path):
   import shutil  # pylint: disable=import-outside-toplevel
   import weakref  # pylint: disable=import-outside-toplevel
-  from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator as bert_generator  # pylint: disable=import-outside-toplevel
+  from bert_data import units as bert_units  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from conftest import SAMPLE_TEXT, VOCAB  # pylint: disable=import-outside-toplevel
 
   seen = {}
-  real_init = bert_pipeline._init_tokenizer  # pylint: disable=protected-access
+  real_load = bert_units.load_tokenizer
 
-  def spy(tok, *rest):
+  def spy(config):
+    tok = real_load(config)
     seen["tokenizer"] = weakref.ref(tok)
-    real_init(tok, *rest)
+    return tok
 
-  bert_pipeline._init_tokenizer = spy  # pylint: disable=protected-access
+  bert_units.load_tokenizer = spy
   try:
-    bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,),
-                                    output_files=(str(tmp_path / "b" / "t.tfrecord"),),
-                                    vocab_file=VOCAB, dupe_factor=1, num_workers=1))
+    bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,),
+                                     output_files=(str(tmp_path / "b" / "t.tfrecord"),),
+                                     vocab_file=VOCAB, dupe_factor=1, num_workers=1))
   finally:
-    bert_pipeline._init_tokenizer = real_init  # pylint: disable=protected-access
-  assert bert_pipeline._STATE == {}  # pylint: disable=protected-access
+    bert_units.load_tokenizer = real_load
+  assert bert_generator._CACHE == {}  # pylint: disable=protected-access
+  assert local_engine._GEN == {}  # pylint: disable=protected-access
   gc.collect()
   assert seen["tokenizer"]() is None  # the tokenizer is gone with the run
 
@@ -208,7 +211,7 @@ def test_no_module_state_is_left_after_create(tmp_path):
 
 def test_bert_resume_does_not_depend_on_the_working_directory(tmp_path, monkeypatch):
   import shutil  # pylint: disable=import-outside-toplevel
-  from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator as bert_generator  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   from conftest import SAMPLE_TEXT, VOCAB  # pylint: disable=import-outside-toplevel
 
@@ -224,10 +227,10 @@ def test_bert_resume_does_not_depend_on_the_working_directory(tmp_path, monkeypa
                       num_shards=2, **kw)
 
   monkeypatch.chdir(job)
-  first = bert_pipeline.create(config(""))
+  first = bert_generator.create(config(""))
   before = {n: (job / "out" / n).read_bytes() for n in os.listdir(job / "out")}
   monkeypatch.chdir(tmp_path)
-  again = bert_pipeline.create(config(f"{job}/", resume=True))  # already complete: kept
+  again = bert_generator.create(config(f"{job}/", resume=True))  # already complete: kept
   assert again.already_complete and not first.already_complete
   assert {k: again.counts[k] for k in ("documents", "tokens", "instances")} == \
       {k: first.counts[k] for k in ("documents", "tokens", "instances")}

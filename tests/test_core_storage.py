@@ -267,21 +267,21 @@ def test_failed_upload_never_leaves_new_metadata(tmp_path, staging, mem, method)
 
 
 def test_bert_memory_inputs_and_unreadable_scheme_for_tf(tmp_path, staging, mem):
-  from bert_data import pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   _put(f"{mem}/c/corpus.txt", SAMPLE_TEXT)
   _put(f"{mem}/c/vocab.txt", VOCAB)
   common = dict(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1, quiet=True,
                 num_workers=1)
   local = str(tmp_path / "t.tfrecord")
-  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(local,),
+  generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(local,),
                              vocab_file=VOCAB, **common))
   out = f"{mem}/o/t.tfrecord"
   from textrecords.files import text_input  # pylint: disable=import-outside-toplevel
   files = tuple(text_input.expand_patterns(f"{mem}/c/corpus*.txt"))
   publish.run_staged(BertConfig(input_files=files, output_files=(out,),
                                 vocab_file=f"{mem}/c/vocab.txt", **common),
-                     "output_files", pipeline.create, folder=False, flag="--output_file")
+                     "output_files", generator.create, folder=False, flag="--output_file")
   with open(local, "rb") as f:
     assert _mem_bytes(out) == f.read()
   from bert_data.dataset import make_dataset  # pylint: disable=import-outside-toplevel

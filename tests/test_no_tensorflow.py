@@ -87,10 +87,10 @@ print("read", n, "torch" if torch is not None else "no-torch")
 
 def test_readers_never_import_tensorflow(tmp_path, no_tf_path):
   pytest.importorskip("grain")
-  from bert_data import pipeline as bert_pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator as bert_generator  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   bert = str(tmp_path / "b" / "train.tfrecord")
-  bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(bert,),
+  bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(bert,),
                                   vocab_file=VOCAB, max_seq_length=32,
                                   max_predictions_per_seq=5, dupe_factor=1))
   for module, args in (("w2v_data.create", ["--input_file=" + os.path.join(

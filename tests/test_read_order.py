@@ -15,7 +15,7 @@ tf = pytest.importorskip("tensorflow")
 
 import bert_data  # pylint: disable=wrong-import-position
 import mt_data  # pylint: disable=wrong-import-position
-from bert_data import pipeline  # pylint: disable=wrong-import-position
+from bert_data import generator  # pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
 from conftest import SAMPLE_TEXT, VOCAB, free_port, write_three_datasets  # pylint: disable=wrong-import-position
 from textrecords.reading import mixtures  # pylint: disable=wrong-import-position
@@ -29,7 +29,7 @@ def datasets(tmp_path_factory):
   d = tmp_path_factory.mktemp("order")
   out = write_three_datasets(d)
   one = str(d / "one" / "train.tfrecord")  # a single record file
-  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(one,), vocab_file=VOCAB,
+  generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(one,), vocab_file=VOCAB,
                              max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2,
                              num_shards=1, num_workers=1, quiet=True))
   out["one"] = one
@@ -245,7 +245,7 @@ def test_mixture_proportions_determinism_and_schemas(datasets, tmp_path):
   for k in range(12):
     np.testing.assert_array_equal(np.concatenate([halves[0][k], halves[1][k]]), first[k])
   other = str(tmp_path / "long" / "train.tfrecord")
-  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(other,),
+  generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(other,),
                              vocab_file=VOCAB, max_seq_length=48, max_predictions_per_seq=5,
                              dupe_factor=1, num_workers=1, quiet=True))
   with pytest.raises(UserError, match=f"^{other}: another schema than {a}; a mixture reads"):

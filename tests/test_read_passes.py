@@ -16,7 +16,7 @@ tf = pytest.importorskip("tensorflow")
 import bert_data  # pylint: disable=wrong-import-position
 import mt_data  # pylint: disable=wrong-import-position
 import w2v_data  # pylint: disable=wrong-import-position
-from bert_data import pipeline  # pylint: disable=wrong-import-position
+from bert_data import generator  # pylint: disable=wrong-import-position
 from bert_data import reader as bert_reader  # pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
 from conftest import SAMPLE_TEXT, VOCAB, write_three_datasets  # pylint: disable=wrong-import-position
@@ -35,7 +35,7 @@ def locs(tmp_path_factory):
   d = tmp_path_factory.mktemp("passes")
   out = write_three_datasets(d)
   dynamic = str(d / "dynamic" / "train.tfrecord")
-  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(dynamic,),
+  generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(dynamic,),
                              vocab_file=VOCAB, max_seq_length=32, max_predictions_per_seq=5,
                              dupe_factor=2, num_shards=2, num_workers=1, masking="dynamic",
                              quiet=True))

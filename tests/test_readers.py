@@ -10,7 +10,7 @@ import pytest
 import bert_data
 import mt_data
 import w2v_data
-from bert_data import pipeline as bert_pipeline
+from bert_data import generator as bert_generator
 from bert_data import reader as bert_reader
 from bert_data import schema as bert_schema
 from bert_data.config import BertConfig
@@ -259,7 +259,7 @@ def test_other_packages_records_refused(bert_out, w2v_outs, mt_out):
 
 def test_gzip_read_sequentially(tmp_path):
   out = str(tmp_path / "gz" / "train.tfrecord")
-  bert_pipeline.create(BertConfig(
+  bert_generator.create(BertConfig(
       input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB, max_seq_length=64,
       max_predictions_per_seq=10, dupe_factor=1, compression="GZIP"))
   meta = json.load(open(out + ".meta.json"))
@@ -310,12 +310,12 @@ def test_bert_v2_named_records(tmp_path):
   cfg = dict(input_files=(SAMPLE_TEXT,), vocab_file=VOCAB, max_seq_length=32,
              max_predictions_per_seq=5, dupe_factor=1)
   v2 = str(tmp_path / "v2" / "train.tfrecord")
-  bert_pipeline.create(BertConfig(output_files=(v2,), use_v2_feature_names=True, **cfg))
+  bert_generator.create(BertConfig(output_files=(v2,), use_v2_feature_names=True, **cfg))
   for names in ("bert", "keras_hub"):
     assert_same_batches(bert_data.make_dataset(v2, 4, training=False, feature_names=names),
                         bert_data.numpy_batches(v2, 4, feature_names=names, training=False))
   packed = str(tmp_path / "packed" / "train.tfrecord")  # no next-sentence label feature
-  bert_pipeline.create(BertConfig(output_files=(packed,), next_sentence=False,
+  bert_generator.create(BertConfig(output_files=(packed,), next_sentence=False,
                                   packing="full_sentences", **cfg))
   assert_same_batches(bert_data.make_dataset(packed, 4, training=False),
                       bert_data.numpy_batches(packed, 4, training=False))
@@ -329,7 +329,7 @@ def dynamic_outs(tmp_path_factory):
   for name, kw in (("pieces", {}), ("words", dict(do_whole_word_mask=True)),
                    ("ngrams", dict(do_whole_word_mask=True, max_ngram_size=3))):
     outs[name] = str(base / name / "train.tfrecord")
-    bert_pipeline.create(BertConfig(
+    bert_generator.create(BertConfig(
         input_files=(SAMPLE_TEXT,), output_files=(outs[name],), vocab_file=VOCAB,
         max_seq_length=48, max_predictions_per_seq=8, dupe_factor=2, num_shards=2,
         masking="dynamic", **kw))
@@ -359,7 +359,7 @@ def test_bert_dynamic_masking_in_training(dynamic_outs):
   with pytest.raises(UserError, match="max_predictions_per_seq=49: must be in"):
     bert_data.numpy_batches(loc, 8, max_predictions_per_seq=49, training=False)
   static = dynamic_outs["pieces"].replace("pieces", "static")
-  bert_pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(static,),
+  bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(static,),
                                   vocab_file=VOCAB, max_seq_length=48,
                                   max_predictions_per_seq=8, dupe_factor=1))
   with pytest.raises(UserError, match="masked_lm_prob=0.2 needs records written with "

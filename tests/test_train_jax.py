@@ -17,10 +17,10 @@ pytest.importorskip("grain")
 
 
 def test_tiny_bert_trains_on_jax_from_grain_without_tensorflow(tmp_path):
-  from bert_data import pipeline  # pylint: disable=import-outside-toplevel
+  from bert_data import generator  # pylint: disable=import-outside-toplevel
   from bert_data.config import BertConfig  # pylint: disable=import-outside-toplevel
   out = str(tmp_path / "train.tfrecord")
-  pipeline.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
+  generator.create(BertConfig(input_files=(SAMPLE_TEXT,), output_files=(out,), vocab_file=VOCAB,
                              max_seq_length=32, max_predictions_per_seq=5, dupe_factor=4))
   shadow = tmp_path / "shadow" / "tensorflow"
   shadow.mkdir(parents=True)

@@ -1,0 +1,297 @@
+"""bert_data as a declared generator (`textrecords.engine.protocol`): any engine runs it.
+
+  * Units: input byte ranges of `UNIT_BYTES`, cut from file sizes.
+  * Pass `corpus`: each unit's lines tokenized (ids, line lengths, decode
+    errors) -> the corpus index the instances need (documents continue
+    across units and files; a random next sentence may come from any
+    document), the --packing plan, whether [CLS]/[SEP] occur in the text,
+    the number of order buckets, the decode-error counts. Its value holds
+    the corpus's token ids (4 bytes a token): exact, as the local engine's
+    bytes need, not bounded (docs/storage_and_scaling.md).
+  * Examples: unit i of U makes the instances of the i-th U-th of the
+    documents (or of the packed instances) in every --dupe_factor round.
+    Each document's draws and its instances' order keys come from (seed,
+    dupe, document, a digest of its tokens) (`units.default_task_records`),
+    so the split of the work never shows in the bytes. A record goes to
+    the shard of its key's range (buckets of `units.estimate_buckets`, as
+    the local engine has always cut them), keyed by its 64-bit order key.
+  * Metadata: `units.MetaBuilder`, as every earlier release wrote it.
+
+`create` runs it, or, for the runs whose bytes need the whole ordered
+output in one machine (--reference_compatible, several --output_file
+datasets filled round-robin, rows of --pack_instances packed over each
+order bucket), `ordered_run` on the local engine. No TensorFlow here.
+"""
+
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from bert_data import ordered_run
+from bert_data import units as units_lib
+from bert_data.config import BertConfig
+from bert_data.documents import CorpusBuilder, check_corpus
+from textrecords import engine as engine_lib
+from textrecords.datasets.layout import DatasetLayout
+from textrecords.engine import protocol
+from textrecords.errors import UserError
+from textrecords.files import storage
+from textrecords.files import text_input
+from textrecords.files import tfrecord
+from textrecords.runs import generate
+from textrecords.runs import run as run_lib
+from textrecords.wire import features
+
+PACKAGE = "bert_data"
+UNIT_BYTES = 1 << 20  # input bytes per unit (the bytes do not depend on it)
+_SIGN = 1 << 63  # order keys are uint64; engines sort int64 keys (key - 2**63: top bit flipped)
+
+# Per process: the tokenizer and record encoders of a config, and the task
+# context of the last corpus value (workers build them once).
+_CACHE: Dict[Any, Any] = {}
+
+
+def tokenizer(config: BertConfig):
+  """The run's tokenizer, loaded once per process (`units.load_tokenizer`)."""
+  key = ("tok", config.tokenizer_file, config.do_lower_case)
+  if key not in _CACHE:
+    _CACHE[key] = units_lib.load_tokenizer(config)
+  return _CACHE[key]
+
+
+class BertGenerator(protocol.Generator):
+  """bert_data's declaration (see the module doc).
+
+  Args:
+    config: the validated config (one --output_file, --pack_instances=1,
+      not --reference_compatible: those runs are `ordered_run`'s).
+    tok: the run's tokenizer (loaded by the launcher: its errors come first).
+    vocab_sha: the sha256 of the vocab (or SentencePiece model) file.
+  """
+
+  package = PACKAGE
+
+  def __init__(self, config: BertConfig, tok, vocab_sha: str):
+    self.config, self.vocab_sha, self.vocab_size = config, vocab_sha, tok.vocab_size
+    self.mask = units_lib.masking_params(config, tok)
+    self.passes = (protocol.Pass("corpus", self._tokenize, _merge_units, self._corpus),)
+
+  # -- the run's files
+
+  def layout(self) -> DatasetLayout:
+    return DatasetLayout.for_file(self.config.output_files[0])
+
+  def outputs(self) -> protocol.Outputs:
+    return protocol.Outputs(
+        tuple(self.layout().record_paths(num_shards=self.config.num_shards)), (),
+        tfrecord.check_compression(self.config.compression))
+
+  def fingerprint(self) -> dict:
+    return fingerprint(self.config, self.vocab_sha)
+
+  def units(self) -> List[protocol.Unit]:
+    return protocol.units_from_sizes(self.config.input_files, UNIT_BYTES)
+
+  def check_engine(self, engine_name: str) -> None:
+    check_engine(self.config, engine_name)
+
+  # -- pass "corpus"
+
+  def _tokenize(self, unit: protocol.Unit, _values) -> dict:
+    """{unit index: (flat ids, line lengths, (lines replaced, skipped))}."""
+    if self.config.num_workers > 1:
+      os.environ["TOKENIZERS_PARALLELISM"] = "false"  # processes are the parallelism
+    flat, lengths, errors = units_lib.tokenize_chunk(unit.chunk(), tokenizer(self.config),
+                                                     self.config.on_decode_error)
+    return {unit.index: (flat, lengths, errors.as_tuple())}
+
+  def _corpus(self, merged: Optional[dict]) -> dict:
+    """The corpus of the units in order and what the examples derive from it."""
+    merged = merged or {}
+    builder, replaced, skipped = CorpusBuilder(), 0, 0
+    for u in sorted(merged):
+      flat, lengths, (r, s) = merged[u]
+      builder.add(flat, lengths)
+      replaced, skipped = replaced + r, skipped + s
+    corpus = check_corpus(builder.build(), self.config.input_files)
+    if not self.config.quiet:  # (where the pass finishes: this process, or a worker)
+      print(f"bert_data: read {corpus.num_docs:,} documents, {corpus.num_tokens:,} tokens",
+            file=sys.stderr, flush=True)
+    return {"corpus": corpus, "units": len(merged), "decode_errors": (replaced, skipped),
+            "clean": units_lib.is_clean(corpus, self.mask),
+            "packed": units_lib.pack(self.config, corpus),
+            "buckets": units_lib.estimate_buckets(self.config, corpus, self.config.num_shards)}
+
+  # -- examples
+
+  def context(self, value: dict) -> units_lib.TaskContext:
+    """The task context of a corpus value (built once per process and value)."""
+    cached = _CACHE.get("ctx")
+    if cached is not None and cached[0] is value:
+      return cached[1]
+    config = self.config
+    ctx = units_lib.TaskContext(
+        config, value["corpus"], self.mask, _encoder(config, self.vocab_size),
+        clean=value["clean"], packed=value["packed"],
+        dynamic=units_lib.make_dynamic_encoder(config))
+    _CACHE["ctx"] = (value, ctx)
+    return ctx
+
+  def keyed_records(self, unit: protocol.Unit, values: Dict[str, Any]):
+    """Yields (uint64 order keys, encoded records) of the unit's tasks: its
+    share of the documents (or packed instances) in every dupe round."""
+    value = values["corpus"]
+    ctx = self.context(value)
+    if ctx.packed is not None:
+      total, per_task = ctx.packed.num_instances, units_lib.PACKED_PER_TASK
+    else:
+      total, per_task = ctx.corpus.num_docs, units_lib.DOCS_PER_TASK
+    n_units = value["units"]
+    lo, hi = unit.index * total // n_units, (unit.index + 1) * total // n_units
+    task_records = units_lib.task_records_fn(ctx)
+    for dupe in range(self.config.dupe_factor):
+      for a in range(lo, hi, per_task):
+        yield task_records(ctx, dupe, a, min(hi, a + per_task))
+
+  def examples(self, unit: protocol.Unit, values: Dict[str, Any], state: Any = None):
+    """The unit's records as (shard, order key - 2**63, record); totals: how many."""
+    shard_of = _ShardOf(values["corpus"]["buckets"], self.config.num_shards)
+    out = []
+    for keys, recs in self.keyed_records(unit, values):
+      out.extend(zip(shard_of(keys).tolist(), (keys ^ np.uint64(_SIGN)).view(np.int64).tolist(),
+                     recs))
+    return out, len(out)
+
+  def messages(self, meta: dict) -> List[str]:
+    """What the run wrote (none with --quiet)."""
+    if self.config.quiet:
+      return []
+    return [f"bert_data: wrote {meta['counts']['instances']:,} instances to "
+            f"{self.config.num_shards} file(s)"]
+
+  def merge_totals(self, partials: List[int]) -> int:
+    return sum(partials)
+
+  # -- files and metadata
+
+  def small_files(self, values: Dict[str, Any]) -> Dict[str, bytes]:
+    return {}
+
+  def metadata(self, values: Dict[str, Any], totals: Optional[int], infos: List[dict]) -> dict:
+    units_lib.check_instance_count(totals or 0, self.config.num_shards)
+    return self.meta_builder(values["corpus"], totals or 0)(infos)
+
+  def meta_builder(self, value: dict, instances: int) -> units_lib.MetaBuilder:
+    """The metadata of a run with `instances` instances from corpus value
+    `value` (file infos -> one dataset's metadata)."""
+    corpus, config = value["corpus"], self.config
+    summary = {"documents": corpus.num_docs, "tokens": corpus.num_tokens,
+               "instances": instances,
+               **text_input.DecodeErrorCounts(*value["decode_errors"]).as_dict()}
+    schema = (units_lib.make_dynamic_encoder(config)
+              or _encoder(config, self.vocab_size)).schema
+    return units_lib.MetaBuilder(config, self.vocab_sha, self.vocab_size,
+                                 features.schema_to_json(schema),
+                                 units_lib.masking_meta(config, self.mask), summary)
+
+
+class _ShardOf:  # pylint: disable=too-few-public-methods
+  """uint64 order keys -> their shards: bucket (key * num_buckets) >> 64
+  (`files/spill.py`'s), num_buckets / num_shards buckets a shard.
+
+  >>> _ShardOf(4, 2)(np.array([0, 2**62, 2**63 - 1, 2**63, 2**64 - 1], np.uint64)).tolist()
+  [0, 0, 0, 1, 1]
+  """
+
+  def __init__(self, num_buckets: int, num_shards: int):
+    # bucket >= j exactly when key >= ceil(j * 2**64 / num_buckets)
+    self.starts = np.array([-(-(j << 64) // num_buckets) for j in range(1, num_buckets)],
+                           np.uint64)
+    self.per_shard = num_buckets // num_shards
+
+  def __call__(self, keys: np.ndarray) -> np.ndarray:
+    return np.searchsorted(self.starts, keys, side="right") // self.per_shard
+
+
+def _merge_units(parts: List[dict]) -> dict:
+  """Dicts keyed by unit index, merged (into the first)."""
+  out = parts[0]
+  for p in parts[1:]:
+    out.update(p)
+  return out
+
+
+def _encoder(config: BertConfig, vocab_size: int):
+  """The run's record encoder (`units.make_encoder`), built once per process."""
+  key = ("encoder", config)
+  if key not in _CACHE:
+    _CACHE[key] = units_lib.make_encoder(config, _VocabSize(vocab_size))
+  return _CACHE[key]
+
+
+class _VocabSize:  # pylint: disable=too-few-public-methods
+  """What `units.make_encoder` reads of a tokenizer."""
+
+  def __init__(self, vocab_size: int):
+    self.vocab_size = vocab_size
+
+
+def fingerprint(config: BertConfig, vocab_sha: str) -> dict:
+  """What determines the output bytes (`run.fingerprint`); local paths
+  absolute, so --resume works from any working directory."""
+  flags = config.identity_flags()
+  flags["input_files"] = [storage.absolute(p) for p in config.input_files]
+  flags["output_files"] = [storage.absolute(p) for p in config.output_files]
+  for k in ("vocab_file", "spm_model_file"):
+    if flags.get(k):
+      flags[k] = storage.absolute(flags[k])
+  return run_lib.fingerprint(PACKAGE, flags, config.input_files, vocab_sha256=vocab_sha)
+
+
+def needs_ordered_run(config: BertConfig) -> bool:
+  """Whether the run's bytes need the whole ordered output in one machine."""
+  return (config.reference_compatible or len(config.output_files) > 1
+          or config.pack_instances > 1)
+
+
+def check_engine(config: BertConfig, engine_name: str) -> None:
+  """A one-line UserError for a run the engine cannot give the local bytes of."""
+  if engine_name == "local":
+    return
+  if config.reference_compatible:
+    raise UserError("--reference_compatible runs on the local engine only: the reference's "
+                    "order comes from one sequential RNG; use --engine=local")
+  if config.pack_instances > 1:
+    raise UserError(f"--pack_instances={config.pack_instances} with --engine={engine_name}: "
+                    "packed rows are made by the local engine only; use --engine=local")
+  if len(config.output_files) > 1:
+    raise UserError(f"--output_file lists {len(config.output_files)} datasets with "
+                    f"--engine={engine_name}: datasets filled round-robin are written by "
+                    "the local engine only; give one --output_file with --num_shards, "
+                    "or use --engine=local")
+
+
+def create(config: BertConfig,
+           engine: engine_lib.EngineOptions = engine_lib.LOCAL) -> run_lib.RunResult:
+  """Runs bert_data for one config on `engine`; returns the run's result
+  (`metas`: one metadata per --output_file; `units.summary_of(result.meta)`:
+  the summary).
+
+  Raises:
+    UserError: bad settings, input or output (one line; nothing is left in
+      the output on failure).
+  """
+  config.validate()
+  engine.validate(config.output_files, declared=True)
+  check_engine(config, engine.name)
+  try:
+    tok = tokenizer(config)
+    vocab_sha = storage.sha256(config.tokenizer_file)
+    gen = BertGenerator(config, tok, vocab_sha)
+    if needs_ordered_run(config):
+      return ordered_run.create(gen)
+    return generate.create(gen, config, engine, flag="--output_file")
+  finally:
+    _CACHE.clear()

@@ -1,0 +1,175 @@
+"""bert_data's runs whose bytes need the whole ordered output in one machine.
+
+Local engine only (`generator.check_engine` refuses the others):
+
+  * --reference_compatible: the reference's one RNG walks every document
+    in turn, then shuffles all instances (`reference_mode`);
+  * several --output_file datasets: the ordered instances go round-robin
+    over them, so a record's file is its rank in the global order;
+  * --pack_instances > 1: rows are packed from the ordered instances of
+    each order bucket (`instance_packing.RowPacker`).
+
+The corpus and the instances are the generator's (`generator.BertGenerator`:
+its pass "corpus" and its per-unit tasks, run in worker processes); the
+order is made here: instances spilled to hash buckets by order key
+(`files/spill.py`), each bucket sorted and framed (or packed) by a worker,
+its parts appended by one writer process per file
+(`textrecords.engine.local.append_parts`). The bytes are those every
+earlier release wrote. No TensorFlow here.
+"""
+
+import os
+import random
+from typing import Dict, List
+
+import numpy as np
+
+from bert_data import reference_mode
+from bert_data import units
+from textrecords.datasets.layout import DatasetLayout
+from textrecords.engine import local as local_engine
+from textrecords.engine import parallel
+from textrecords.files import spill
+from textrecords.files import tfrecord
+from textrecords.runs import cli
+from textrecords.runs import run as run_lib
+
+# Per-process state of one run: set before forking the workers, cleared after.
+_STATE: Dict[str, object] = {}
+
+
+def datasets(config) -> List[run_lib.DatasetFiles]:
+  """The run's datasets: one per --output_file, each of --num_shards files."""
+  return [run_lib.DatasetFiles(lay, tuple(lay.record_paths(num_shards=config.num_shards)),
+                               compression=tfrecord.check_compression(config.compression))
+          for lay in map(DatasetLayout.for_file, config.output_files)]
+
+
+def create(gen) -> run_lib.RunResult:
+  """Runs generator `gen` (a `generator.BertGenerator`) on this machine,
+  its output ordered here; returns the run's result."""
+  config = gen.config
+  progress = cli.Progress(config.quiet)
+  outputs = datasets(config)
+  with run_lib.GeneratorRun(gen.package, outputs, gen.fingerprint(), config,
+                            flag="--output_file") as run:
+    if run.already_complete:
+      progress.update(lambda: f"{outputs[0].layout.meta_path} is already complete for these "
+                      "inputs and flags", force=True)
+      return run.result()
+    try:
+      return run.result(_run(gen, run, progress))
+    finally:
+      _STATE.clear()
+
+
+def _run(gen, run: run_lib.GeneratorRun, progress: cli.Progress) -> List[dict]:
+  """The run inside the GeneratorRun; returns each dataset's metadata written."""
+  config = gen.config
+  compression = tfrecord.check_compression(config.compression)
+  value = local_engine.pass_values(gen, gen.units(), config.num_workers)["corpus"]
+  corpus = value["corpus"]
+  progress.update(lambda: f"read {corpus.num_docs:,} documents, "
+                  f"{corpus.num_tokens:,} tokens", force=True)
+  run.mark("read")
+  ctx = gen.context(value)
+  targets = [None if w.is_finished(p) else (w, p)
+             for w, d in zip(run.writers, run.datasets) for p in d.record_paths]
+  if config.reference_compatible:
+    rng = random.Random(config.random_seed)
+    count = reference_mode.write_files(reference_mode.shuffled_context(ctx, rng), rng,
+                                       run.scratch_dir(), targets, compression, progress)
+  else:
+    count = _write_ordered(gen, value, run.scratch_dir(), targets, compression, progress)
+  run.mark("write")
+  build = gen.meta_builder(value, count)
+  metas = run.finalize([build] * len(run.datasets))
+  progress.update(lambda: f"wrote {count:,} instances to {len(targets)} file(s)", force=True)
+  return metas
+
+
+def _spill_unit(unit):
+  """Worker: a unit's instances spilled to hash buckets by order key;
+  returns how many went to each bucket."""
+  writer = spill.SpillWriter(_STATE["spill_dir"], f"w{os.getpid()}", _STATE["num_buckets"])
+  for keys, records in _STATE["gen"].keyed_records(unit, _STATE["values"]):
+    for key, rec in zip(keys.tolist(), records):
+      writer.add(key, rec)
+  writer.close()
+  return writer.bucket_counts
+
+
+def _frame_bucket(task):
+  """Worker: sorts bucket b into parts of framed records (rows, with a row
+  packer), one per output file its records go to.
+
+  Args:
+    task: (bucket, its first record's index in the whole output order,
+      number of round-robin output files or 0 for shards by bucket range,
+      buckets per shard).
+  """
+  b, first, round_robin, per_shard = task
+  spill_dir = _STATE["spill_dir"]
+  items = spill.read_bucket(spill_dir, b)
+  for path in spill.bucket_files(spill_dir, b):
+    os.remove(path)
+  frame = tfrecord.frame
+  packer = _STATE.get("row_packer")
+  if packer is not None:  # --pack_instances: rows of the bucket's ordered instances
+    framed = [frame(row) for row in packer.pack_records([rec for _, rec in items])]
+  else:
+    framed = [frame(rec) for _, rec in items]
+  if round_robin:
+    groups = local_engine.split_round_robin(framed, first, round_robin)
+  else:
+    groups = [(b // per_shard, framed)]
+  return local_engine.spill_parts(spill_dir, f"framed-{b:05d}", groups)
+
+
+def _write_ordered(gen, value: dict, spill_dir: str, targets, compression: str,
+                   progress: cli.Progress) -> int:
+  """Every instance spilled to the order buckets, then the buckets sorted,
+  framed (packed into rows with --pack_instances) and written; returns the
+  number of instances."""
+  config = gen.config
+  num_buckets = value["buckets"]
+  _STATE.update(gen=gen, values={"corpus": value}, spill_dir=spill_dir,
+                num_buckets=num_buckets)
+  per_bucket = np.zeros(num_buckets, np.int64)
+  for counts in parallel.ordered_map(_spill_unit, gen.units(), config.num_workers):
+    per_bucket += counts
+    progress.update(lambda: f"instances: {int(per_bucket.sum()):,}")
+  total = int(per_bucket.sum())
+  units.check_instance_count(total, len(targets))
+  _STATE["row_packer"] = units.make_row_packer(config)
+  _write_buckets(config.num_workers, targets, per_bucket, compression,
+                 len(config.output_files) > 1, progress)
+  return total
+
+
+def _write_buckets(num_workers: int, targets, per_bucket: np.ndarray, compression: str,
+                   round_robin: bool, progress: cli.Progress) -> None:
+  """Sorts and frames the spilled buckets in workers; writer processes append them.
+
+  Args:
+    num_workers: worker processes.
+    targets: per output file, (DatasetWriter, path), or None if finished.
+    per_bucket: records in each bucket.
+    round_robin: instances go to the files round-robin (several
+      --output_file), else file i holds the i-th range of buckets (shards).
+  """
+  nb, n_files = len(per_bucket), len(targets)
+  per_shard = 0 if round_robin else nb // n_files
+  firsts = np.concatenate([[0], np.cumsum(per_bucket)[:-1]]).tolist()
+  tasks = [(b, firsts[b], n_files if round_robin else 0, per_shard) for b in range(nb)]
+
+  def part_lists():
+    for b, parts in enumerate(parallel.ordered_map(_frame_bucket, tasks, num_workers)):
+      if round_robin:
+        finished = range(n_files) if b == nb - 1 else ()
+      else:
+        finished = [b // per_shard] if (b + 1) % per_shard == 0 else ()
+      yield parts, finished
+      progress.update(lambda: f"written {int(per_bucket[:b + 1].sum()):,} records")
+
+  local_engine.append_parts(part_lists(), targets, compression, num_workers)

@@ -1,0 +1,146 @@
+"""bert_data's declared generator (`bert_data/generator.py`), engine-free parts.
+
+Replaces the tests of the Beam-only `chunked_index` (an index laid end to
+end from per-chunk pieces, a packing plan made per chunk): the generator's
+pass "corpus" joins the units' tokenized lines in unit order, so the corpus,
+its packing plan and the records must not depend on where the units are cut.
+"""
+
+import hashlib
+import os
+import random
+
+import numpy as np
+import pytest
+
+from conftest import SAMPLE_TEXT, VOCAB, write_varied_corpus
+
+from bert_data import generator
+from bert_data import packing
+from bert_data import units
+from bert_data.config import BertConfig
+from bert_data.documents import read_corpus
+from textrecords.engine import generator_steps
+from textrecords.engine import protocol
+
+
+def _config(inputs, out, **kw) -> BertConfig:
+  kw = dict(dict(dupe_factor=2, num_workers=1, quiet=True), **kw)
+  return BertConfig(input_files=tuple(inputs), output_files=(f"{out}/t.tfrecord",),
+                    vocab_file=VOCAB, **kw)
+
+
+def _corpus_value(gen, unit_bytes, monkeypatch):
+  """The pass "corpus" value with units of `unit_bytes`, mapped in a
+  shuffled order and merged two by two (as a distributed engine may)."""
+  monkeypatch.setattr(generator, "UNIT_BYTES", unit_bytes)
+  partials = [generator_steps.map_pass(gen, "corpus", u, {}) for u in gen.units()]
+  random.Random(unit_bytes).shuffle(partials)
+  while len(partials) > 1:
+    partials = [generator_steps.merge_pass(gen, "corpus", partials[i:i + 2])
+                for i in range(0, len(partials), 2)]
+  return generator_steps.finish_pass(gen, "corpus", partials[0])
+
+
+def test_corpus_pass_is_the_whole_corpus_wherever_units_are_cut(tmp_path, monkeypatch):
+  """Documents and runs of blank lines crossing unit ends, an empty-ish
+  second file (documents continue across files), units of 1 byte to 1 MiB:
+  the corpus, its --packing plans and the decode counts of one whole read."""
+  blanks = tmp_path / "blanks.txt"
+  blanks.write_bytes(b"\n\nthe cat sat\n\n\n\na dog ran\nand sat\n\n" * 5
+                     + b"bad \xff line\n\n" + b"the end")
+  inputs = (write_varied_corpus(tmp_path / "corpus.txt", 2), str(blanks), SAMPLE_TEXT)
+  cfg = _config(inputs, tmp_path / "o", on_decode_error="replace")
+  tok = generator.tokenizer(cfg)
+  whole = read_corpus((units.tokenize_chunk(u.chunk(), tok, "replace")[:2]
+                       for u in protocol.units_from_sizes(inputs, 1 << 30)), inputs)
+  gen = generator.BertGenerator(cfg, tok, "")
+  for unit_bytes in (1, 7, 64, 300, 4096, 1 << 20):
+    value = _corpus_value(gen, unit_bytes, monkeypatch)
+    got = value["corpus"]
+    assert value["units"] == len(gen.units())
+    assert value["decode_errors"] == (1, 0), unit_bytes
+    for name in ("tokens", "seg_starts", "doc_starts"):
+      assert getattr(got, name).tolist() == getattr(whole, name).tolist(), (unit_bytes, name)
+    for mode in packing.PACKING_MODES:
+      want = packing.pack(whole.seg_starts, whole.doc_starts, 40, mode)
+      plan = packing.pack(got.seg_starts, got.doc_starts, 40, mode)
+      assert plan.instances.tolist() == want.instances.tolist()
+
+
+@pytest.mark.parametrize("extra", [{}, dict(packing="doc_sentences", next_sentence=False)])
+def test_units_share_the_work_once_and_the_bytes_do_not_see_it(tmp_path, monkeypatch, extra):
+  """Each unit makes the instances of its share of the documents (or packed
+  instances) in every dupe round, each once; the records and metadata are
+  the same for any unit size and worker count."""
+  corpus = write_varied_corpus(tmp_path / "corpus.txt", 3)
+  cfg = _config([corpus], tmp_path / "o", num_shards=3, **extra)
+  gen = generator.BertGenerator(cfg, generator.tokenizer(cfg), "")
+  value = _corpus_value(gen, 500, monkeypatch)
+  keys = [k for u in gen.units() for ks, _ in gen.keyed_records(u, {"corpus": value})
+          for k in ks.tolist()]
+  assert len(keys) == len(set(keys)) > 0
+  n_units = len(gen.units())
+  assert n_units > 5
+  digests = []
+  for unit_bytes, workers in ((1 << 20, 1), (500, 2), (77, 1)):
+    monkeypatch.setattr(generator, "UNIT_BYTES", unit_bytes)
+    generator.create(_config([corpus], tmp_path / "o", num_shards=3, num_workers=workers,
+                             overwrite=True, **extra))
+    digests.append({n: hashlib.sha256(open(tmp_path / "o" / n, "rb").read()).hexdigest()
+                    for n in sorted(os.listdir(tmp_path / "o"))})
+  assert digests[0] == digests[1] == digests[2]
+  assert len(digests[0]) == 3 + 3 + 1  # shards, their indexes, the metadata
+
+
+def test_records_go_to_the_shard_of_their_key_range(tmp_path, monkeypatch):
+  """A record's shard is its order bucket's range ((key * buckets) >> 64,
+  buckets / shards a shard): every key of shard i is below every key of
+  shard i + 1, and each shard is sorted."""
+  corpus = write_varied_corpus(tmp_path / "corpus.txt", 2)
+  cfg = _config([corpus], tmp_path / "o", num_shards=4)
+  gen = generator.BertGenerator(cfg, generator.tokenizer(cfg), "")
+  monkeypatch.setattr(units, "_BUCKET_BYTES", 1 << 10)  # many buckets
+  values = {"corpus": _corpus_value(gen, 400, monkeypatch)}
+  nb = values["corpus"]["buckets"]
+  assert nb > 4 and nb % 4 == 0
+  by_shard = {}
+  for u in gen.units():
+    records, total = gen.examples(u, values)
+    assert total == len(records)
+    for shard, key, _ in records:
+      ukey = key + (1 << 63)
+      assert shard == ((ukey * nb) >> 64) // (nb // 4)
+      by_shard.setdefault(shard, []).append(key)
+  assert sorted(by_shard) == [0, 1, 2, 3]
+  for a, b in zip(range(3), range(1, 4)):
+    assert max(by_shard[a]) < min(by_shard[b])
+
+
+def test_engines_refuse_the_runs_ordered_in_one_machine():
+  """One line each, naming the flag; the local engine takes them all."""
+  base = dict(input_files=(SAMPLE_TEXT,), vocab_file=VOCAB)
+  cases = [(dict(reference_compatible=True), "^--reference_compatible runs on the local "
+                                             "engine only"),
+           (dict(pack_instances=2), "^--pack_instances=2 with --engine=dask: "),
+           (dict(output_files=("a.tfrecord", "b.tfrecord")),
+            "^--output_file lists 2 datasets with --engine=dask: ")]
+  for kw, message in cases:
+    cfg = BertConfig(**dict(dict(base, output_files=("o.tfrecord",)), **kw))
+    generator.check_engine(cfg, "local")
+    with pytest.raises(Exception, match=message) as e:
+      generator.check_engine(cfg, "dask")
+    assert "\n" not in str(e.value)
+    assert generator.needs_ordered_run(cfg)
+  assert not generator.needs_ordered_run(BertConfig(output_files=("o.tfrecord",), **base))
+
+
+def test_shard_of_equals_the_bucket_arithmetic():
+  rng = np.random.default_rng(0)
+  for nb, ns in ((1, 1), (7, 7), (12, 3), (100, 4)):
+    shard_of = generator._ShardOf(nb, ns)  # pylint: disable=protected-access
+    keys = np.concatenate([rng.integers(0, 2**63, 2000, dtype=np.uint64) * np.uint64(2),
+                           np.array([0, 2**64 - 1], np.uint64), shard_of.starts,
+                           shard_of.starts - np.uint64(1)])
+    want = [((k * nb) >> 64) // (nb // ns) for k in keys.tolist()]
+    assert shard_of(keys).tolist() == want
