@@ -3,6 +3,7 @@
 import contextlib
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -212,3 +213,14 @@ def gcs():
       for k, v in dict(GCS_QUIET, STORAGE_EMULATOR_HOST=host).items():
         mp.setenv(k, v)
       yield host, gcsfs.GCSFileSystem(skip_instance_cache=True)
+
+
+def sigint_as_in_a_terminal():
+  """A terminal's foreground job starts with SIGINT at its default action.
+
+  A process started in the background of a non-interactive shell (`cmd &`,
+  as some CI launchers do) inherits SIGINT ignored, and Python then keeps
+  ignoring it: Ctrl-C could not be tested there. Give it as `preexec_fn` to
+  the Popen of a test that sends SIGINT.
+  """
+  signal.signal(signal.SIGINT, signal.SIG_DFL)

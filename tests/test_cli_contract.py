@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import REPO, SAMPLE_TEXT, VOCAB, error_lines, run_cli, write_varied_corpus
+from conftest import (REPO, SAMPLE_TEXT, VOCAB, error_lines, run_cli, sigint_as_in_a_terminal,
+                      write_varied_corpus)
 from textrecords.files import output_lock
 
 TESTDATA = os.path.join(REPO, "tests", "testdata")
@@ -203,16 +204,6 @@ def test_decode_error_counts_merge_exactly_over_chunks_and_workers(tmp_path, mon
 
 # ------------------------------------------------------------ Ctrl-C
 
-def _sigint_as_in_a_terminal():
-  """A terminal's foreground job starts with SIGINT at its default action.
-
-  A process started in the background of a non-interactive shell (`cmd &`,
-  as some CI launchers do) inherits SIGINT ignored, and Python then keeps
-  ignoring it: Ctrl-C could not be tested there.
-  """
-  signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_during_instance_building_is_one_line_and_exit_130(tmp_path):
   corpus = write_varied_corpus(tmp_path / "corpus.txt", 200)
   out = tmp_path / "out"
@@ -223,7 +214,7 @@ def test_ctrl_c_during_instance_building_is_one_line_and_exit_130(tmp_path):
        "--num_shards=4", "--num_workers=2"],
       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
       start_new_session=True,  # its own process group, as a terminal's job
-      preexec_fn=_sigint_as_in_a_terminal)
+      preexec_fn=sigint_as_in_a_terminal)
   seen = []
   try:
     for line in proc.stderr:  # progress lines: corpus read, instance building starts

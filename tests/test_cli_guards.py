@@ -20,7 +20,8 @@ import sys
 
 import pytest
 
-from conftest import REPO, SAMPLE_TEXT, VOCAB, W2V_TINY, free_port, message_lines, run_cli
+from conftest import (REPO, SAMPLE_TEXT, VOCAB, W2V_TINY, free_port, message_lines, run_cli,
+                      sigint_as_in_a_terminal)
 from textrecords.files import tfrecord
 
 BERT_FLAGS = ("--max_seq_length=32", "--dupe_factor=1", "--num_workers=1", "--quiet")
@@ -215,7 +216,7 @@ def _interrupt_while_importing(argv, cwd) -> tuple:
   returns (exit status, stderr lines other than -X importtime's)."""
   env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1", PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
   p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
-                       env=env)
+                       env=env, preexec_fn=sigint_as_in_a_terminal)
   seen = []
   for raw in p.stderr:
     seen.append(raw.decode("utf-8", "replace"))
