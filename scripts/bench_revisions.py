@@ -6,7 +6,9 @@ from a temporary `git worktree` of BASE and from this working tree,
 alternately (base, tree, base, tree, ...), on the same inputs and flags. It
 reports the best and median wall time and peak RSS (process tree) of each,
 the ratio tree / base of the best times, and whether the record files are
-byte-identical. The temporary worktree is removed at the end.
+byte-identical; and the CPU seconds of each run's process tree (the
+workers it waited for), steadier than wall time on a loaded machine. The
+temporary worktree is removed at the end.
 
 Inputs are built here from the sources given (nothing is downloaded):
   bert_data: --bert_source lines grouped into documents of 20-90 lines
@@ -31,6 +33,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -117,16 +120,22 @@ def timed(tree: str, args: list, out_dir: str, pss: bool = False) -> dict:
   os.makedirs(os.path.dirname(out_dir), exist_ok=True)
   old = os.getcwd()
   os.chdir(tree)  # `python -m` imports from the working directory first
+  before = resource.getrusage(resource.RUSAGE_CHILDREN)
   try:
     r = run_measured([sys.executable, *args], env=_env(tree), pss=pss)
   finally:
     os.chdir(old)
-  return {k: r[k] for k in ("wall_s", "peak_rss_mb", "peak_pss_mb") if k in r}
+  after = resource.getrusage(resource.RUSAGE_CHILDREN)
+  # CPU of the command and the workers it waited for (user + system)
+  r["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+  return {k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mb", "peak_pss_mb") if k in r}
 
 
 def summarize(runs: list) -> dict:
   walls = [r["wall_s"] for r in runs]
+  cpus = [r["cpu_s"] for r in runs]
   out = {"best_s": round(min(walls), 2), "median_s": round(statistics.median(walls), 2),
+         "cpu_best_s": round(min(cpus), 2), "cpu_median_s": round(statistics.median(cpus), 2),
          "peak_rss_mb": round(max(r["peak_rss_mb"] for r in runs))}
   if "peak_pss_mb" in runs[0]:
     out["peak_pss_mb"] = round(max(r["peak_pss_mb"] for r in runs))
@@ -203,6 +212,8 @@ def compare_tool(tool: str, a, inputs: dict, work: str, base_tree: str) -> dict:
       digests[side] = records_digest(out_dir)
   base, head = summarize(runs["base"]), summarize(runs["tree"])
   return {"base": base, "tree": head, "ratio_best": round(head["best_s"] / base["best_s"], 3),
+          "ratio_median": round(head["median_s"] / base["median_s"], 3),
+          "ratio_cpu_median": round(head["cpu_median_s"] / base["cpu_median_s"], 3),
           **({"ratio_peak_pss": round(head["peak_pss_mb"] / base["peak_pss_mb"], 3)}
              if a.memory else {}),
           "same_record_bytes": digests["base"] == digests["tree"]}
