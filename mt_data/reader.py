@@ -31,6 +31,7 @@ from textrecords.wire import example_decoder
 from textrecords.reading import numpy_reader
 from textrecords.reading import package_readers
 from textrecords.errors import UserError
+from textrecords.reading import mixtures
 
 
 def pad_or_trim(values: np.ndarray, lengths: np.ndarray, steps: int) -> np.ndarray:
@@ -119,7 +120,6 @@ def numpy_batches(location, batch_size: Optional[int] = None, *, split: str = "t
   if not isinstance(location, str) or weights is not None:
     if bucket_boundaries is not None:
       raise UserError("bucket_boundaries: a mixture gives fixed-length batches (num_steps)")
-    from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
     return mixtures.numpy_mixture([open_dataset(loc, split=split, **options)
                                    for loc in location], weights, opts)
   opened = open_dataset(location, split=split, bucket_boundaries=bucket_boundaries, **options)

@@ -21,6 +21,7 @@ from textrecords.errors import UserError
 
 from mt_data import preprocess
 from mt_data import schema
+from textrecords.reading import locations as dataset_files
 
 WORD_START = "\u2581"
 
@@ -166,7 +167,6 @@ def load_codecs(output_dir: str, meta: Optional[dict] = None):
   record files); with `meta` given it must be the folder.
   """
   if meta is None:
-    from textrecords.reading import locations as dataset_files  # pylint: disable=import-outside-toplevel
     found = dataset_files.open_datasets(output_dir, schema.PACKAGE)[0]
     lay, meta = found.layout, found.meta
   else:

@@ -27,12 +27,14 @@ from typing import List
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:  # run from a checkout without installing
-  sys.path.insert(0, _ROOT)
+for _path in (_ROOT, os.path.join(_ROOT, "scripts")):  # a checkout without installing;
+  if _path not in sys.path:                 # script_inputs beside this script
+    sys.path.insert(0, _path)
 
 # Keras and TensorFlow are imported on first use (`_layers`), after the flags and
 # the input are checked and their being installed is (`script_args.require_tensorflow`).
 from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
+import script_inputs  # pylint: disable=wrong-import-position,import-error
 
 MASKED_LM = "masked_lm"
 NEXT_SENTENCE = "next_sentence"
@@ -44,7 +46,6 @@ def read_metadata(records_path: str) -> dict:
   """The metadata bert_data.create wrote for `records_path` (any location
   `make_dataset` takes); another package's dataset is refused naming the
   script that trains on it."""
-  from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
   return script_inputs.check(records_path, script_inputs.BERT, "--input")
 
 

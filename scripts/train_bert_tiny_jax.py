@@ -22,13 +22,15 @@ import types
 os.environ["KERAS_BACKEND"] = "jax"
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:  # run from a checkout without installing
-  sys.path.insert(0, _ROOT)
+for _path in (_ROOT, os.path.join(_ROOT, "scripts")):  # a checkout without installing;
+  if _path not in sys.path:                 # script_inputs beside this script
+    sys.path.insert(0, _path)
 
 # jax, keras and grain are imported after the flags are checked and their being
 # installed is (`script_args.require`).
 from bert_data import schema as S  # pylint: disable=wrong-import-position
 from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
+import script_inputs  # pylint: disable=wrong-import-position,import-error
 
 
 def build_model(vocab_size: int, seq_len: int, num_predictions: int, hidden: int = 64,
@@ -118,7 +120,6 @@ def main(argv=None) -> int:
                  help="grain worker processes")
   p.add_argument("--seed", type=int, default=0, check=script_args.SEED)
   args = p.parse_args(argv)
-  from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
   meta = script_inputs.check(args.input, script_inputs.BERT, "--input")  # other kinds: one line
   script_args.check_batch_fits(args.batch_size, meta["counts"]["records"],
                                f"records at --input={args.input}")

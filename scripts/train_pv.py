@@ -18,17 +18,21 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)
+for _path in (ROOT, os.path.join(ROOT, "scripts")):  # a checkout without installing;
+  if _path not in sys.path:                 # script_inputs beside this script
+    sys.path.insert(0, _path)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from textrecords.runs import cli  # pylint: disable=wrong-import-position
 from w2v_data.train import cli as train_cli  # pylint: disable=wrong-import-position
+import script_inputs  # pylint: disable=wrong-import-position,import-error
 
 
 def main(argv=None):
-  return train_cli.vectors_main(argv, __doc__, ("pv_dbow", "pv_dm"), query_flag="docs",
+  return train_cli.vectors_main(argv, __doc__, ("pv_dbow", "pv_dm"),
+                                check_dataset=script_inputs.checker(script_inputs.PV, "--data_dir"),
+                                query_flag="docs",
                                 query_help="comma-separated document ids to show neighbours "
                                 "of (default: the first three)", what="document ",
                                 epochs=10, learning_rate=0.005, sgd_model="pv",

@@ -20,10 +20,12 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:  # run from a checkout without installing
-  sys.path.insert(0, _ROOT)
+for _path in (_ROOT, os.path.join(_ROOT, "scripts")):  # a checkout without installing;
+  if _path not in sys.path:                 # script_inputs beside this script
+    sys.path.insert(0, _path)
 
 from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
+import script_inputs  # pylint: disable=wrong-import-position,import-error
 
 DEFAULT_SENTENCES = ("go .", "i lost .", "he's calm .", "i'm home .")
 
@@ -95,7 +97,6 @@ def train(data_dir, epochs=30, batch_size=64, num_steps=9, lr=0.005, embed_size=
     UserError: records another script trains on, a train split smaller than a
       batch, or TensorFlow not installed (one line each, before any training).
   """
-  from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
   meta = script_inputs.check(data_dir, script_inputs.SEQ2SEQ, "--data_dir")  # other kinds
   script_args.check_batch_fits(batch_size, meta["splits"]["train"]["pairs"],
                                f"pairs of the train split at --data_dir={data_dir}")

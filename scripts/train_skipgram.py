@@ -25,13 +25,15 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)
+for _path in (ROOT, os.path.join(ROOT, "scripts")):  # a checkout without installing;
+  if _path not in sys.path:                 # script_inputs beside this script
+    sys.path.insert(0, _path)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
 from w2v_data.train import cli as train_cli  # pylint: disable=wrong-import-position
+import script_inputs  # pylint: disable=wrong-import-position,import-error
 
 
 def train(data_dir: str, *, embed_size: int = 100, batch_size: int = 512, epochs: int = 5,
@@ -67,7 +69,8 @@ def main(argv=None):
   def _train(a):
     from w2v_data.train import models  # pylint: disable=import-outside-toplevel
     from w2v_data.train import vectors  # pylint: disable=import-outside-toplevel
-    train_cli.check_inputs(a.data_dir, "skipgram")  # other kinds, no TensorFlow: one line
+    check_dataset = script_inputs.checker(script_inputs.SKIPGRAM, "--data_dir")
+    train_cli.check_inputs(a.data_dir, check_dataset)  # other kinds, no TensorFlow: one line
     if a.trainer == "sgd":
       return train_cli.sgd_train(a, ("skipgram",))
     model, _, tokens = train(a.data_dir, embed_size=a.embed_size, batch_size=a.batch_size,

@@ -10,13 +10,13 @@ contexts is drawn again (the next round) until none is left.
 
 from textrecords.reading import read_order as R
 from textrecords.reading import tf_order
+from w2v_data import sampling
 
 _NOISE = 16  # keeps these hashes apart from the read order's
 
 
 def noise_table(tf, counts, power: float):
   """An alias table (threshold, alias) for ids 1..V-1 with weight count**power."""
-  from w2v_data import sampling  # pylint: disable=import-outside-toplevel
   table = sampling.AliasTable(sampling.noise_probabilities(counts, power))
   return tf.constant(table.prob, tf.float64), tf.constant(table.alias, tf.int64)
 

@@ -6,7 +6,6 @@ shares, `read_order` / `tf_order` the elastic, resumable order of records in
 global batches, `tf_input` the tf.data edge, `mixtures` weighted mixtures of
 datasets, the TF-free readers split by consumer (`record_source` random
 access to records, `numpy_reader`, `grain_reader`, `torch_reader`, and
-`package_readers`, a package's dataset handed to any of them),
-`script_inputs` which training script reads which dataset. Imports
+`package_readers`, a package's dataset handed to any of them). Imports
 `datasets`, `wire`, `files`.
 """

@@ -15,7 +15,12 @@ import sys
 import time
 from typing import Callable, Optional, Sequence
 
+from textrecords.errors import UserError
 from textrecords.runs import script_args
+from w2v_data.train import draws as draws_lib
+from w2v_data.train import models
+from w2v_data.train import sgd
+from w2v_data.train import vectors
 
 
 TRAINERS = ("sgd", "keras")
@@ -137,7 +142,6 @@ def set_threads(threads: int):
   Raises:
     UserError: a negative count, or TensorFlow already running in this process.
   """
-  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
   if threads < 0:
     raise UserError(f"--threads={threads}: must be >= 0")
   if threads:
@@ -156,8 +160,6 @@ def check_keep_every_token(data_dir: str, meta: dict):
   The sgd trainer subsamples afresh every epoch; records written with a
   --subsample_t below 1 hold one draw (d2l's), which trains worse vectors.
   """
-  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  from w2v_data.train import draws as draws_lib  # pylint: disable=import-outside-toplevel
   if not draws_lib.records_keep_every_token(meta):
     raise UserError(
         f"--data_dir={data_dir}: the records hold one subsampled draw (--subsample_t="
@@ -166,20 +168,17 @@ def check_keep_every_token(data_dir: str, meta: dict):
         "token), or train this draw with --trainer=keras")
 
 
-def check_inputs(data_dir: str, model: str):
-  """Before training: records of `model` at `data_dir` (else one line naming the
-  script for them), then TensorFlow and Keras installed (else one line naming
-  the extra)."""
-  from textrecords.reading import script_inputs  # pylint: disable=import-outside-toplevel
-  script = script_inputs.script_for({"package": "w2v_data", "model": model})
-  script_inputs.check(data_dir, script, "--data_dir")
+def check_inputs(data_dir: str, check_dataset: Callable[[str], object]):
+  """Before training: `check_dataset(data_dir)` (the calling script's check
+  that the records are of a model it trains, else one line naming the script
+  for them), then TensorFlow and Keras installed (else one line naming the
+  extra)."""
+  check_dataset(data_dir)
   script_args.require_tensorflow()
 
 
 def sgd_train(args, expect):
   """Trains with `w2v_data.train.sgd` from parsed flags; returns (names, matrix)."""
-  from w2v_data.train import draws as draws_lib  # pylint: disable=import-outside-toplevel
-  from w2v_data.train import models, sgd  # pylint: disable=import-outside-toplevel
   set_threads(args.threads)
   check_keep_every_token(args.data_dir, models.read_meta(args.data_dir))
   t = args._sgd_subsample_t if args.subsample_t is None else args.subsample_t  # pylint: disable=protected-access
@@ -203,8 +202,6 @@ def run(args, train: Callable, queries, what: str = "") -> int:
 
   Returns the exit status: 0, or 2 after a one-line error.
   """
-  from textrecords.errors import UserError  # pylint: disable=import-outside-toplevel
-  from w2v_data.train import models, vectors  # pylint: disable=import-outside-toplevel
   try:
     start = time.time()
     names, matrix = train(args)
@@ -225,9 +222,10 @@ def run(args, train: Callable, queries, what: str = "") -> int:
 
 
 def vectors_main(argv: Optional[Sequence[str]], doc: str, expect: Sequence[str], *,
-                 query_flag: str, query_help: str, query_default: str = "", what: str = "",
-                 **flag_defaults) -> int:
-  """The main of a script training `models.train` on records of the `expect` models.
+                 check_dataset: Callable[[str], object], query_flag: str, query_help: str,
+                 query_default: str = "", what: str = "", **flag_defaults) -> int:
+  """The main of a script training `models.train` on records of the `expect`
+  models (`check_dataset`: as `check_inputs`).
 
   Flags: `add_flags(**flag_defaults)` and --<query_flag> (comma-separated
   names to show neighbours of; empty: the first three names trained).
@@ -238,8 +236,7 @@ def vectors_main(argv: Optional[Sequence[str]], doc: str, expect: Sequence[str],
   args = resolve(p.parse_args(argv))
 
   def train(a):
-    from w2v_data.train import models  # pylint: disable=import-outside-toplevel
-    check_inputs(a.data_dir, expect[0])
+    check_inputs(a.data_dir, check_dataset)
     if a.trainer == "sgd":
       return sgd_train(a, expect)
     _, _, names, matrix = models.train(

@@ -1,4 +1,5 @@
-"""Which training script in scripts/ trains on which dataset.
+"""Which training script in scripts/ trains on which dataset (a module the
+scripts import from their own folder: the packages never name a script).
 
 Every script checks its input first (`check`): a dataset of another package,
 or of another w2v_data `--model`, is refused in one line naming the script
@@ -40,6 +41,11 @@ def describe(meta: dict) -> str:
   if pkg == "w2v_data":
     text += f" of --model={meta.get('model', 'skipgram')} records"
   return text
+
+
+def checker(script: str, flag: str):
+  """`check` of a script's dataset flag, as a function of the location given."""
+  return lambda location: check(location, script, flag)
 
 
 def check(location: str, script: str, flag: str) -> dict:
