@@ -107,16 +107,16 @@ def _cut_segments(tf, stream: R.Stream, order, rotation, first, length):
   """`segments` of an epoch whose files come in `order` and whose stream
   starts `rotation` records into them (int64 tensors, `_draws`')."""
   counts = tf.gather(tf.constant(stream.counts, tf.int64), order)
-  start = tf.concat([[0], tf.cumsum(counts)], 0)
-  n = tf.constant(stream.total, tf.int64)
-  a = tf.math.floormod(rotation + first, tf.maximum(n, 1))
-  rows = []
-  zero = tf.constant(0, tf.int64)
-  for x, y in ((a, tf.minimum(n, a + length)), (zero, tf.maximum(zero, a + length - n))):
-    skip = tf.maximum(zero, x - start[:-1])
-    take = tf.minimum(start[1:], y) - start[:-1] - skip
-    rows.append(tf.boolean_mask(tf.stack([order, skip, take], 1), take > 0))
-  return tf.concat(rows, 0)
+  ends = tf.cumsum(counts)
+  a = tf.math.floormod(rotation + first, max(1, stream.total))
+  # the files in order twice (the stream wraps round once at most), clipped
+  # to [a, a + length): one vector op each
+  twice = tf.concat([order, order], 0)
+  begin = tf.concat([ends - counts, ends - counts + stream.total], 0)
+  size = tf.concat([counts, counts], 0)
+  skip = tf.clip_by_value(a - begin, 0, size)
+  take = tf.clip_by_value(a + length - begin, 0, size) - skip
+  return tf.boolean_mask(tf.stack([twice, skip, take], 1), take > 0)
 
 
 def _epoch_draws(tf, stream: R.Stream, epoch):
