@@ -224,8 +224,9 @@ def test_dask_flags_and_missing_extra(tmp_path):
     check_scheduler("localhost")
   with pytest.raises(UserError, match="needs --engine=dask"):
     EngineOptions("local", dask_scheduler="127.0.0.1:8786").validate()
-  with pytest.raises(UserError, match="so far mt_data and w2v_data"):
-    EngineOptions("dask").validate(["out"])  # bert_data's call
+  with pytest.raises(UserError, match=r"runs only generators declared with "
+                     r"textrecords\.engine\.protocol \(bert_data, w2v_data, mt_data\)"):
+    EngineOptions("dask").validate(["out"])  # a generator not declared
   shadow = tmp_path / "shadow" / "distributed"
   shadow.mkdir(parents=True)
   (shadow / "__init__.py").write_text("raise ImportError('No module named distributed')\n")

@@ -90,10 +90,9 @@ class EngineOptions:
       require_beam()
     if self.name == "dask":
       if not declared:
-        raise UserError("--engine=dask runs the generators declared with "
-                        "textrecords.engine.protocol (so far mt_data and w2v_data); use "
-                        "--engine=local "
-                        "or --engine=beam")
+        raise UserError("--engine=dask runs only generators declared with "
+                        "textrecords.engine.protocol (bert_data, w2v_data, mt_data); use "
+                        "--engine=local or --engine=beam")
       check_scheduler(self.dask_scheduler)
       require_dask()
     return self
