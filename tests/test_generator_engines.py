@@ -363,6 +363,12 @@ def test_w2v_local_examples_reuse_the_pass_reading(tmp_path, monkeypatch, w2v_in
 
 def test_w2v_beam_two_workers_equals_local(tmp_path, w2v_inputs, monkeypatch):
   pytest.importorskip("apache_beam")
+  from apache_beam.runners.portability import prism_runner  # pylint: disable=import-outside-toplevel
+
+  def refuse(*_, **__):
+    raise AssertionError("Prism use")
+
+  monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", refuse)
   _small_units(monkeypatch, 700)  # many units
   _w2v_create(tmp_path / "local", w2v_inputs, "center_skip_gzip")
   _w2v_create(tmp_path / "beam", w2v_inputs, "center_skip_gzip", EngineOptions("beam", MULTI))
