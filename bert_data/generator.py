@@ -17,10 +17,15 @@
     the local engine has always cut them), keyed by its 64-bit order key.
   * Metadata: `units.MetaBuilder`, as every earlier release wrote it.
 
-`create` runs it, or, for the runs whose bytes need the whole ordered
-output in one machine (--reference_compatible, several --output_file
-datasets filled round-robin, rows of --pack_instances packed over each
-order bucket), `ordered_run` on the local engine. No TensorFlow here.
+`create` runs it on Beam and Dask (`runs.generate`); on this machine
+`ordered_run` runs it: the generator's pass and tasks in worker processes,
+its records ordered in hash buckets sorted by workers (the local engine's
+`run_generator` merges every unit's run in one process, which costs bert's
+hash-ordered records about a tenth of the wall time; it gives the same
+bytes, tested). `ordered_run` also makes the runs whose bytes need the
+whole ordered output in one machine (--reference_compatible, several
+--output_file datasets filled round-robin, rows of --pack_instances packed
+over each order bucket), which the other engines refuse. No TensorFlow here.
 """
 
 import os
@@ -101,8 +106,6 @@ class BertGenerator(protocol.Generator):
 
   def _tokenize(self, unit: protocol.Unit, _values) -> dict:
     """{unit index: (flat ids, line lengths, (lines replaced, skipped))}."""
-    if self.config.num_workers > 1:
-      os.environ["TOKENIZERS_PARALLELISM"] = "false"  # processes are the parallelism
     flat, lengths, errors = units_lib.tokenize_chunk(unit.chunk(), tokenizer(self.config),
                                                      self.config.on_decode_error)
     return {unit.index: (flat, lengths, errors.as_tuple())}
@@ -139,21 +142,29 @@ class BertGenerator(protocol.Generator):
     _CACHE["ctx"] = (value, ctx)
     return ctx
 
-  def keyed_records(self, unit: protocol.Unit, values: Dict[str, Any]):
-    """Yields (uint64 order keys, encoded records) of the unit's tasks: its
-    share of the documents (or packed instances) in every dupe round."""
-    value = values["corpus"]
-    ctx = self.context(value)
-    if ctx.packed is not None:
-      total, per_task = ctx.packed.num_instances, units_lib.PACKED_PER_TASK
+  def tasks(self, unit: protocol.Unit, value: dict) -> List[tuple]:
+    """The unit's tasks (dupe, first, end): its share of the documents (or
+    packed instances), unit i of U the i-th U-th, in every dupe round, cut
+    into `units.DOCS_PER_TASK` documents (`PACKED_PER_TASK` instances)."""
+    if value["packed"] is not None:
+      total, per_task = value["packed"].num_instances, units_lib.PACKED_PER_TASK
     else:
-      total, per_task = ctx.corpus.num_docs, units_lib.DOCS_PER_TASK
+      total, per_task = value["corpus"].num_docs, units_lib.DOCS_PER_TASK
     n_units = value["units"]
     lo, hi = unit.index * total // n_units, (unit.index + 1) * total // n_units
-    task_records = units_lib.task_records_fn(ctx)
-    for dupe in range(self.config.dupe_factor):
-      for a in range(lo, hi, per_task):
-        yield task_records(ctx, dupe, a, min(hi, a + per_task))
+    return [(dupe, a, min(hi, a + per_task))
+            for dupe in range(self.config.dupe_factor) for a in range(lo, hi, per_task)]
+
+  def task_records(self, value: dict, task: tuple):
+    """(uint64 order keys, encoded records) of one task (`tasks`)."""
+    ctx = self.context(value)
+    return units_lib.task_records_fn(ctx)(ctx, *task)
+
+  def keyed_records(self, unit: protocol.Unit, values: Dict[str, Any]):
+    """Yields (uint64 order keys, encoded records) of the unit's tasks."""
+    value = values["corpus"]
+    for task in self.tasks(unit, value):
+      yield self.task_records(value, task)
 
   def examples(self, unit: protocol.Unit, values: Dict[str, Any], state: Any = None):
     """The unit's records as (shard, order key - 2**63, record); totals: how many."""
@@ -286,11 +297,14 @@ def create(config: BertConfig,
   config.validate()
   engine.validate(config.output_files, declared=True)
   check_engine(config, engine.name)
+  if config.num_workers > 1:
+    # Worker processes are the parallelism; Hugging Face threads would oversubscribe.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
   try:
     tok = tokenizer(config)
     vocab_sha = storage.sha256(config.tokenizer_file)
     gen = BertGenerator(config, tok, vocab_sha)
-    if needs_ordered_run(config):
+    if engine.name == "local":
       return ordered_run.create(gen)
     return generate.create(gen, config, engine, flag="--output_file")
   finally:

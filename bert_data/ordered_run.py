@@ -1,6 +1,15 @@
-"""bert_data's runs whose bytes need the whole ordered output in one machine.
+"""bert_data on this machine: the generator's work, ordered in hash buckets.
 
-Local engine only (`generator.check_engine` refuses the others):
+The corpus and the instances are the generator's (`generator.BertGenerator`:
+its pass "corpus" over the units and its tasks, in worker processes); the
+order is made here: instances spilled to hash buckets by order key
+(`files/spill.py`), each bucket sorted and framed (or packed) by a worker,
+its parts appended by one writer process per file
+(`textrecords.engine.local.append_parts`). The default mode gives the bytes
+of the core's local engine (`engine.local.run_generator`, which merges
+every unit's sorted run in one process) and of Beam and Dask. Besides, the
+runs whose bytes need the whole ordered output in one machine, which the
+other engines refuse (`generator.check_engine`):
 
   * --reference_compatible: the reference's one RNG walks every document
     in turn, then shuffles all instances (`reference_mode`);
@@ -9,13 +18,7 @@ Local engine only (`generator.check_engine` refuses the others):
   * --pack_instances > 1: rows are packed from the ordered instances of
     each order bucket (`instance_packing.RowPacker`).
 
-The corpus and the instances are the generator's (`generator.BertGenerator`:
-its pass "corpus" and its per-unit tasks, run in worker processes); the
-order is made here: instances spilled to hash buckets by order key
-(`files/spill.py`), each bucket sorted and framed (or packed) by a worker,
-its parts appended by one writer process per file
-(`textrecords.engine.local.append_parts`). The bytes are those every
-earlier release wrote. No TensorFlow here.
+The bytes are those every earlier release wrote. No TensorFlow here.
 """
 
 import os
@@ -27,6 +30,7 @@ import numpy as np
 from bert_data import reference_mode
 from bert_data import units
 from textrecords.datasets.layout import DatasetLayout
+from textrecords.engine import generator_steps
 from textrecords.engine import local as local_engine
 from textrecords.engine import parallel
 from textrecords.files import spill
@@ -67,11 +71,9 @@ def _run(gen, run: run_lib.GeneratorRun, progress: cli.Progress) -> List[dict]:
   """The run inside the GeneratorRun; returns each dataset's metadata written."""
   config = gen.config
   compression = tfrecord.check_compression(config.compression)
-  value = local_engine.pass_values(gen, gen.units(), config.num_workers)["corpus"]
-  corpus = value["corpus"]
-  progress.update(lambda: f"read {corpus.num_docs:,} documents, "
-                  f"{corpus.num_tokens:,} tokens", force=True)
-  run.mark("read")
+  units_ = gen.units()
+  value = _corpus_value(gen, units_, config.num_workers)
+  run.mark("read")  # (the pass's finish said what it read)
   ctx = gen.context(value)
   targets = [None if w.is_finished(p) else (w, p)
              for w, d in zip(run.writers, run.datasets) for p in d.record_paths]
@@ -80,7 +82,8 @@ def _run(gen, run: run_lib.GeneratorRun, progress: cli.Progress) -> List[dict]:
     count = reference_mode.write_files(reference_mode.shuffled_context(ctx, rng), rng,
                                        run.scratch_dir(), targets, compression, progress)
   else:
-    count = _write_ordered(gen, value, run.scratch_dir(), targets, compression, progress)
+    count = _write_ordered(gen, units_, value, run.scratch_dir(), targets, compression,
+                           progress)
   run.mark("write")
   build = gen.meta_builder(value, count)
   metas = run.finalize([build] * len(run.datasets))
@@ -88,13 +91,27 @@ def _run(gen, run: run_lib.GeneratorRun, progress: cli.Progress) -> List[dict]:
   return metas
 
 
-def _spill_unit(unit):
-  """Worker: a unit's instances spilled to hash buckets by order key;
+def _map_corpus(unit):
+  """Worker: the generator's pass "corpus" on one unit."""
+  return generator_steps.map_pass(_STATE["gen"], "corpus", unit, {})
+
+
+def _corpus_value(gen, units_, num_workers: int) -> dict:
+  """The value of the generator's pass "corpus", its units mapped in worker
+  processes."""
+  _STATE["gen"] = gen
+  partials = list(parallel.ordered_map(_map_corpus, units_, num_workers))
+  return generator_steps.finish_pass(gen, "corpus",
+                                     generator_steps.merge_pass(gen, "corpus", partials))
+
+
+def _spill_task(task):
+  """Worker: a task's instances spilled to hash buckets by order key;
   returns how many went to each bucket."""
+  keys, records = _STATE["gen"].task_records(_STATE["value"], task)
   writer = spill.SpillWriter(_STATE["spill_dir"], f"w{os.getpid()}", _STATE["num_buckets"])
-  for keys, records in _STATE["gen"].keyed_records(unit, _STATE["values"]):
-    for key, rec in zip(keys.tolist(), records):
-      writer.add(key, rec)
+  for key, rec in zip(keys.tolist(), records):
+    writer.add(key, rec)
   writer.close()
   return writer.bucket_counts
 
@@ -126,19 +143,20 @@ def _frame_bucket(task):
   return local_engine.spill_parts(spill_dir, f"framed-{b:05d}", groups)
 
 
-def _write_ordered(gen, value: dict, spill_dir: str, targets, compression: str,
+def _write_ordered(gen, units_, value: dict, spill_dir: str, targets, compression: str,
                    progress: cli.Progress) -> int:
   """Every instance spilled to the order buckets, then the buckets sorted,
   framed (packed into rows with --pack_instances) and written; returns the
   number of instances."""
   config = gen.config
   num_buckets = value["buckets"]
-  _STATE.update(gen=gen, values={"corpus": value}, spill_dir=spill_dir,
-                num_buckets=num_buckets)
+  _STATE.update(gen=gen, value=value, spill_dir=spill_dir, num_buckets=num_buckets)
   per_bucket = np.zeros(num_buckets, np.int64)
-  for counts in parallel.ordered_map(_spill_unit, gen.units(), config.num_workers):
+  tasks = [t for u in units_ for t in gen.tasks(u, value)]
+  for n, counts in enumerate(parallel.ordered_map(_spill_task, tasks, config.num_workers)):
     per_bucket += counts
-    progress.update(lambda: f"instances: {int(per_bucket.sum()):,}")
+    progress.update(
+        lambda: f"instances: {int(per_bucket.sum()):,} ({n + 1}/{len(tasks)} tasks)")
   total = int(per_bucket.sum())
   units.check_instance_count(total, len(targets))
   _STATE["row_packer"] = units.make_row_packer(config)

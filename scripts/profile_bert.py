@@ -46,7 +46,6 @@ from bert_data import generator as P  # pylint: disable=wrong-import-position
 from bert_data import ordered_run  # pylint: disable=wrong-import-position
 from bert_data import units  # pylint: disable=wrong-import-position
 from bert_data.config import BertConfig  # pylint: disable=wrong-import-position
-from textrecords.engine import local as local_engine  # pylint: disable=wrong-import-position
 from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 VOCAB = os.path.join(REPO, "tests", "testdata", "vocab_uncased.txt")
@@ -66,12 +65,13 @@ def worker_cpu_per_instance(config: BertConfig) -> dict:
   (the generator's tasks spilled to order buckets as `ordered_run` does)."""
   cfg = BertConfig(**{**config.__dict__, "dupe_factor": 1, "num_workers": 1})
   gen = P.BertGenerator(cfg, units.load_tokenizer(cfg), "")
-  value = local_engine.pass_values(gen, gen.units(), 1)["corpus"]
+  value = ordered_run._corpus_value(gen, gen.units(), 1)  # pylint: disable=protected-access
   tmp = tempfile.mkdtemp()
   state = ordered_run._STATE  # pylint: disable=protected-access
-  state.update(gen=gen, values={"corpus": value}, spill_dir=tmp, num_buckets=4)
+  state.update(gen=gen, value=value, spill_dir=tmp, num_buckets=4)
   c = time.process_time()
-  n = sum(sum(ordered_run._spill_unit(u)) for u in gen.units())  # pylint: disable=protected-access
+  n = sum(sum(ordered_run._spill_task(t))  # pylint: disable=protected-access
+          for u in gen.units() for t in gen.tasks(u, value))
   build = time.process_time() - c
   c = time.process_time()
   for b in range(4):

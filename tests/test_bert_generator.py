@@ -20,8 +20,10 @@ from bert_data import packing
 from bert_data import units
 from bert_data.config import BertConfig
 from bert_data.documents import read_corpus
+from textrecords.engine import EngineOptions
 from textrecords.engine import generator_steps
 from textrecords.engine import protocol
+from textrecords.runs import generate
 
 
 def _config(inputs, out, **kw) -> BertConfig:
@@ -144,3 +146,27 @@ def test_shard_of_equals_the_bucket_arithmetic():
                            shard_of.starts - np.uint64(1)])
     want = [((k * nb) >> 64) // (nb // ns) for k in keys.tolist()]
     assert shard_of(keys).tolist() == want
+
+
+@pytest.mark.parametrize("extra", [dict(num_shards=3, on_decode_error="replace"),
+                                   dict(masking="dynamic", packing="full_sentences",
+                                        next_sentence=False, num_shards=2)])
+def test_the_core_local_engine_gives_the_bytes_of_the_bucket_order(tmp_path, monkeypatch,
+                                                                    extra):
+  """`generator.create` orders bert's records in hash buckets on this
+  machine (`ordered_run`); the core's local engine running the declaration
+  (`runs.generate`, every unit's sorted run merged) writes the same files."""
+  corpus = write_varied_corpus(tmp_path / "corpus.txt", 3)
+  out = tmp_path / "o"
+  cfg = _config([corpus, SAMPLE_TEXT], out, num_workers=2, **extra)
+  generator.create(cfg)
+  want = {n: open(out / n, "rb").read() for n in sorted(os.listdir(out))}
+  monkeypatch.setattr(generator, "UNIT_BYTES", 900)
+  cfg = _config([corpus, SAMPLE_TEXT], out, num_workers=2, overwrite=True, **extra)
+  gen = generator.BertGenerator(cfg, generator.tokenizer(cfg), _vocab_sha(cfg))
+  generate.create(gen, cfg, EngineOptions(), flag="--output_file")
+  assert {n: open(out / n, "rb").read() for n in sorted(os.listdir(out))} == want
+
+
+def _vocab_sha(cfg) -> str:
+  return hashlib.sha256(open(cfg.vocab_file, "rb").read()).hexdigest()
