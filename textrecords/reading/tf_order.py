@@ -750,8 +750,8 @@ def plan_ids(plan: R.Plan):
   """(epoch, record numbers) per-replica batches of a `Plan`: the batches of
   `plan_dataset` as numbers, a window at a time (no element per record).
   The reference the tests compare the readers' paths against (readers that
-  hold their records use `plan_windows` over `id_windows` and
-  `first_epoch_id_rows` directly)."""
+  hold their records use `plan_id_windows`, or `plan_windows` over
+  `id_windows` without drop_remainder)."""
   tf = require_tf()
   return plan_windows(plan, lambda e, j: id_windows(tf, plan.stream, e, j))
 
