@@ -143,17 +143,28 @@ class BertGenerator(protocol.Generator):
     return ctx
 
   def tasks(self, unit: protocol.Unit, value: dict) -> List[tuple]:
-    """The unit's tasks (dupe, first, end): its share of the documents (or
-    packed instances), unit i of U the i-th U-th, in every dupe round, cut
-    into `units.DOCS_PER_TASK` documents (`PACKED_PER_TASK` instances)."""
-    if value["packed"] is not None:
-      total, per_task = value["packed"].num_instances, units_lib.PACKED_PER_TASK
-    else:
-      total, per_task = value["corpus"].num_docs, units_lib.DOCS_PER_TASK
-    n_units = value["units"]
-    lo, hi = unit.index * total // n_units, (unit.index + 1) * total // n_units
+    """The unit's tasks: its share of the documents (or packed instances),
+    unit i of U the i-th U-th (`all_tasks` of that range)."""
+    total, n_units = self._task_span(value), value["units"]
+    return self.all_tasks(value, unit.index * total // n_units,
+                          (unit.index + 1) * total // n_units)
+
+  def all_tasks(self, value: dict, lo: int = 0, hi: Optional[int] = None) -> List[tuple]:
+    """The tasks (dupe, first, end) of documents (or packed instances)
+    [lo, hi) (default: all) in every dupe round, cut into
+    `units.DOCS_PER_TASK` documents (`PACKED_PER_TASK` instances)."""
+    hi = self._task_span(value) if hi is None else hi
+    per_task = (units_lib.PACKED_PER_TASK if value["packed"] is not None
+                else units_lib.DOCS_PER_TASK)
     return [(dupe, a, min(hi, a + per_task))
             for dupe in range(self.config.dupe_factor) for a in range(lo, hi, per_task)]
+
+  @staticmethod
+  def _task_span(value: dict) -> int:
+    """How many documents (or packed instances) the tasks cover."""
+    if value["packed"] is not None:
+      return value["packed"].num_instances
+    return value["corpus"].num_docs
 
   def task_records(self, value: dict, task: tuple):
     """(uint64 order keys, encoded records) of one task (`tasks`)."""

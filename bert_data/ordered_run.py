@@ -71,8 +71,7 @@ def _run(gen, run: run_lib.GeneratorRun, progress: cli.Progress) -> List[dict]:
   """The run inside the GeneratorRun; returns each dataset's metadata written."""
   config = gen.config
   compression = tfrecord.check_compression(config.compression)
-  units_ = gen.units()
-  value = _corpus_value(gen, units_, config.num_workers)
+  value = _corpus_value(gen, gen.units(), config.num_workers)
   run.mark("read")  # (the pass's finish said what it read)
   ctx = gen.context(value)
   targets = [None if w.is_finished(p) else (w, p)
@@ -82,8 +81,7 @@ def _run(gen, run: run_lib.GeneratorRun, progress: cli.Progress) -> List[dict]:
     count = reference_mode.write_files(reference_mode.shuffled_context(ctx, rng), rng,
                                        run.scratch_dir(), targets, compression, progress)
   else:
-    count = _write_ordered(gen, units_, value, run.scratch_dir(), targets, compression,
-                           progress)
+    count = _write_ordered(gen, value, run.scratch_dir(), targets, compression, progress)
   run.mark("write")
   build = gen.meta_builder(value, count)
   metas = run.finalize([build] * len(run.datasets))
@@ -143,7 +141,7 @@ def _frame_bucket(task):
   return local_engine.spill_parts(spill_dir, f"framed-{b:05d}", groups)
 
 
-def _write_ordered(gen, units_, value: dict, spill_dir: str, targets, compression: str,
+def _write_ordered(gen, value: dict, spill_dir: str, targets, compression: str,
                    progress: cli.Progress) -> int:
   """Every instance spilled to the order buckets, then the buckets sorted,
   framed (packed into rows with --pack_instances) and written; returns the
@@ -152,7 +150,7 @@ def _write_ordered(gen, units_, value: dict, spill_dir: str, targets, compressio
   num_buckets = value["buckets"]
   _STATE.update(gen=gen, value=value, spill_dir=spill_dir, num_buckets=num_buckets)
   per_bucket = np.zeros(num_buckets, np.int64)
-  tasks = [t for u in units_ for t in gen.tasks(u, value)]
+  tasks = gen.all_tasks(value)
   for n, counts in enumerate(parallel.ordered_map(_spill_task, tasks, config.num_workers)):
     per_bucket += counts
     progress.update(

@@ -71,7 +71,7 @@ def worker_cpu_per_instance(config: BertConfig) -> dict:
   state.update(gen=gen, value=value, spill_dir=tmp, num_buckets=4)
   c = time.process_time()
   n = sum(sum(ordered_run._spill_task(t))  # pylint: disable=protected-access
-          for u in gen.units() for t in gen.tasks(u, value))
+          for t in gen.all_tasks(value))
   build = time.process_time() - c
   c = time.process_time()
   for b in range(4):

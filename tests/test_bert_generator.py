@@ -26,6 +26,14 @@ from textrecords.engine import protocol
 from textrecords.runs import generate
 
 
+@pytest.fixture(autouse=True)
+def no_cache_left():
+  """Tests here load tokenizers through `generator.tokenizer` outside a
+  create: leave no module state to later tests."""
+  yield
+  generator._CACHE.clear()  # pylint: disable=protected-access
+
+
 def _config(inputs, out, **kw) -> BertConfig:
   kw = dict(dict(dupe_factor=2, num_workers=1, quiet=True), **kw)
   return BertConfig(input_files=tuple(inputs), output_files=(f"{out}/t.tfrecord",),
