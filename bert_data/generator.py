@@ -272,12 +272,6 @@ def fingerprint(config: BertConfig, vocab_sha: str) -> dict:
   return run_lib.fingerprint(PACKAGE, flags, config.input_files, vocab_sha256=vocab_sha)
 
 
-def needs_ordered_run(config: BertConfig) -> bool:
-  """Whether the run's bytes need the whole ordered output in one machine."""
-  return (config.reference_compatible or len(config.output_files) > 1
-          or config.pack_instances > 1)
-
-
 def check_engine(config: BertConfig, engine_name: str) -> None:
   """A one-line UserError for a run the engine cannot give the local bytes of."""
   if engine_name == "local":

@@ -141,8 +141,7 @@ def test_engines_refuse_the_runs_ordered_in_one_machine():
     with pytest.raises(Exception, match=message) as e:
       generator.check_engine(cfg, "dask")
     assert "\n" not in str(e.value)
-    assert generator.needs_ordered_run(cfg)
-  assert not generator.needs_ordered_run(BertConfig(output_files=("o.tfrecord",), **base))
+  generator.check_engine(BertConfig(output_files=("o.tfrecord",), **base), "dask")
 
 
 def test_shard_of_equals_the_bucket_arithmetic():
