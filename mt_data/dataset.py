@@ -24,6 +24,7 @@ from textrecords.tf_import import require_tf
 
 from mt_data import preprocess
 from mt_data import schema
+from textrecords.reading import mixtures
 
 
 def open_dataset(location: str) -> dataset_files.Found:
@@ -151,7 +152,6 @@ def _mixture(locations, weights, split: str, opts: read_options.ReadOptions, bou
   """The fixed-length batches of a mixture (`textrecords.reading.mixtures`)."""
   if bounds is not None:
     raise UserError("bucket_boundaries: a mixture gives fixed-length batches (num_steps)")
-  from textrecords.reading import mixtures  # pylint: disable=import-outside-toplevel
   tf = require_tf()
   load = lambda loc: record_files(loc, split, verify=opts.verify,  # noqa: E731
                                   skip_corrupt=opts.skip_corrupt, log=opts.log)

@@ -224,3 +224,51 @@ def test_w2v_datas_trainer_is_imported_by_nothing_else_in_w2v_data():
   assert "w2v_data.dataset" in rest and "w2v_data.create" in rest
   inward = [f"{m} -> {d}" for m in rest for d in graph[m] if _in_w2v_trainer(d)]
   assert not inward, "w2v_data modules importing w2v_data.train: " + "; ".join(sorted(inward))
+
+
+# --------------------------------------------------- imports at the top
+
+LIBRARIES = ("textrecords", "bert_data", "w2v_data", "mt_data")  # not scripts/
+
+
+def deferred_imports(source: str) -> list:
+  """(line, statement) of every import of the project's own modules inside a
+  function of `source` that says no reason: the packages import at the top,
+  except what is optional (an extra, numba's compiled kernels, TensorFlow on
+  the TF-free side), marked `# deferred: why` on the line or the one above."""
+  lines = source.splitlines()
+  found = []
+  for fn in ast.walk(ast.parse(source)):
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      continue
+    for node in ast.walk(fn):
+      if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+      elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        names = [node.module or ""]
+      else:
+        continue
+      if not any(n.split(".")[0] in LIBRARIES for n in names):
+        continue
+      said = " ".join(lines[max(node.lineno - 2, 0):node.lineno])
+      if "# deferred:" not in said:
+        found.append((node.lineno, lines[node.lineno - 1].strip()))
+  return found
+
+
+def test_deferred_imports_are_found_unless_they_say_why():
+  code = ("import os\ndef f():\n  from textrecords import seeding\n"
+          "  # deferred: the beam extra\n  from textrecords.engine import beam\n"
+          "  import numpy\n  from textrecords.engine import dask  # deferred: the dask extra\n")
+  assert deferred_imports(code) == [(3, "from textrecords import seeding")]
+
+
+def test_the_packages_import_their_own_modules_at_the_top():
+  bad = []
+  for name, path in sorted(_modules().items()):
+    if name.split(".")[0] in LIBRARIES:
+      with open(path, encoding="utf-8") as f:
+        bad += [f"{os.path.relpath(path, ROOT)}:{line}: {stmt}"
+                for line, stmt in deferred_imports(f.read())]
+  assert not bad, ("imports inside functions with no '# deferred: why' comment (move them to "
+                   "the top, or say what is optional behind them):\n" + "\n".join(bad))

@@ -8,6 +8,7 @@ from typing import Callable, List, Optional
 from textrecords.files import storage
 from textrecords.errors import UserError
 from textrecords.tf_import import require_tf
+from textrecords.reading import tf_order
 
 _READ_BUFFER = 1 << 20
 _reader_log = threading.Lock()
@@ -188,7 +189,6 @@ def planned_batches(entries, compression: str, plan, log=print):
   (`textrecords.reading.read_order.Plan`) over the record files `entries` (every
   file of the split, in order: the plan shares them out)."""
   tf = require_tf()
-  from textrecords.reading import tf_order  # pylint: disable=import-outside-toplevel
   files = [e.path for e in entries]
   check_readable_by_tf(files)
   note_compressed_resume(compression, plan, log)
