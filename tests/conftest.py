@@ -86,9 +86,11 @@ def write_varied_corpus(path, repeats: int) -> str:
 
 
 def load_script(name: str):
-  """scripts/<name>.py loaded as a module (the scripts are not a package)."""
+  """scripts/<name>.py loaded as a module (the scripts are not a package);
+  `name` may name a subfolder ("dev/make_mt_sample")."""
   import importlib.util  # pylint: disable=import-outside-toplevel
-  spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "scripts", f"{name}.py"))
+  spec = importlib.util.spec_from_file_location(os.path.basename(name),
+                                                os.path.join(REPO, "scripts", f"{name}.py"))
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module

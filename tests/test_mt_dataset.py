@@ -33,7 +33,7 @@ def all_batches(ds):
 
 
 def test_arrays_equal_d2l_reimplementation(tmp_path):
-  check = load_script("check_mt_d2l")
+  check = load_script("bench/check_mt_d2l")
   report = check.run_check(PAIRS, num_train=30, num_val=12, num_steps=9, min_freq=2,
                            work_dir=str(tmp_path))
   assert report["pairs_compared"] == 42 and report["d2l_pairs_kept"] == 43  # d2l's extra pair

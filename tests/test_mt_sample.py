@@ -1,4 +1,4 @@
-"""The bundled mt sample: made by scripts/make_mt_sample.py, and the README's mt commands fit it.
+"""The bundled mt sample: made by scripts/dev/make_mt_sample.py, and the README's mt commands fit it.
 
 Issue 36 item 12: the README's `mt_data.create ... --num_train=512
 --num_val=128` on the sample gave 50 train and 0 validation pairs, then
@@ -20,7 +20,7 @@ SAMPLE = os.path.join(SAMPLE_DIR, "mt_sample.txt")
 
 
 def _maker():
-  return load_script("make_mt_sample")
+  return load_script("dev/make_mt_sample")
 
 
 def _readme_mt_commands():
@@ -44,7 +44,7 @@ def test_the_sample_is_what_its_script_writes_and_has_its_sources():
   assert {"Go.", "I lost.", "He's calm.", "I'm home."} <= {en for en, _ in pairs}
   with open(os.path.join(SAMPLE_DIR, "SOURCES.md"), encoding="utf-8") as f:
     sources = f.read()
-  assert "mt_sample.txt" in sources and "scripts/make_mt_sample.py" in sources
+  assert "mt_sample.txt" in sources and "scripts/dev/make_mt_sample.py" in sources
   assert "Tatoeba" in sources  # says that fra.txt's pairs are not in it
 
 

@@ -82,6 +82,6 @@ def test_train_seq2seq_loss_falls(out):
 
 
 def test_check_script_rejects_bad_args(tmp_path):
-  rc, _, err = run([os.path.join("scripts", "check_mt_d2l.py"),
+  rc, _, err = run([os.path.join("scripts", "bench", "check_mt_d2l.py"),
                     f"--input_file={tmp_path}/missing.txt"])
   assert rc == 2 and err.startswith("error:")

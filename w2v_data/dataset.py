@@ -315,7 +315,7 @@ def _finished(tf, ds, expand_labels: bool):
 
   With autotuning off the parallel steps run one call per core and
   prefetch buffers keep their default size: the autotuner's own work
-  competes for the cores and made epochs slower (`scripts/bench_w2v.py`
+  competes for the cores and made epochs slower (`scripts/bench/bench_w2v.py`
   times both; BENCHMARKS.md). A caller can turn it back on with
   `ds.with_options(...)`.
   """

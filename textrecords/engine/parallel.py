@@ -7,7 +7,7 @@ The pool is a few forked processes, each with its own pipe, and no helper
 threads in this process beyond one blocked sender per worker:
 `multiprocessing.Pool`'s worker-handler thread wakes on every result waiting
 in the pipe and spins until the result thread has read it, which cost the
-main process much of its CPU (`scripts/profile_bert.py --cpu_share`,
+main process much of its CPU (`scripts/bench/profile_bert.py --cpu_share`,
 docs/benchmarks_history.md). Here this process only pickles the
 (small) task descriptions and unpickles the results.
 """
@@ -82,7 +82,7 @@ def keep_freed_memory(mmap_threshold: int = 1 << 26, trim_threshold: int = 1 << 
   A worker that allocates and frees arrays of a few MB per task otherwise
   gets fresh pages from the kernel for each (glibc maps large blocks one by
   one and returns freed heap tops), and every first touch of a page is a
-  page fault (`scripts/bench_w2v.py` counts them with and without this;
+  page fault (`scripts/bench/bench_w2v.py` counts them with and without this;
   docs/benchmarks_history.md). Blocks below `mmap_threshold` come
   from the heap, and up to `trim_threshold` bytes of freed heap stay mapped
   for reuse. For short-lived worker processes; returns False where the C

@@ -5,7 +5,7 @@ leaves a file that looks finished but is not on disk. Left alone, the kernel
 keeps most of the written data in memory until then (it starts writing back
 only past `vm.dirty_background_ratio` of RAM, or after about 30 s), so the
 final fsync waits for all of it, with no CPU work to overlap (timed by
-`scripts/bench_fixed_costs.py`, figures in docs/benchmarks_history.md), longer for larger
+figures in docs/benchmarks_history.md), longer for larger
 files and slower disks. `Writeback` has a thread ask the
 kernel to write what is there each time the file has grown by `every` bytes,
 so the final fsync waits for the last stretch only.

@@ -424,7 +424,7 @@ def _skip_collections_at_exit():
 
   Python's shutdown runs the cycle collector over every object while it
   tears the modules down (most of a w2v_data run's exit, after numpy,
-  absl and the generator's modules; `scripts/bench_fixed_costs.py`). Frozen objects are skipped; the
+  absl and the generator's modules; docs/benchmarks_history.md). Frozen objects are skipped; the
   memory goes back to the system with the process, files were closed and
   committed by then, and atexit handlers still run.
   """

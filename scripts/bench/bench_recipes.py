@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark bert_data's recipes against the default mode, in the same run.
 
-    python scripts/bench_recipes.py --source=../shared/data/ptb.train.txt --size_mb=26
+    python scripts/bench/bench_recipes.py --source=../shared/data/ptb.train.txt --size_mb=26
 
 Runs `bert_data.create` (default mode, 2 workers) on a corpus built as
 `bench_bert.py` builds it (PTB lines grouped into seeded documents) with:

@@ -10,8 +10,8 @@ their vectors end up nearest each other. Everything is written here from
 scratch (no third-party text); the draws come from `random.Random(SEED)`,
 so the file is the same on every run:
 
-  python scripts/make_w2v_sample.py            # rewrites the file
-  python scripts/make_w2v_sample.py --check    # exit 1 if the file differs
+  python scripts/dev/make_w2v_sample.py            # rewrites the file
+  python scripts/dev/make_w2v_sample.py --check    # exit 1 if the file differs
 """
 
 import os
@@ -19,7 +19,7 @@ import random
 import sys
 from textrecords.runs import script_args
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "w2v_data", "sample", "word_classes.txt")
 SEED = 20261203
 NUM_SENTENCES = 6000

@@ -13,7 +13,7 @@ seconds only within one run on a shared machine; for gensim and the
 defaults side by side use bench_w2v_train.py.
 
 Example:
-  python scripts/sweep_w2v_sgd.py --data_dir=out/ptb_all --seeds=1,2 \\
+  python scripts/dev/sweep_w2v_sgd.py --data_dir=out/ptb_all --seeds=1,2 \\
       --pairs=wordsim353.tsv,simlex999.txt --analogies=questions-words.txt \\
       --configs='[{"epochs": 30, "rate": 0.05, "window": 8}]'
 Config keys: epochs, rate (required); window, noise_words, subsample_t
@@ -26,7 +26,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 
 

@@ -1,7 +1,7 @@
 r"""Times the three make_dataset readers against a baseline checkout, same run.
 
     git worktree add /tmp/base <base commit>     # or any copy of the older tree
-    python scripts/bench_read.py --baseline=/tmp/base [--rounds=3] [--epochs=3] [--scale=1]
+    python scripts/bench/bench_read.py --baseline=/tmp/base [--rounds=3] [--epochs=3] [--scale=1]
         [--packages=bert_data,w2v_data,mt_data] [--w2v_negatives=stored] [--repeat]
         [--mode=evaluation] [--batch_size=w2v_data=512] [--w2v_data=DIR] [--bert_data=PATH]
         [--mt_data=DIR]
@@ -42,7 +42,7 @@ import tempfile
 from typing import Optional
 from textrecords.runs import script_args
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TESTDATA = os.path.join(HERE, "tests", "testdata")
 
 # Runs inside each tree: writes the datasets once, then times reading.

@@ -1,6 +1,6 @@
 r"""Checks mt_data's arrays against d2l's MTFra arrays, token by token.
 
-    python scripts/check_mt_d2l.py --input_file=/path/to/fra.txt \
+    python scripts/bench/check_mt_d2l.py --input_file=/path/to/fra.txt \
         [--num_train=512 --num_val=128 --num_steps=9 --min_freq=2]
 
 The d2l side is an independent plain-Python re-implementation of d2l's

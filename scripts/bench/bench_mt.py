@@ -1,6 +1,6 @@
 r"""Times mt_data on a whole corpus (d2l's fra.txt: 167,130 pairs).
 
-    python scripts/bench_mt.py --input_file=/path/to/fra.txt [--repeats=3]
+    python scripts/bench/bench_mt.py --input_file=/path/to/fra.txt [--repeats=3]
 
 Runs `python -m mt_data.create --num_train=0` (all pairs but the last 128 as
 train, the last 128 as validation) as a subprocess, wall-clock timed, for

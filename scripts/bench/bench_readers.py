@@ -8,8 +8,8 @@ readers interleaved round after round so machine noise hits all of them
 alike; prints records/s (median of the rounds) and each one's ratio to
 tf.data's in the same run.
 
-  python scripts/bench_readers.py --rounds 3
-  python scripts/bench_readers.py --torch_python .venv-torch/bin/python   # torch from its venv
+  python scripts/bench/bench_readers.py --rounds 3
+  python scripts/bench/bench_readers.py --torch_python .venv-torch/bin/python   # torch from its venv
 
 Readers: tf (`make_dataset`), numpy (`numpy_batches`), grain0/grain2
 (`grain_dataset(loader=True)`, worker_count 0 and 2), torch0/torch2
@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 from textrecords.runs import script_args  # pylint: disable=wrong-import-position
 

@@ -8,8 +8,8 @@ phrases come first (among them the sentences train_seq2seq.py translates by
 default); then the generated pairs ordered by the sha256 of their English
 side, the first SIZE taken: the same file on any machine and Python version.
 
-  python scripts/make_mt_sample.py            # rewrites the bundled sample
-  python scripts/make_mt_sample.py --check    # exit 1 if the bundled file differs
+  python scripts/dev/make_mt_sample.py            # rewrites the bundled sample
+  python scripts/dev/make_mt_sample.py --check    # exit 1 if the bundled file differs
 """
 
 import hashlib
@@ -18,7 +18,7 @@ import sys
 from typing import Iterator, List, Tuple
 from textrecords.runs import script_args
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE = os.path.join(ROOT, "mt_data", "sample", "mt_sample.txt")
 SIZE = 640  # mt_data.create's defaults take 512 train + 128 validation pairs
 

@@ -27,8 +27,8 @@ Measures:
     workers.
 
 Usage:
-  python scripts/bench_w2v.py --ptb=/path/to/ptb.train.txt [--work_dir=/tmp/bench_w2v]
-  python scripts/bench_w2v.py --ptb=... --skip_main --scaling_repeats=5 --memory_scale=10
+  python scripts/bench/bench_w2v.py --ptb=/path/to/ptb.train.txt [--work_dir=/tmp/bench_w2v]
+  python scripts/bench/bench_w2v.py --ptb=... --skip_main --scaling_repeats=5 --memory_scale=10
 
 Before timing, the packages' modules are compiled to bytecode (as `pip
 install` does): a checkout run with PYTHONDONTWRITEBYTECODE=1 would otherwise
@@ -47,7 +47,7 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 from textrecords.runs import script_args  # pylint: disable=wrong-import-position

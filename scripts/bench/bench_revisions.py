@@ -20,11 +20,11 @@ Inputs are built here from the sources given (nothing is downloaded):
 of speed, bert_data only unless --tools says otherwise, e.g. issue 23's
 figure (52 MB corpus, dupe 10, 2 workers, against the commit before the
 offset index):
-  python scripts/bench_revisions.py c7280dc^ --memory --repeats=1 --bert_mb=52 \\
+  python scripts/bench/bench_revisions.py c7280dc^ --memory --repeats=1 --bert_mb=52 \\
       --bert_dupe=10 --num_shards=1
 
 Usage:
-  python scripts/bench_revisions.py 8519c6b4 --repeats=3 \\
+  python scripts/bench/bench_revisions.py 8519c6b4 --repeats=3 \\
       --bert_source=../shared/data/ptb.train.txt --w2v_source=../shared/data/ptb.train.txt \\
       --mt_source=../shared/data/fra.txt
 """

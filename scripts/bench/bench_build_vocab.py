@@ -1,6 +1,6 @@
 """Benchmarks `bert_data.build_vocab`: time, peak memory, and the [UNK] rate it buys.
 
-    python scripts/bench_build_vocab.py --data_dir=../shared/data
+    python scripts/bench/bench_build_vocab.py --data_dir=../shared/data
 
 1. Speed and memory on a 26 MB corpus (PTB's training text 5 times, written
    to a temp folder, never kept): our WordPiece build (1 and 2 workers) and
@@ -22,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bench_bert import run_measured  # pylint: disable=wrong-import-position
 from textrecords.runs import script_args  # pylint: disable=wrong-import-position
@@ -72,7 +72,7 @@ def unk_rate(vocab: str, text_file: str, max_lines: int = 0, column: int = -1) -
 
 def main():
   ap = script_args.ScriptParser()
-  ap.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..",
+  ap.add_argument("--data_dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                                      "shared", "data"))
   ap.add_argument("--vocab_size", type=int, default=30522)
   ap.add_argument("--copies", type=int, default=5)
@@ -113,7 +113,7 @@ def main():
     print(f"\nvocab from ptb.train.txt built in {time.perf_counter() - t:.1f} s")
     print("| vocab | text | lines | [UNK] pieces | words with [UNK] | pieces per word |")
     print("|---|---|---|---|---|---|")
-    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bert_data",
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bert_data",
                            "sample", "vocab.txt")
     fra = os.path.join(args.data_dir, "fra.txt")
     for text, kwargs in (("ptb.test.txt", {}), ("fra.txt English", {"max_lines": 20000,

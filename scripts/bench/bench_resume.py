@@ -1,6 +1,6 @@
 r"""Times resuming a bert_data epoch with `start_step` against reading it.
 
-    python scripts/bench_resume.py [--records=200000] [--shards=32] [--rounds=3] \
+    python scripts/bench/bench_resume.py [--records=200000] [--shards=32] [--rounds=3] \
         [--skip=0.9] [--shuffle_buffer=256] [--work=DIR]
 
 Writes bert_data records (the bundled sample text repeated to about
@@ -33,7 +33,7 @@ import tempfile
 import time
 from textrecords.runs import script_args
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, HERE)
 TESTDATA = os.path.join(HERE, "tests", "testdata")
 RECORDS_PER_REPEAT = 123  # bert records per copy of the sample text at dupe 10

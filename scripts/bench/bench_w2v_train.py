@@ -38,7 +38,7 @@ The machine is shared: CPU seconds vary less than wall time; compare ratios
 within one run. Results go to stdout as a table and to --json_out.
 
 Example:
-  python scripts/bench_w2v_train.py --text=ptb.train.txt --pv_text=ptb.test.txt \\
+  python scripts/bench/bench_w2v_train.py --text=ptb.train.txt --pv_text=ptb.test.txt \\
       --gensim_python=/work/venv-gensim/bin/python --seeds=3
 """
 
@@ -50,7 +50,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:  # a checkout, also under gensim's interpreter (--gensim_python)
   sys.path.insert(0, ROOT)
 from textrecords.runs import script_args  # pylint: disable=wrong-import-position

@@ -23,10 +23,10 @@
    without --source, from Python's own pydoc help text.
 
 Usage:
-  python scripts/profile_bert.py --corpus=corpus.txt [--num_workers=2]
-  python scripts/profile_bert.py --cpu_share [--source=ptb.train.txt] [--workers=1,2,4]
-  python scripts/profile_bert.py --cpu_share --size_mb=6.5 --modes=reference,reference_python
-(build a corpus with scripts/bench_bert.py's --source/--size_mb, or pass any).
+  python scripts/bench/profile_bert.py --corpus=corpus.txt [--num_workers=2]
+  python scripts/bench/profile_bert.py --cpu_share [--source=ptb.train.txt] [--workers=1,2,4]
+  python scripts/bench/profile_bert.py --cpu_share --size_mb=6.5 --modes=reference,reference_python
+(build a corpus with scripts/bench/bench_bert.py's --source/--size_mb, or pass any).
 """
 
 import json
@@ -38,9 +38,9 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "scripts"))
+sys.path.insert(0, os.path.join(REPO, "scripts", "bench"))
 
 from bert_data import generator as P  # pylint: disable=wrong-import-position
 from bert_data import ordered_run  # pylint: disable=wrong-import-position

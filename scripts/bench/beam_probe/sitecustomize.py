@@ -1,4 +1,4 @@
-"""A bundle log for Beam SDK workers (scripts/bench_beam.py --bundle_log).
+"""A bundle log for Beam SDK workers (scripts/bench/bench_beam.py --bundle_log).
 
 Python imports this module at start-up in every process whose PYTHONPATH
 holds this folder; bench_beam.py puts it only on the worker pool's, so it

@@ -15,7 +15,7 @@ workers; metadata included) and that all three wrote the same record files
 there).
 
 Usage (the corpora are not part of the repository):
-  python scripts/bench_beam.py --bert_source=../shared/data/ptb.train.txt --bert_mb=2 \\
+  python scripts/bench/bench_beam.py --bert_source=../shared/data/ptb.train.txt --bert_mb=2 \\
       --w2v_corpus=../shared/data/ptb.train.txt --mt_corpus=../shared/data/fra.txt
 
 `--portable_mb=25,100` instead: w2v_data (or `--portable_package=mt_data`:
@@ -30,9 +30,9 @@ the job API, so the Beam run has 1 SDK worker against the local run's 2);
 reports wall time, CPU seconds of all processes, peak RSS of each SDK
 worker and of the job service, and input MB per CPU second, and checks the
 Beam run wrote the local run's files:
-  python scripts/bench_beam.py --portable_mb=25,110
+  python scripts/bench/bench_beam.py --portable_mb=25,110
 With `--bundle_log`, the SDK workers log every bundle
-(scripts/beam_probe/sitecustomize.py) and a second table gives, per Beam
+(scripts/bench/beam_probe/sitecustomize.py) and a second table gives, per Beam
 run, the largest bundle the runner handed a worker (encoded MB, elements)
 and the bundle whose worker RSS grew most: what the runner puts in one
 bundle against what our steps hold.
@@ -403,7 +403,7 @@ def _print_named(results):
 def main():
   ap = script_args.ScriptParser(description=__doc__.split("\n")[0])
   ap.add_argument("--bert_source", help="text whose lines make the bert corpus (documents "
-                  "of 20-90 lines, as scripts/bench_bert.py builds it)")
+                  "of 20-90 lines, as scripts/bench/bench_bert.py builds it)")
   ap.add_argument("--bert_mb", type=float, default=2.0, help="bert corpus size")
   ap.add_argument("--bert_dupe_factor", type=int, default=2)
   ap.add_argument("--bert_num_shards", type=int, default=4)
@@ -417,7 +417,7 @@ def main():
                   help="with --portable_mb: space-separated flags added to both runs "
                   "(e.g. '--packing=full_sentences')")
   ap.add_argument("--bundle_log", action="store_true",
-                  help="with --portable_mb: log the SDK workers' bundles (scripts/beam_probe)")
+                  help="with --portable_mb: log the SDK workers' bundles (scripts/bench/beam_probe)")
   args = ap.parse_args()
   tmp = tempfile.mkdtemp(prefix="bench_beam_")
   try:

@@ -10,12 +10,12 @@ process tree (polled every 50 ms with psutil) for:
   * default mode (per-document RNGs, hash order), with --num_workers.
 
 Usage:
-  python scripts/bench_bert.py --source=../shared/data/ptb.train.txt --size_mb=6.5
-  python scripts/bench_bert.py --corpus=my_corpus.txt --skip_baseline
-  python scripts/bench_bert.py --source=... --memory   # RSS at 26 MB and 4x that
-  python scripts/bench_bert.py --dynamic --source=...  # static vs dynamic masking:
+  python scripts/bench/bench_bert.py --source=../shared/data/ptb.train.txt --size_mb=6.5
+  python scripts/bench/bench_bert.py --corpus=my_corpus.txt --skip_baseline
+  python scripts/bench/bench_bert.py --source=... --memory   # RSS at 26 MB and 4x that
+  python scripts/bench/bench_bert.py --dynamic --source=...  # static vs dynamic masking:
       # size on disk (dupe 1 vs 10), make_dataset feed rate, mask statistics
-  python scripts/bench_bert.py --seq_memory  # peak RSS vs --max_seq_length on the
+  python scripts/bench/bench_bert.py --seq_memory  # peak RSS vs --max_seq_length on the
       # bundled 32 KB sample (dupe_factor 1): should grow linearly, not quadratically
 
 The corpus is built from --source lines (blank lines ignored) grouped into
@@ -34,7 +34,7 @@ import time
 import psutil
 from textrecords.runs import script_args
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VOCAB = os.path.join(REPO, "tests", "testdata", "vocab_uncased.txt")
 
 

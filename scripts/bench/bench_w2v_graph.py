@@ -11,7 +11,7 @@ the two in the same run).
 Example:
   python -m w2v_data.create --input_file=ptb.train.txt --output_dir=/tmp/ptb_w2v \\
       --subsample_t=1e-4        # d2l's draw: 342,466 centers
-  python scripts/bench_w2v_graph.py --data_dir=/tmp/ptb_w2v --epochs=4 --rounds=2
+  python scripts/bench/bench_w2v_graph.py --data_dir=/tmp/ptb_w2v --epochs=4 --rounds=2
 """
 
 import json
@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 from textrecords.runs import script_args  # pylint: disable=wrong-import-position

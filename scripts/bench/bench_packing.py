@@ -16,7 +16,7 @@ One run, default mode at --max_seq_length=512 on a corpus of short documents
   held-out unpacked instances afterwards (the packed model's weights in the
   unpacked model), over --seeds seeds.
 
-    python scripts/bench_packing.py --ptb /work/shared/data/ptb.train.txt --out_dir /tmp/bp
+    python scripts/bench/bench_packing.py --ptb /work/shared/data/ptb.train.txt --out_dir /tmp/bp
 
 (`--skip_training`: the create figures only; `--pack_instances=4`: the
 README's create command.)
@@ -32,9 +32,10 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:
-  sys.path.insert(0, _ROOT)
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for _path in (_ROOT, os.path.join(_ROOT, "scripts")):  # the checkout; train_bert_tiny.py
+  if _path not in sys.path:
+    sys.path.insert(0, _path)
 
 import numpy as np  # pylint: disable=wrong-import-position
 
@@ -98,7 +99,7 @@ def pack_step_seconds(unpacked: str, pack: int, repeats: int) -> list:
 
 
 def _tiny():
-  """scripts/train_bert_tiny.py as a module (this script's folder is on sys.path)."""
+  """scripts/train_bert_tiny.py as a module (scripts/ is on sys.path)."""
   import train_bert_tiny  # pylint: disable=import-outside-toplevel
   return train_bert_tiny
 
