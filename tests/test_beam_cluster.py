@@ -131,15 +131,21 @@ class Cluster:
                     "experiments=disable_logging_submission_environment")
     return self
 
+  def worker_pids(self) -> set:
+    """The pids of the pool's SDK worker processes now."""
+    pids = set()
+    for task in os.listdir(f"/proc/{self.pool.pid}/task"):
+      with open(f"/proc/{self.pool.pid}/task/{task}/children", encoding="ascii") as f:
+        pids.update(int(pid) for pid in f.read().split())
+    return pids
+
   def kill_workers(self) -> int:
     """SIGKILLs the pool's SDK worker processes; returns how many."""
     killed = 0
-    for task in os.listdir(f"/proc/{self.pool.pid}/task"):
-      with open(f"/proc/{self.pool.pid}/task/{task}/children", encoding="ascii") as f:
-        for pid in f.read().split():
-          with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
-            killed += 1
+    for pid in self.worker_pids():
+      with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+        killed += 1
     return killed
 
   def stop(self):
@@ -309,6 +315,16 @@ def _wait_for(fs, prefix, marker, proc, timeout=240):
   return False
 
 
+def _wait_for_new_worker(cluster, before: set, proc, timeout=240) -> bool:
+  """Waits until the job `proc` launched has an SDK worker of its own."""
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline and proc.poll() is None:
+    if cluster.worker_pids() - before:
+      return True
+    time.sleep(0.1)
+  return False
+
+
 def test_killed_worker_and_killed_pipeline_then_resume(cluster, launcher, s3_server, inputs,
                                                        local_runs, storage_env,
                                                        tmp_path_factory):
@@ -321,8 +337,10 @@ def test_killed_worker_and_killed_pipeline_then_resume(cluster, launcher, s3_ser
                f"--beam_pipeline_options={cluster.options}")
   t0 = time.monotonic()
 
+  before = cluster.worker_pids()  # SDK workers an earlier job may have left
   proc = _start(argv, launcher / "cwd", storage_env, launcher / "home")
-  assert _wait_for(fs, prefix, ".parts-", proc), _finish(proc)
+  assert _wait_for_new_worker(cluster, before, proc), _finish(proc)
+  time.sleep(1.0)  # the job's bundles under way (records go through the shuffle: no parts)
   assert cluster.kill_workers() > 0
   print(f"{time.monotonic() - t0:.1f}s: workers killed", file=sys.stderr)
   rc, lines = _finish_or_stop_hung(proc, cluster)

@@ -7,7 +7,6 @@ README says (issue 36 items 1 and 13).
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -17,6 +16,7 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import load_script
 from w2v_data import generator
 from w2v_data.train import cli as train_cli
 from w2v_data.config import D2L_SUBSAMPLE_T
@@ -29,10 +29,7 @@ SCRIPTS = {"skipgram": "train_skipgram", "cbow": "train_cbow", "pv_dbow": "train
 
 
 def _module(name):
-  spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", f"{name}.py"))
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod
+  return load_script(name)
 
 
 def _readme():
@@ -99,7 +96,7 @@ def test_default_records_train_with_the_scripts_fresh_subsampling(tmp_path, monk
 
 
 def test_the_bench_runs_create_with_the_documented_flags():
-  bench = _module("bench_w2v_train")
+  bench = _module("bench/bench_w2v_train")
   a = argparse.Namespace(min_freq=10, window=5, negative=5, pv_min_freq=2)
   assert bench.create_flags("skipgram", a) == ["--model=skipgram"]
   assert bench.create_flags("cbow", a) == ["--model=cbow"]
@@ -111,7 +108,7 @@ def test_the_bench_runs_create_with_the_documented_flags():
 
 
 def test_the_sample_is_what_its_generator_writes_and_the_readme_counts_its_lines():
-  gen = _module("make_w2v_sample")
+  gen = _module("dev/make_w2v_sample")
   with open(os.path.join(SAMPLE, "word_classes.txt"), encoding="utf-8") as f:
     text = f.read()
   assert text == gen.text()
@@ -124,7 +121,7 @@ def test_the_sample_is_what_its_generator_writes_and_the_readme_counts_its_lines
 
 
 def _class_of():
-  gen = _module("make_w2v_sample")
+  gen = _module("dev/make_w2v_sample")
   return {w: c for c in gen.CLASSES for w in gen.CLASSES[c] + gen.CUES[c]}, gen.CLASSES
 
 

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import load_script
 from textrecords.errors import UserError
 from w2v_data.train import models
 from w2v_data import generator
@@ -32,11 +33,7 @@ def _op_determinism_off_afterwards():
 
 
 def _script(name="train_skipgram"):
-  spec = importlib.util.spec_from_file_location(
-      name, os.path.join(ROOT, "scripts", f"{name}.py"))
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod
+  return load_script(name)
 
 
 def _create(d, workers=1, **kw):
@@ -507,7 +504,7 @@ def test_sgd_flag_errors_are_one_line(tmp_path, capsys):
 
 
 def test_bench_seeds_configs_and_summary():
-  bench = _script("bench_w2v_train")
+  bench = _script("bench/bench_w2v_train")
   assert bench.seed_list("", 4) == [4]
   assert bench.seed_list("3", 4) == [4, 5, 6]
   assert bench.seed_list("9,2", 1) == [9, 2]
@@ -549,7 +546,7 @@ def test_bench_runs_every_seed_and_checks_identity_once(tmp_path, capsys):
   (tmp_path / "pairs.tsv").write_text("w1\tw2\t9\nw1\tw7\t5\nw3\tw9\t1\n", encoding="utf-8")
   (tmp_path / "an.txt").write_text(": x\nw1 w2 w3 w4\nw5 w6 w7 w8\n", encoding="utf-8")
   out = tmp_path / "out"
-  bench = _script("bench_w2v_train")
+  bench = _script("bench/bench_w2v_train")
   assert bench.main([f"--text={TINY}", "--models=skipgram", "--seeds=2", "--seed=3",
                      "--ours_epochs=1", "--dim=8", "--min_freq=2", f"--out_dir={out}",
                      "--jobs=2", f"--pairs={tmp_path / 'pairs.tsv'}",
