@@ -19,7 +19,8 @@ needs around them:
   * `run_generator`: any declared generator (`engine.protocol`): units ->
     Reshuffle -> passes as global combines (small side inputs) -> examples
     -> (file, a unit's sorted run of records) -> GroupByKey -> runs merged
-    in key order -> one writer per file -> finalize.
+    in key order -> the generator's `finish_file` -> one writer per file
+    -> finalize.
 
 Outputs may be URLs or local paths on a mount every worker has; nothing goes
 through the launching machine's disk, so any runner works.
@@ -346,15 +347,18 @@ def _map_unit(unit, gen, name, names, *values):
   return generator_steps.map_pass(gen, name, unit, dict(zip(names, values)))
 
 
-def _write_sorted(item, dataset, paths: Sequence[str], compression: str):
+def _write_sorted(item, gen, dataset, paths: Sequence[str], compression: str, names,
+                  *values):
   """(file index, {"records": [...], "file": [...]}) -> the file's info (a
-  file finished by the resumed run: nothing)."""
+  file finished by the resumed run: nothing), its runs merged in key order
+  and through the generator's `finish_file`."""
   file_index, grouped = item
   path = paths[file_index]
   if dataset.is_finished(path):
     return
-  yield generator_steps.write_file(dataset.open(path, compression),
+  runs = generator_steps.file_runs(gen, file_index, dict(zip(names, values)),
                                    record_runs.merged(grouped["records"]))
+  yield generator_steps.write_file(dataset.open(path, compression), runs)
 
 
 def _finalize_generator(infos, gen, dataset, names, totals, *values):
@@ -394,8 +398,8 @@ def run_generator(gen, dataset, options_text: str) -> None:
              | "key files" >> beam.Map(lambda i: (i, None)))
     infos = ({"records": recs.records, "file": files}
              | "group by file" >> beam.CoGroupByKey()
-             | "write files" >> beam.FlatMap(_write_sorted, dataset, list(outputs.records),
-                                             outputs.compression))
+             | "write files" >> beam.FlatMap(_write_sorted, gen, dataset, list(outputs.records),
+                                             outputs.compression, names, *sides))
     _ = (infos | "all infos" >> beam.combiners.ToList()
          | "finalize" >> beam.Map(_finalize_generator, gen, dataset, names, single(totals),
                                   *sides))

@@ -12,9 +12,10 @@ DaskRunner).
      run object per output file it touches under the run's parts folder
      (`DirectDataset.parts_dir`): a few large objects per unit, never one
      per record.
-  3. Files: one task per record file merges its runs in key order and
-     streams the file in place (`DirectDataset.open`); a last task writes
-     the small files and the metadata (`generator_steps.finalize_direct`).
+  3. Files: one task per record file merges its runs in key order, passes
+     them through the generator's `finish_file` and streams the file in
+     place (`DirectDataset.open`); a last task writes the small files and
+     the metadata (`generator_steps.finalize_direct`).
 
 Outputs are URLs or paths on a mount every worker has, as with Beam. A
 failed task's `UserError` is raised here, the first unit's in unit order,
@@ -87,11 +88,15 @@ def _unit_runs(unit, gen, values: Dict[str, Any], parts_dir: str):
   return totals, generator_steps.keyed_runs(parts_dir, unit.index, by_file)
 
 
-def _write_file(dataset, path: str, compression: str, runs: Sequence[tuple]):
+def _write_file(gen, values: Dict[str, Any], dataset, file_index: int, path: str,
+                compression: str, runs: Sequence[tuple]):
+  """Record file `file_index` from its run objects, merged in key order and
+  through the generator's `finish_file`; its info (None: kept by a resume)."""
   if dataset.is_finished(path):
     return None
-  return generator_steps.write_file(dataset.open(path, compression),
-                                    generator_steps.merged_run(runs))
+  return generator_steps.write_file(
+      dataset.open(path, compression),
+      generator_steps.file_runs(gen, file_index, values, generator_steps.merged_run(runs)))
 
 
 def _finalize(gen, dataset, values, totals, infos):
@@ -115,7 +120,8 @@ def run_generator(gen, dataset, scheduler: str, num_workers: int) -> None:
     for _, unit_runs in done:
       for entry in unit_runs:
         runs.setdefault(entry[0], []).append(entry)
-    infos = [client.submit(_write_file, dataset, path, outputs.compression,
+    shared, = client.scatter([values])  # sent once, not with each file's task
+    infos = [client.submit(_write_file, gen, shared, dataset, f, path, outputs.compression,
                            runs.get(f, []), pure=False)
              for f, path in enumerate(outputs.records)]
     _results(client, infos)

@@ -9,6 +9,8 @@ are made by the same code whichever engine runs them:
   * `unit_runs` / `unit_records`: a unit's examples, framed and grouped by
     output file, each group sorted `record_runs.Run`s (or one), plus the
     unit's totals.
+  * `file_runs`: a file's merged runs through the generator's
+    `finish_file` (its step after the sort), what every writer writes.
   * `write_file`: one record file from its runs in key order, streamed
     in place by a worker (temp name, sha256, offset index).
   * `keyed_runs` / `merged_run`: a file's records as per-unit runs (objects
@@ -98,6 +100,13 @@ def unit_records(gen: protocol.Generator, unit: protocol.Unit, values: Dict[str,
   """`unit_runs` with each file's runs as one run."""
   by_file, totals = unit_runs(gen, unit, values, state)
   return {f: record_runs.concatenated(runs) for f, runs in by_file.items()}, totals
+
+
+def file_runs(gen: protocol.Generator, file_index: int, values: Dict[str, Any],
+              runs: Iterable[record_runs.Run]) -> Iterable[record_runs.Run]:
+  """What every engine writes to record file `file_index`: its runs in key
+  order through `gen.finish_file` (the generator's step after the sort)."""
+  return gen.finish_file(file_index, values, runs)
 
 
 def write_file(handle, runs: Iterable[record_runs.Run]) -> dict:

@@ -23,8 +23,9 @@ written: no finished file is read back.
     unit's records sorted into one run file per output file
     (`record_runs`), each file's runs merged in key order into parts for a
     `PartWriter`, the metadata last. A generator whose keys follow its
-    units (`Generator.keys_follow_units`) has each unit's records appended
-    to their files as the units come, in order, while the workers go on.
+    units (`Generator.keys_follow_units`, no `finish_file`) has each unit's
+    records appended to their files as the units come, in order, while the
+    workers go on.
 """
 
 import os
@@ -344,9 +345,10 @@ def _spill_records(gen, units, values, spill_dir: str, num_workers: int,
   return totals, runs
 
 
-def _write_records(gen, dw, runs: dict):
-  """Each record file from its runs merged in key order, a run a part
-  (finished files of a resumed run are kept)."""
+def _write_records(gen, dw, runs: dict, values: dict):
+  """Each record file from its runs merged in key order and through the
+  generator's `finish_file`, a run a part (finished files of a resumed run
+  are kept)."""
   outputs = gen.outputs()
   paths = outputs.records
   out = PartWriter(lambda f: None if dw.is_finished(paths[f])
@@ -354,7 +356,8 @@ def _write_records(gen, dw, runs: dict):
   try:
     for f, path in enumerate(paths):
       if not dw.is_finished(path):
-        for run in generator_steps.merged_run(runs.get(f, [])):
+        for run in generator_steps.file_runs(gen, f, values,
+                                             generator_steps.merged_run(runs.get(f, []))):
           out.append(Part(f, run.data, len(run.keys), run.starts))
       out.finish(f)
   finally:
@@ -444,7 +447,7 @@ def run_generator(gen, run, num_workers: int) -> dict:
     values = pass_values(gen, units, num_workers, carried,
                          spill_dir if num_workers > 1 else None)
     run.mark("passes")
-    if gen.keys_follow_units:
+    if gen.keys_follow_units and not protocol.finishes_files(gen):
       totals = _stream_records(gen, dw, units, values, spill_dir if num_workers > 1 else None,
                                num_workers, carried)
       runs = None
@@ -457,7 +460,7 @@ def run_generator(gen, run, num_workers: int) -> dict:
     if not dw.is_finished(path):
       dw.write_bytes(path, data)
   if runs is not None:
-    _write_records(gen, dw, runs)
+    _write_records(gen, dw, runs, values)
   run.mark("write")
   meta, = run.finalize([lambda infos: gen.metadata(values, totals, infos)])
   return meta

@@ -23,6 +23,15 @@ A package says *what* is computed; an engine (`local`, `beam`, `dask`) says
     `examples` of the same unit. An engine may hand it on (the local engine
     does, within `CARRY_BUDGET` bytes) or drop it (state None): `examples`
     then redoes that work, and the bytes are the same either way.
+  * `finish_file(file_index, values, runs) -> runs`: optional, a step over
+    one record file's records after the sort, before they are written
+    (default: none, the runs as given). `runs` are the file's framed
+    records in key order (`record_runs.Run`s, consumed lazily); it returns
+    the runs to write (their keys non-decreasing), e.g. bert_data's rows
+    packed from each order bucket's instances. Every engine's file writer
+    calls it once per file (`generator_steps.file_runs`), so the bytes are
+    the same on every engine. Keep memory bounded: hold one slice of the
+    ordered records at a time (bert: one order bucket), never the file.
   * `layout()`, `outputs()`, `fingerprint()`, `small_files(values)`,
     `metadata(values, totals, infos)`: the files of the run and the
     metadata written last.
@@ -154,6 +163,12 @@ def split_carry(result: Any) -> Tuple[Any, Any, int]:
   return result, None, 0
 
 
+def finishes_files(gen: "Generator") -> bool:
+  """Whether `gen` overrides `Generator.finish_file` (a step over each
+  sorted file: the file is written only once all its records are sorted)."""
+  return type(gen).finish_file is not Generator.finish_file
+
+
 def merge_all(p: Pass, partials: Iterable[Any]) -> Any:
   """`p.merge` of the partials that are not None (None if none is)."""
   present = [x for x in partials if x is not None]
@@ -222,6 +237,13 @@ class Generator:
 
   def merge_totals(self, partials: List[Any]) -> Any:
     raise NotImplementedError
+
+  def finish_file(self, file_index: int, values: Dict[str, Any],  # pylint: disable=unused-argument
+                  runs: Iterable[Any]) -> Iterable[Any]:
+    """Record file `file_index`'s sorted records -> the records written
+    (see the module doc): `record_runs.Run`s of framed records in key order
+    in, runs out; by default the runs as given."""
+    return runs
 
   def small_files(self, values: Dict[str, Any]) -> Dict[str, bytes]:
     """Path -> bytes of the files that are not records."""
