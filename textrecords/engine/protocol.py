@@ -11,7 +11,9 @@ A package says *what* is computed; an engine (`local`, `beam`, `dask`) says
     `merge(partials) -> partial` (associative and order-free: a partial
     carries its own order, e.g. unit indexes), `finish(partial) -> value`.
     A value is small (vocabulary-sized, or a few bytes per unit), so engines
-    broadcast it to every worker.
+    broadcast it to every worker. A pass of token counts declares
+    `shards`, `split` and `select`: the engines merge it per shard and
+    only the selected entries meet (`engine.sharded_pass`).
   * `examples(unit, values, state) -> (records, totals)`: the unit's records
     as (file index, key, serialized example), or records it encodes in bulk
     as `RecordBlock`s (framed, consecutive keys), and a partial of the
@@ -125,6 +127,16 @@ class Pass:
       stop there (their partials are then treated as None).
     distributed: False when partials grow with the corpus (such a pass runs
       on the local engine only; the generator refuses other engines).
+    shards: > 0 for a pass keyed by token (counts for a vocabulary): the
+      Beam and Dask engines merge it per shard (`engine.sharded_pass`), so
+      no worker holds every distinct token. With it:
+    split: (partial, shards) -> `shards` partials (None: empty), cut by
+      `sharded_pass.shard_of` of the token; small per-unit data and sums
+      go to shard 0.
+    select: a shard's merged partial -> the part that can reach the value
+      (bounded by the vocabulary: tokens at the min count, top-k
+      candidates; sums kept). `finish` gives the same value from the
+      selected parts, merged, as from one merge of every partial.
   """
   name: str
   map: Callable[[Unit, Dict[str, Any]], Any]
@@ -132,6 +144,9 @@ class Pass:
   finish: Callable[[Any], Any]
   enough: Optional[Callable[[Any], bool]] = None
   distributed: bool = True
+  shards: int = 0
+  split: Optional[Callable[[Any, int], Sequence[Any]]] = None
+  select: Optional[Callable[[Any], Any]] = None
 
 
 CARRY_BUDGET = 256 << 20  # state bytes an engine keeps between a pass and the examples
