@@ -22,10 +22,12 @@
 its records ordered in hash buckets sorted by workers (the local engine's
 `run_generator` merges every unit's run in one process, which costs bert's
 hash-ordered records about a tenth of the wall time; it gives the same
-bytes, tested). `ordered_run` also makes the runs whose bytes need the
+bytes, tested). Rows of --pack_instances are packed from each order
+bucket's sorted instances after the sort, on every engine (`finish_file`,
+`bucket_rows`). `ordered_run` also makes the runs whose bytes need the
 whole ordered output in one machine (--reference_compatible, several
---output_file datasets filled round-robin, rows of --pack_instances packed
-over each order bucket), which the other engines refuse. No TensorFlow here.
+--output_file datasets filled round-robin), which the other engines
+refuse. No TensorFlow here.
 """
 
 import os
@@ -34,6 +36,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from bert_data import bucket_rows
 from bert_data import ordered_run
 from bert_data import units as units_lib
 from bert_data.config import BertConfig
@@ -186,6 +189,14 @@ class BertGenerator(protocol.Generator):
                      recs))
     return out, len(out)
 
+  def finish_file(self, file_index: int, values: Dict[str, Any], runs):
+    """--pack_instances > 1: each order bucket's sorted instances packed
+    into rows (`bucket_rows`), as `ordered_run` packs them; else the runs."""
+    packer = units_lib.make_row_packer(self.config)
+    if packer is None:
+      return runs
+    return bucket_rows.packed_runs(runs, _BucketOf(values["corpus"]["buckets"]), packer)
+
   def messages(self, meta: dict) -> List[str]:
     """What the run wrote (none with --quiet)."""
     if self.config.quiet:
@@ -237,6 +248,16 @@ class _ShardOf:  # pylint: disable=too-few-public-methods
     return np.searchsorted(self.starts, keys, side="right") // self.per_shard
 
 
+class _BucketOf:  # pylint: disable=too-few-public-methods
+  """Engine keys (order key - 2**63, int64) -> their order buckets."""
+
+  def __init__(self, num_buckets: int):
+    self.shard_of = _ShardOf(num_buckets, num_buckets)
+
+  def __call__(self, keys: np.ndarray) -> np.ndarray:
+    return self.shard_of(keys.view(np.uint64) ^ np.uint64(_SIGN))
+
+
 def _merge_units(parts: List[dict]) -> dict:
   """Dicts keyed by unit index, merged (into the first)."""
   out = parts[0]
@@ -279,9 +300,6 @@ def check_engine(config: BertConfig, engine_name: str) -> None:
   if config.reference_compatible:
     raise UserError("--reference_compatible runs on the local engine only: the reference's "
                     "order comes from one sequential RNG; use --engine=local")
-  if config.pack_instances > 1:
-    raise UserError(f"--pack_instances={config.pack_instances} with --engine={engine_name}: "
-                    "packed rows are made by the local engine only; use --engine=local")
   if len(config.output_files) > 1:
     raise UserError(f"--output_file lists {len(config.output_files)} datasets with "
                     f"--engine={engine_name}: datasets filled round-robin are written by "

@@ -15,7 +15,9 @@ import pytest
 
 from conftest import SAMPLE_TEXT, VOCAB, write_varied_corpus
 
+from bert_data import bucket_rows
 from bert_data import generator
+from bert_data import instance_packing
 from bert_data import packing
 from bert_data import units
 from bert_data.config import BertConfig
@@ -23,6 +25,8 @@ from bert_data.documents import read_corpus
 from textrecords.engine import EngineOptions
 from textrecords.engine import generator_steps
 from textrecords.engine import protocol
+from textrecords.engine import record_runs
+from textrecords.files import tfrecord
 from textrecords.runs import generate
 
 
@@ -132,7 +136,6 @@ def test_engines_refuse_the_runs_ordered_in_one_machine():
   base = dict(input_files=(SAMPLE_TEXT,), vocab_file=VOCAB)
   cases = [(dict(reference_compatible=True), "^--reference_compatible runs on the local "
                                              "engine only"),
-           (dict(pack_instances=2), "^--pack_instances=2 with --engine=dask: "),
            (dict(output_files=("a.tfrecord", "b.tfrecord")),
             "^--output_file lists 2 datasets with --engine=dask: ")]
   for kw, message in cases:
@@ -142,6 +145,8 @@ def test_engines_refuse_the_runs_ordered_in_one_machine():
       generator.check_engine(cfg, "dask")
     assert "\n" not in str(e.value)
   generator.check_engine(BertConfig(output_files=("o.tfrecord",), **base), "dask")
+  generator.check_engine(BertConfig(output_files=("o.tfrecord",), pack_instances=2, **base),
+                         "beam")  # rows packed after the sort (`finish_file`)
 
 
 def test_shard_of_equals_the_bucket_arithmetic():
@@ -177,3 +182,49 @@ def test_the_core_local_engine_gives_the_bytes_of_the_bucket_order(tmp_path, mon
 
 def _vocab_sha(cfg) -> str:
   return hashlib.sha256(open(cfg.vocab_file, "rb").read()).hexdigest()
+
+
+def test_packed_rows_of_the_core_local_engine_are_the_bucket_order_rows(tmp_path, monkeypatch):
+  """--pack_instances=3 over several order buckets a shard: the core local
+  engine packs each bucket of a file's sorted instances after the sort
+  (`BertGenerator.finish_file`), the bytes `ordered_run` writes."""
+  monkeypatch.setattr(units, "_BUCKET_BYTES", 3000)  # (workers fork: they see it)
+  corpus = write_varied_corpus(tmp_path / "corpus.txt", 3)
+  out = tmp_path / "o"
+  extra = dict(num_shards=2, pack_instances=3, num_workers=2)
+  generator.create(_config([corpus, SAMPLE_TEXT], out, **extra))
+  want = {n: open(out / n, "rb").read() for n in sorted(os.listdir(out))}
+  packed = []
+  real_rows = bucket_rows._rows  # pylint: disable=protected-access
+  monkeypatch.setattr(bucket_rows, "_rows", lambda *a: packed.append(a[0]) or real_rows(*a))
+  monkeypatch.setattr(generator, "UNIT_BYTES", 900)
+  cfg = _config([corpus, SAMPLE_TEXT], out, overwrite=True, **extra)
+  gen = generator.BertGenerator(cfg, generator.tokenizer(cfg), _vocab_sha(cfg))
+  generate.create(gen, cfg, EngineOptions(), flag="--output_file")
+  assert {n: open(out / n, "rb").read() for n in sorted(os.listdir(out))} == want
+  assert len(packed) > 4 and packed == sorted(packed)  # buckets packed one by one, in order
+
+
+def test_packed_runs_pack_each_bucket_wherever_the_runs_are_cut():
+  """Runs cut anywhere (a bucket over several runs, a run over several
+  buckets): the rows of each bucket's instances packed alone."""
+  cfg = BertConfig(input_files=(SAMPLE_TEXT,), output_files=("o.tfrecord",), vocab_file=VOCAB,
+                   pack_instances=3, max_seq_length=32, max_predictions_per_seq=5)
+  packer = units.make_row_packer(cfg)
+  rng = np.random.default_rng(0)
+  instances = [instance_packing.compact_instance(
+      rng.integers(5, 99, n).tolist(), n // 2, bool(n % 2), [1], [7])
+      for n in rng.integers(4, 20, 300).tolist()]
+  keys = np.sort(rng.integers(-2**63, 2**63 - 1, len(instances), dtype=np.int64))
+  bucket_of = generator._BucketOf(8)  # pylint: disable=protected-access
+  buckets = bucket_of(keys)
+  framed = [tfrecord.frame(x) for x in instances]
+  cuts = [0, 1, 40, 41, 150, 299, 300]
+  runs = [record_runs.from_keyed(list(zip(keys[a:b].tolist(), framed[a:b])))
+          for a, b in zip(cuts, cuts[1:])]
+  got = [rec for run in bucket_rows.packed_runs(runs, bucket_of, packer)
+         for _, rec in run.records()]
+  want = [tfrecord.frame(row) for b in sorted(set(buckets.tolist()))
+          for row in packer.pack_records([x for x, y in zip(instances, buckets) if y == b])]
+  assert got == want and len(set(buckets.tolist())) == 8
+  assert got != [tfrecord.frame(row) for row in packer.pack_records(instances)]
