@@ -503,6 +503,22 @@ def test_bert_dask_cluster_and_local_cluster_equal_local(tmp_path, bert_inputs, 
     assert _bert_digests(tmp_path / f"{name}_local") == _bert_digests(tmp_path / name), name
 
 
+def test_bert_packed_rows_on_beam_and_dask_equal_local(tmp_path, bert_inputs, dask_cluster,
+                                                      monkeypatch):
+  """--pack_instances=3: rows packed from each order bucket's sorted
+  instances after the sort (`BertGenerator.finish_file`) on Beam's
+  multi-processing runner and a Dask cluster: the local engine's bytes."""
+  pytest.importorskip("apache_beam")
+  kw = dict(num_shards=2, pack_instances=3)
+  _bert_create(tmp_path / "local", bert_inputs, **kw)
+  want = _bert_digests(tmp_path / "local")
+  monkeypatch.setattr(bert_generator, "UNIT_BYTES", 700)
+  for name, engine in (("beam", EngineOptions("beam", MULTI)),
+                       ("dask", EngineOptions("dask", dask_scheduler=dask_cluster))):
+    _bert_create(tmp_path / name, bert_inputs, engine, **kw)
+    assert _bert_digests(tmp_path / name) == want, name
+
+
 def test_bert_bad_input_on_beam_and_dask_is_the_local_one_line_error(tmp_path, dask_cluster):
   """Invalid UTF-8 (read in a worker), no text (the corpus pass), too few
   instances for the shards (known once every unit is done): the local
