@@ -12,6 +12,10 @@
     tokenizers (their training needs every train pair in one process).
   * Without a pair limit (word), one pass `counts` does both, and carries
     each unit's tokenized pairs (`protocol.Carry`) to its examples.
+  * `vocab` and `counts` are sharded passes (`engine.sharded_pass`): the
+    Beam and Dask engines merge each side's token counts per token shard
+    and keep the tokens seen --min_freq times or more before the one
+    global merge (the unit counts of `counts` ride in shard 0).
   * Examples: a unit's kept pairs -> (shard, global pair number, encoded
     pair); totals: lines read, skips, decode errors, length and unk counts.
 
@@ -29,6 +33,7 @@ from textrecords import engine as engine_lib
 from textrecords.datasets import vocab as core_vocab
 from textrecords.datasets.layout import DatasetLayout
 from textrecords.engine import protocol
+from textrecords.engine import sharded_pass
 from textrecords.errors import UserError
 from textrecords.files import storage
 from textrecords.files import text_input
@@ -95,10 +100,12 @@ class MTGenerator(protocol.Generator):
                                          self._train_bpe, distributed=False))
     elif self._limit() is not None:
       self.passes = (plan, protocol.Pass("vocab", self._count_tokens, _merge_sides,
-                                         self._vocabularies))
+                                         self._vocabularies, shards=sharded_pass.SHARDS,
+                                         split=_split_sides, select=self._select_sides))
     else:  # every pair is kept: one reading counts pairs and tokens
       self.passes = (protocol.Pass("counts", self._unit_counts_and_tokens, _merge_counts,
-                                   self._plan_and_vocabularies),)
+                                   self._plan_and_vocabularies, shards=sharded_pass.SHARDS,
+                                   split=_split_counts, select=self._select_counts),)
 
   # -- the run's files
 
@@ -209,6 +216,17 @@ class MTGenerator(protocol.Generator):
   def _plan_and_vocabularies(self, merged: Optional[tuple]) -> dict:
     counts, sides = merged or ({}, None)
     return {"plan": self._plan(counts), "vocab": self._vocabularies(sides)}
+
+  def _select_sides(self, merged: tuple) -> tuple:
+    """Pass "vocab"'s select: of a shard's (source, target) counts, the tokens
+    seen --min_freq times or more (the others cannot be in a vocabulary)."""
+    return tuple(sharded_pass.select_first_seen(_first_seen_dict(side), self.cfg.min_freq)
+                 for side in merged)
+
+  def _select_counts(self, merged: tuple) -> tuple:
+    """Pass "counts"'s select: the unit counts, and `_select_sides`."""
+    counts, sides = merged
+    return counts, (None if sides is None else self._select_sides(sides))
 
   def _vocabularies(self, merged: Optional[tuple]) -> dict:
     merged = merged or ({}, {})
@@ -398,6 +416,21 @@ def _merge_counts(parts: List[tuple]) -> tuple:
   """Pass "counts": unit counts and token counts merged."""
   sides = [p[1] for p in parts if p[1] is not None]
   return _merge_dicts([p[0] for p in parts]), (_merge_sides(sides) if sides else None)
+
+
+def _split_sides(part: tuple, shards: int) -> List[Optional[tuple]]:
+  """Pass "vocab"'s split: (source, target) counts cut by token shard
+  (`sharded_pass.shard_of`); None for a shard with neither."""
+  cut = [sharded_pass.split_first_seen(_first_seen_dict(side), shards) for side in part]
+  return [pair if pair[0] or pair[1] else None for pair in zip(*cut)]
+
+
+def _split_counts(part: tuple, shards: int) -> List[Optional[tuple]]:
+  """Pass "counts"'s split: the unit counts to shard 0, the token counts
+  by `_split_sides`."""
+  counts, sides = part
+  cut = [None] * shards if sides is None else _split_sides(sides, shards)
+  return [(counts, cut[0])] + [None if x is None else ({}, x) for x in cut[1:]]
 
 
 def _merge_sides(parts: List[tuple]) -> tuple:

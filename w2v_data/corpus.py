@@ -528,10 +528,12 @@ def vocab_and_counts(counter: "collections.Counter", raw_tokens: int, min_freq: 
   return tokens, counts
 
 
-def slot_vocab(slot: Dict[str, int], total: np.ndarray, min_freq: int, files: Sequence[str]):
+def slot_vocab(slot: Dict[str, int], total: np.ndarray, min_freq: int, files: Sequence[str],
+               raw_tokens: Optional[int] = None):
   """`vocab_and_counts` of merged counts (token -> slot in first-occurrence
   order, the slots' counts) with array operations, and each slot's global id
-  (0: <unk>).
+  (0: <unk>). `raw_tokens`: every token's count when `slot` holds only some
+  (a sharded pass's selected tokens); default: the slots' sum.
 
   A stable sort by count keeps ties in slot order, which is the
   first-occurrence order `build_vocab` keeps: the same vocab, without a
@@ -547,7 +549,7 @@ def slot_vocab(slot: Dict[str, int], total: np.ndarray, min_freq: int, files: Se
   unk = slot.get(schema.UNK)
   if unk is not None:
     keep = keep[keep != unk]
-  raw_tokens = int(total.sum())
+  raw_tokens = int(total.sum()) if raw_tokens is None else raw_tokens
   if not raw_tokens or not len(keep):  # the errors, worded once
     vocab_and_counts(collections.Counter(dict(zip(slot, total.tolist()))), raw_tokens,
                      min_freq, files)

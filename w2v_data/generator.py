@@ -11,7 +11,11 @@
     first sentence number and first line in its file (prefix sums, a few
     bytes per unit), and the sampler (subsampling and noise tables, sized by
     the vocab). The local engine carries each unit's counted tokens to its
-    examples (`protocol.Carry`), so a unit is read once.
+    examples (`protocol.Carry`), so a unit is read once. The Beam and Dask
+    engines merge the counts per token shard (`split_counts`) and keep only
+    what can reach the vocab (`select_counts`: tokens at --min_freq, each
+    shard's most frequent token for the error that names it, the other
+    tokens' count as a sum) before the one global merge.
   * Examples: a unit's sentences mapped to global ids, sampled (every draw
     keyed by the global sentence number), encoded in bulk and cut at shard
     bounds, as `protocol.RecordBlock`s keyed (unit index << 32) + the
@@ -34,6 +38,7 @@ from textrecords import engine as engine_lib
 from textrecords.datasets import vocab as vocab_lib
 from textrecords.datasets.layout import DatasetLayout
 from textrecords.engine import protocol
+from textrecords.engine import sharded_pass
 from textrecords.errors import UserError
 from textrecords.files import storage
 from textrecords.files import text_input
@@ -83,14 +88,33 @@ class UnitCounts(NamedTuple):
 
 class TokenCounts:
   """Merged partials of pass "counts": token counts keyed by first
-  occurrence ((unit index << 32) + rank in the unit), and each unit's
-  `UnitCounts` without its tokens. Merging in any order gives the same."""
+  occurrence ((unit index << 32) + rank in the unit), each unit's
+  `UnitCounts` without its tokens, and `dropped`: the count of the tokens
+  `select_counts` left out (raw tokens all the same). Merging in any order
+  gives the same."""
 
   def __init__(self):
     self.slot: Dict[str, int] = {}
     self.first = np.zeros(0, np.int64)
     self.total = np.zeros(0, np.int64)
     self.units: Dict[int, UnitCounts] = {}
+    self.dropped = 0
+
+  @classmethod
+  def of(cls, tokens: Sequence[str], first: np.ndarray, total: np.ndarray,
+         units: Dict[int, UnitCounts], dropped: int) -> "TokenCounts":
+    """Counts of distinct `tokens` (their first occurrences and counts)."""
+    out = cls()
+    out.slot = dict(zip(tokens, range(len(tokens))))
+    out.first = np.array(first, np.int64)
+    out.total = np.array(total, np.int64)
+    out.units, out.dropped = units, dropped
+    return out
+
+  def arrays(self) -> Tuple[List[str], np.ndarray, np.ndarray]:
+    """(tokens, their first occurrences, their counts), in slot order."""
+    n = len(self.slot)
+    return list(self.slot), self.first[:n], self.total[:n]
 
   def _add(self, tokens: Sequence[str], first: np.ndarray, counts: np.ndarray):
     slot = self.slot
@@ -106,9 +130,9 @@ class TokenCounts:
   def add(self, part) -> "TokenCounts":
     """Merges a `UnitCounts` or another `TokenCounts` into this one."""
     if isinstance(part, TokenCounts):
-      n = len(part.slot)
-      self._add(list(part.slot), part.first[:n], part.total[:n])
+      self._add(*part.arrays())
       self.units.update(part.units)
+      self.dropped += part.dropped
     else:
       ranks = np.arange(len(part.tokens), dtype=np.int64)
       self._add(part.tokens, (part.index << _KEY_BITS) + ranks, part.counts)
@@ -123,9 +147,50 @@ class TokenCounts:
     return ({names[i]: j for j, i in enumerate(order.tolist())}, self.total[:n][order])
 
 
+def _as_token_counts(part) -> TokenCounts:
+  """A partial of pass "counts" as a `TokenCounts` (itself when it is one)."""
+  return part if isinstance(part, TokenCounts) else TokenCounts().add(part)
+
+
+def split_counts(part, shards: int) -> List[Optional[TokenCounts]]:
+  """Pass "counts"'s split: a partial's tokens cut by `sharded_pass.shard_of`,
+  first occurrences kept; the units' counts and `dropped` go to shard 0."""
+  counts = _as_token_counts(part)
+  tokens, first, total = counts.arrays()
+  pieces: List[Optional[TokenCounts]] = []
+  for s, where in enumerate(sharded_pass.positions_by_shard(tokens, shards)):
+    if s and not len(where):
+      pieces.append(None)
+      continue
+    pieces.append(TokenCounts.of([tokens[i] for i in where.tolist()], first[where],
+                                 total[where], counts.units if s == 0 else {},
+                                 counts.dropped if s == 0 else 0))
+  return pieces
+
+
+def select_counts(part, min_freq: int) -> TokenCounts:
+  """Pass "counts"'s select: of one shard's merged counts, the tokens seen
+  `min_freq` times or more and the most frequent token but <unk> (the
+  first seen of a tie: an empty vocab's error names the corpus's), the rest
+  only as `dropped`; first occurrences and the units' counts kept."""
+  counts = _as_token_counts(part)
+  tokens, first, total = counts.arrays()
+  keep = total >= min_freq
+  unk = counts.slot.get(schema.UNK)
+  if unk is not None:
+    keep[unk] = False
+  rivals = np.flatnonzero(np.arange(len(tokens)) != (-1 if unk is None else unk))
+  if len(rivals):
+    best = rivals[total[rivals] == total[rivals].max()]
+    keep[best[np.argmin(first[best])]] = True
+  where = np.flatnonzero(keep)
+  return TokenCounts.of([tokens[i] for i in where.tolist()], first[where], total[where],
+                        counts.units, counts.dropped + int(total[~keep].sum()))
+
+
 def merge_counts(parts: List[Any]) -> TokenCounts:
   """Pass "counts"'s merge (into the first part when it is merged already)."""
-  out = parts[0] if isinstance(parts[0], TokenCounts) else TokenCounts().add(parts[0])
+  out = _as_token_counts(parts[0])
   for p in parts[1:]:
     out.add(p)
   return out
@@ -147,7 +212,8 @@ class W2vGenerator(protocol.Generator):
     pv = cfg.model in schema.PV_MODELS
     self.mode = corpus.ReadMode("documents", cfg.doc_id_column) if pv else corpus.SENTENCES
     self.passes = (protocol.Pass("counts", self._count_unit, merge_counts, self._finish_counts,
-                                 distributed=not pv),)
+                                 distributed=not pv, shards=sharded_pass.SHARDS,
+                                 split=split_counts, select=self._select_counts),)
 
   # -- the run's files
 
@@ -210,11 +276,15 @@ class W2vGenerator(protocol.Generator):
     local_ids = result.local_ids
     return protocol.Carry(partial, result, 1024 + local_ids.nbytes + 80 * len(result.tokens))
 
+  def _select_counts(self, merged) -> TokenCounts:
+    return select_counts(merged, self.cfg.min_freq)
+
   def _finish_counts(self, merged: Optional[TokenCounts]) -> dict:
-    if not isinstance(merged, TokenCounts):  # None, or one unit's partial
-      merged = TokenCounts() if merged is None else TokenCounts().add(merged)
+    merged = TokenCounts() if merged is None else _as_token_counts(merged)
     slot, total = merged.in_first_seen_order()
-    tokens, counts, _ = corpus.slot_vocab(slot, total, self.cfg.min_freq, self.files)
+    raw_tokens = int(total.sum()) + merged.dropped
+    tokens, counts, _ = corpus.slot_vocab(slot, total, self.cfg.min_freq, self.files,
+                                          raw_tokens)
     parts = [merged.units[i] for i in sorted(merged.units)]
     first = np.cumsum([0] + [p.sentences for p in parts]).astype(np.int64)
     line0 = np.zeros(len(parts), np.int64)
@@ -223,7 +293,7 @@ class W2vGenerator(protocol.Generator):
         line0[i] = line0[i - 1] + parts[i - 1].file_lines
     cfg = self.cfg
     values = {
-        "tokens": tokens, "counts": counts, "raw_tokens": int(total.sum()),
+        "tokens": tokens, "counts": counts, "raw_tokens": raw_tokens,
         "index": {t: i for i, t in enumerate(tokens)},
         "first": first, "line0": line0,
         "unit_file": np.array([p.file for p in parts], np.int32),
