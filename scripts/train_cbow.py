@@ -11,30 +11,18 @@ Example:
       --save_vectors=out/cbow.vec --words=chip,baby,intel
 """
 
+import functools
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _path in (ROOT, os.path.join(ROOT, "scripts")):  # a checkout without installing;
-  if _path not in sys.path:                 # script_inputs beside this script
-    sys.path.insert(0, _path)
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# A checkout without installing: its packages, and vector_scripts beside this script.
+sys.path[:0] = [p for p in (os.path.dirname(_HERE), _HERE) if p not in sys.path]
 
 from textrecords.runs import cli  # pylint: disable=wrong-import-position
-from w2v_data.train import cli as train_cli  # pylint: disable=wrong-import-position
-import script_inputs  # pylint: disable=wrong-import-position,import-error
+import vector_scripts  # pylint: disable=wrong-import-position,import-error
 
-
-def main(argv=None):
-  return train_cli.vectors_main(argv, __doc__, ("cbow",),
-                                check_dataset=script_inputs.checker(script_inputs.CBOW,
-                                                                    "--data_dir"),
-                                query_flag="words",
-                                query_default="chip,baby,intel",
-                                query_help="show neighbours of these",
-                                vectors_help="the word vectors", sgd_model="cbow")
-
+main = functools.partial(vector_scripts.main, "cbow", __doc__)  # flags: vector_scripts.PRESETS
 
 if __name__ == "__main__":
   sys.exit(cli.run_script(main))

@@ -14,30 +14,18 @@ Example:
   python scripts/train_pv.py --data_dir=out/pv --seed=1 --save_vectors=out/docs.vec
 """
 
+import functools
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _path in (ROOT, os.path.join(ROOT, "scripts")):  # a checkout without installing;
-  if _path not in sys.path:                 # script_inputs beside this script
-    sys.path.insert(0, _path)
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# A checkout without installing: its packages, and vector_scripts beside this script.
+sys.path[:0] = [p for p in (os.path.dirname(_HERE), _HERE) if p not in sys.path]
 
 from textrecords.runs import cli  # pylint: disable=wrong-import-position
-from w2v_data.train import cli as train_cli  # pylint: disable=wrong-import-position
-import script_inputs  # pylint: disable=wrong-import-position,import-error
+import vector_scripts  # pylint: disable=wrong-import-position,import-error
 
-
-def main(argv=None):
-  return train_cli.vectors_main(argv, __doc__, ("pv_dbow", "pv_dm"),
-                                check_dataset=script_inputs.checker(script_inputs.PV, "--data_dir"),
-                                query_flag="docs",
-                                query_help="comma-separated document ids to show neighbours "
-                                "of (default: the first three)", what="document ",
-                                epochs=10, learning_rate=0.005, sgd_model="pv",
-                                vectors_help="the document vectors")
-
+main = functools.partial(vector_scripts.main, "pv", __doc__)  # flags: vector_scripts.PRESETS
 
 if __name__ == "__main__":
   sys.exit(cli.run_script(main))
