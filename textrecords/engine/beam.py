@@ -46,6 +46,7 @@ from textrecords.files import text_input
 from textrecords.engine import generator_steps
 from textrecords.engine import parse_pipeline_options, require_beam
 from textrecords.engine import record_runs
+from textrecords.engine import sharded_pass
 from textrecords.errors import UserError
 
 _LOCAL_RUNNERS = ("DirectRunner", "SwitchingDirectRunner")
@@ -306,6 +307,32 @@ class _PassCombine(beam.CombineFn):
     return generator_steps.finish_pass(self.gen, self.name, acc)
 
 
+class _ShardCombine(_PassCombine):
+  """A sharded pass's merge of one shard, its output the shard's selection."""
+
+  def extract_output(self, acc):
+    return sharded_pass.select_pass(generator_steps.pass_named(self.gen, self.name), acc)
+
+
+def _split_partial(partial, gen, name: str):
+  return sharded_pass.keyed_pieces(generator_steps.pass_named(gen, name), partial)
+
+
+def _pass_value(spread, gen, ps, names, values):
+  """A pass's value (a singleton): units mapped, partials merged globally;
+  a sharded pass's partials first split by token shard, merged per shard
+  (CombinePerKey) and selected, so the global merge sees selections only."""
+  single = beam.pvalue.AsSingleton
+  partials = spread | f"{ps.name}: map" >> beam.Map(_map_unit, gen, ps.name, list(names),
+                                                      *[single(v) for v in values])
+  if sharded_pass.is_sharded(ps):
+    partials = (partials
+                | f"{ps.name}: split" >> beam.FlatMap(_split_partial, gen, ps.name)
+                | f"{ps.name}: merge per shard" >> beam.CombinePerKey(_ShardCombine(gen, ps.name))
+                | f"{ps.name}: selected" >> beam.Values())
+  return partials | f"{ps.name}: merge" >> beam.CombineGlobally(_PassCombine(gen, ps.name))
+
+
 class _TotalsCombine(beam.CombineFn):
   """The example statistics of every unit, merged."""
 
@@ -384,12 +411,8 @@ def run_generator(gen, dataset, options_text: str) -> None:
     spread = (p | "units" >> beam.Create(units) | "spread units" >> beam.Reshuffle())
     names, values = [], []
     for ps in gen.passes:
-      value = (spread
-               | f"{ps.name}: map" >> beam.Map(_map_unit, gen, ps.name, list(names),
-                                               *[single(v) for v in values])
-               | f"{ps.name}: merge" >> beam.CombineGlobally(_PassCombine(gen, ps.name)))
+      values.append(_pass_value(spread, gen, ps, names, values))
       names.append(ps.name)
-      values.append(value)
     sides = [single(v) for v in values]
     recs = spread | "examples" >> beam.ParDo(_UnitRecords(gen, names), *sides).with_outputs(
         TOTALS, main="records")

@@ -7,7 +7,9 @@ DaskRunner).
 
   1. Passes: each unit mapped in a task, the partials merged in a tree of
      tasks (`TREE_FAN_IN` at a time); the small value goes to later tasks as
-     an argument.
+     an argument. A sharded pass's partials are split by token shard, each
+     shard merged in its own tree and selected before the global tree
+     (`engine.sharded_pass`).
   2. Examples: each unit's records, framed and sorted by key, written as one
      run object per output file it touches under the run's parts folder
      (`DirectDataset.parts_dir`): a few large objects per unit, never one
@@ -27,11 +29,13 @@ This module imports dask.distributed: import it only after
 
 import contextlib
 import logging
+import operator
 from typing import Any, Dict, Iterator, List, Sequence
 
 import distributed
 
 from textrecords.engine import generator_steps
+from textrecords.engine import sharded_pass
 
 TREE_FAN_IN = 8  # partials merged per task
 
@@ -70,14 +74,45 @@ def _merge(gen, name: str, *partials):
   return generator_steps.merge_pass(gen, name, partials)
 
 
-def _pass_value(client, gen, name: str, units, values: Dict[str, Any]):
-  """One pass: units mapped, partials merged in a tree, the value finished here."""
-  futures = client.map(_map_unit, units, gen=gen, name=name, values=values, pure=False)
-  _results(client, futures)
+def _merge_split(gen, name: str, *partials):
+  return sharded_pass.merge_split(generator_steps.pass_named(gen, name), partials)
+
+
+def _select(gen, name: str, merged):
+  return sharded_pass.select_pass(generator_steps.pass_named(gen, name), merged)
+
+
+def _merge_tree(client, gen, name: str, futures: List):
+  """Partials (futures) merged in a tree of tasks: one future, or None."""
   while len(futures) > 1:
     futures = [client.submit(_merge, gen, name, *futures[i:i + TREE_FAN_IN], pure=False)
                for i in range(0, len(futures), TREE_FAN_IN)]
-  merged = _results(client, futures)[0] if futures else None
+  return futures[0] if futures else None
+
+
+def _selected_shards(client, gen, name: str, futures: List) -> List:
+  """A sharded pass's partials merged `TREE_FAN_IN` at a time and split by
+  token shard; each shard merged in its own tree and selected (a future
+  per shard)."""
+  splits = [client.submit(_merge_split, gen, name, *futures[i:i + TREE_FAN_IN], pure=False)
+            for i in range(0, len(futures), TREE_FAN_IN)]
+  out = []
+  for s in range(generator_steps.pass_named(gen, name).shards):
+    pieces = [client.submit(operator.getitem, x, s, pure=False) for x in splits]
+    out.append(client.submit(_select, gen, name, _merge_tree(client, gen, name, pieces),
+                             pure=False))
+  return out
+
+
+def _pass_value(client, gen, name: str, units, values: Dict[str, Any]):
+  """One pass: units mapped, partials merged in a tree (a sharded pass's per
+  shard first), the value finished here."""
+  futures = client.map(_map_unit, units, gen=gen, name=name, values=values, pure=False)
+  _results(client, futures)
+  if sharded_pass.is_sharded(generator_steps.pass_named(gen, name)):
+    futures = _selected_shards(client, gen, name, futures)
+  merged = _merge_tree(client, gen, name, futures)
+  merged = _results(client, [merged])[0] if merged is not None else None
   return generator_steps.finish_pass(gen, name, merged)
 
 
