@@ -6,6 +6,9 @@ are made by the same code whichever engine runs them:
 
   * `map_pass`, `merge_pass`, `finish_pass`: one `Pass` by name
     (`map_pass_carry`: with a unit's `protocol.Carry`, if any).
+  * `global_values` / `unit_values`: the values the file and finalize
+    steps get, and those a unit's examples get (its partition's value of a
+    partitioned pass).
   * `unit_runs` / `unit_records`: a unit's examples, framed and grouped by
     output file, each group sorted `record_runs.Run`s (or one), plus the
     unit's totals.
@@ -59,6 +62,23 @@ def finish_pass(gen: protocol.Generator, name: str, merged: Any) -> Any:
   return pass_named(gen, name).finish(merged)
 
 
+def global_values(gen: protocol.Generator, values: Dict[str, Any]) -> Dict[str, Any]:
+  """The values every worker may get: those of the passes not partitioned."""
+  partitioned = {p.name for p in gen.passes if p.partitioned}
+  return {k: v for k, v in values.items() if k not in partitioned}
+
+
+def unit_values(gen: protocol.Generator, values: Dict[str, Any],
+                unit: protocol.Unit) -> Dict[str, Any]:
+  """The values a unit's examples get: a partitioned pass's entry (engines
+  give {partition: value}, at least the unit's) as the unit's partition's."""
+  out = dict(values)
+  for p in gen.passes:
+    if p.partitioned and p.name in out:
+      out[p.name] = out[p.name][unit.partition]
+  return out
+
+
 def merge_totals(gen: protocol.Generator, partials: Iterable[Any]) -> Any:
   """The example statistics of several units (None when there are none)."""
   present = [x for x in partials if x is not None]
@@ -73,7 +93,7 @@ def unit_runs(gen: protocol.Generator, unit: protocol.Unit, values: Dict[str, An
   order}, totals) of one unit (`state`: a pass's `protocol.Carry` state for
   it, or None). Single records are framed and sorted here; blocks come
   framed and stay whole."""
-  records, totals = gen.examples(unit, values, state)
+  records, totals = gen.examples(unit, unit_values(gen, values, unit), state)
   singles: Dict[int, List[Keyed]] = {}
   blocks: Dict[int, List[record_runs.Run]] = {}
   frame = tfrecord.frame

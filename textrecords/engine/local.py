@@ -312,6 +312,10 @@ def pass_values(gen, units, num_workers: int, carried: Optional[_Carried] = None
   files in `state_dir` if given."""
   values: dict = {}
   for p in gen.passes:
+    if p.partitioned:  # (the last pass: a value per partition)
+      values = dict(values, **{p.name: _partition_values(gen, p, units, num_workers, carried,
+                                                          values, state_dir)})
+      continue
     merged = None
     results = parallel.ordered_map(_map_unit, ((p.name, u) for u in units), num_workers,
                                    initializer=_init_generator,
@@ -328,6 +332,24 @@ def pass_values(gen, units, num_workers: int, carried: Optional[_Carried] = None
         break
     values = dict(values, **{p.name: p.finish(merged)})
   return values
+
+
+def _partition_values(gen, p, units, num_workers: int, carried: Optional[_Carried], values,
+                      state_dir: Optional[str]) -> dict:
+  """A partitioned pass's {partition: value}, each partition's partials
+  merged and finished apart (this engine holds them all: one machine)."""
+  merged: dict = {}
+  results = parallel.ordered_map(_map_unit, ((p.name, u) for u in units), num_workers,
+                                 initializer=_init_generator,
+                                 initargs=(gen, values, state_dir), reuse_memory=True)
+  for i, result in enumerate(results):  # (to the end: the pool then closes cleanly)
+    unit = units[i]
+    partial, state, nbytes = protocol.split_carry(result)
+    if carried is not None:
+      carried.pop(unit.index)
+      carried.keep(unit.index, state, nbytes)
+    merged[unit.partition] = protocol.merge_all(p, [merged.get(unit.partition), partial])
+  return {k: p.finish(m) for k, m in sorted(merged.items())}
 
 
 def _spill_records(gen, units, values, spill_dir: str, num_workers: int,
@@ -455,6 +477,7 @@ def run_generator(gen, run, num_workers: int) -> dict:
       totals, runs = _spill_records(gen, units, values, spill_dir, num_workers, carried)
   finally:
     _GEN.clear()
+  values = generator_steps.global_values(gen, values)
   run.mark("examples")
   for path, data in sorted(gen.small_files(values).items()):
     if not dw.is_finished(path):

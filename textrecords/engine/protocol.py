@@ -13,7 +13,10 @@ A package says *what* is computed; an engine (`local`, `beam`, `dask`) says
     A value is small (vocabulary-sized, or a few bytes per unit), so engines
     broadcast it to every worker. A pass of token counts declares
     `shards`, `split` and `select`: the engines merge it per shard and
-    only the selected entries meet (`engine.sharded_pass`).
+    only the selected entries meet (`engine.sharded_pass`). A pass over a
+    corpus index declares `partitioned` (the last pass): merged and finished
+    per `Unit.partition`, its value (bounded by a partition) reaches only
+    that partition's units, never every worker.
   * `examples(unit, values, state) -> (records, totals)`: the unit's records
     as (file index, key, serialized example), or records it encodes in bulk
     as `RecordBlock`s (framed, consecutive keys), and a partial of the
@@ -81,12 +84,15 @@ class Unit:
     path: the input file (absolute, or a URL).
     start, end: the byte range (any offsets: lines belong to the range they
       start in).
+    partition: the partition of a partitioned pass (`Pass.partitioned`) the
+      unit belongs to; 0 for every unit of a generator without one.
   """
   index: int
   file: int
   path: str
   start: int
   end: int
+  partition: int = 0
 
   def chunk(self) -> text_input.LineChunk:
     """The unit's whole lines as a chunk (`text_input.chunk_lines` reads it)."""
@@ -137,6 +143,12 @@ class Pass:
       (bounded by the vocabulary: tokens at the min count, top-k
       candidates; sums kept). `finish` gives the same value from the
       selected parts, merged, as from one merge of every partial.
+    partitioned: True for a pass whose value is per partition (a corpus
+      index bounded by a partition of the input): partials merge and finish
+      per `Unit.partition` (in any worker), and the examples of a unit get
+      its partition's value as `values[name]`; `finish_file`, `small_files`
+      and `metadata` get the values without it (`generator_steps.
+      global_values`). It must be the last pass.
   """
   name: str
   map: Callable[[Unit, Dict[str, Any]], Any]
@@ -147,6 +159,7 @@ class Pass:
   shards: int = 0
   split: Optional[Callable[[Any, int], Sequence[Any]]] = None
   select: Optional[Callable[[Any], Any]] = None
+  partitioned: bool = False
 
 
 CARRY_BUDGET = 256 << 20  # state bytes an engine keeps between a pass and the examples
