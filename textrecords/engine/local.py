@@ -307,16 +307,14 @@ class _Carried:
 def pass_values(gen, units, num_workers: int, carried: Optional[_Carried] = None,
                 state_dir: Optional[str] = None) -> dict:
   """Every pass's value, the units mapped in worker processes, partials merged
-  in unit order (a pass's `enough` stops the mapping early); the maps' carried
-  states go to `carried` (a later pass's replaces an earlier one's), through
-  files in `state_dir` if given."""
+  in unit order (a pass's `enough` stops the mapping early; a partitioned
+  pass's value: {partition: value}, each merged and finished apart: this
+  engine holds them all, one machine); the maps' carried states go to
+  `carried` (a later pass's replaces an earlier one's), through files in
+  `state_dir` if given."""
   values: dict = {}
   for p in gen.passes:
-    if p.partitioned:  # (the last pass: a value per partition)
-      values = dict(values, **{p.name: _partition_values(gen, p, units, num_workers, carried,
-                                                          values, state_dir)})
-      continue
-    merged = None
+    merged: dict = {}  # partition (0 unless partitioned) -> merged partial
     results = parallel.ordered_map(_map_unit, ((p.name, u) for u in units), num_workers,
                                    initializer=_init_generator,
                                    initargs=(gen, values, state_dir), reuse_memory=True)
@@ -326,30 +324,15 @@ def pass_values(gen, units, num_workers: int, carried: Optional[_Carried] = None
       if carried is not None:
         carried.pop(unit.index)
         carried.keep(unit.index, state, nbytes)
-      merged = protocol.merge_all(p, [merged, partial])
-      if p.enough is not None and merged is not None and p.enough(merged):
+      k = unit.partition if p.partitioned else 0
+      merged[k] = protocol.merge_all(p, [merged.get(k), partial])
+      if p.enough is not None and merged[k] is not None and p.enough(merged[k]):
         results.close()
         break
-    values = dict(values, **{p.name: p.finish(merged)})
+    value = ({k: p.finish(m) for k, m in sorted(merged.items())} if p.partitioned
+             else p.finish(merged.get(0)))
+    values = dict(values, **{p.name: value})
   return values
-
-
-def _partition_values(gen, p, units, num_workers: int, carried: Optional[_Carried], values,
-                      state_dir: Optional[str]) -> dict:
-  """A partitioned pass's {partition: value}, each partition's partials
-  merged and finished apart (this engine holds them all: one machine)."""
-  merged: dict = {}
-  results = parallel.ordered_map(_map_unit, ((p.name, u) for u in units), num_workers,
-                                 initializer=_init_generator,
-                                 initargs=(gen, values, state_dir), reuse_memory=True)
-  for i, result in enumerate(results):  # (to the end: the pool then closes cleanly)
-    unit = units[i]
-    partial, state, nbytes = protocol.split_carry(result)
-    if carried is not None:
-      carried.pop(unit.index)
-      carried.keep(unit.index, state, nbytes)
-    merged[unit.partition] = protocol.merge_all(p, [merged.get(unit.partition), partial])
-  return {k: p.finish(m) for k, m in sorted(merged.items())}
 
 
 def _spill_records(gen, units, values, spill_dir: str, num_workers: int,
