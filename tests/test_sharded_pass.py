@@ -6,7 +6,9 @@ global step sees only the selected entries."""
 
 import copy
 import dataclasses
+import pickle
 import random
+import types
 
 import numpy as np
 import pytest
@@ -157,3 +159,59 @@ def test_shard_of_is_stable():
   tokens = ("the", "a", "é", "\udce9")
   assert [sharded_pass.shard_of(t, 32) for t in tokens] == [6, 3, 30, 22]
   assert [sharded_pass.shard_of(t, 1000) for t in tokens] == [78, 907, 326, 358]
+
+
+def _singletons_corpus(tmp_path) -> str:
+  """Two frequent words and 300 words seen once."""
+  path = tmp_path / "corpus.txt"
+  path.write_text("".join(f"common rare{i} common{' also' * (i % 2)}\n" for i in range(300)))
+  return str(path)
+
+
+def _reporting_pass(path: str):
+  """w2v's pass "counts" (min_freq 2) whose value also says what the global
+  merge held: its distinct tokens and the count left out as `dropped`."""
+  gen = w2v_generator.W2vGenerator(W2vConfig(input_file=path, output_dir="out", min_freq=2),
+                                   [path])
+  p = gen.passes[0]
+  finish = p.finish
+  reporting = dataclasses.replace(
+      p, finish=lambda merged: (sorted(merged.slot), merged.dropped, finish(merged)["tokens"]))
+  return types.SimpleNamespace(passes=(reporting,)), reporting, gen.units()
+
+
+def _check_report(report, units, p) -> None:
+  held, dropped, tokens = report
+  assert tokens == ["<unk>", "common", "also"]
+  # each shard sends its tokens at min_freq and its top one (a singleton)
+  assert {"common", "also"} <= set(held) and len(held) <= 2 + sharded_pass.SHARDS
+  assert dropped == 300 - (len(held) - 2)  # every other singleton only as a sum
+  assert len(units) > 3
+  partials = [protocol.split_carry(p.map(u, {}))[0] for u in units]
+  whole = p.finish(protocol.merge_all(p, partials))  # (one merge: every token)
+  assert whole[0] == sorted(["common", "also"] + [f"rare{i}" for i in range(300)])
+  assert whole[2] == tokens
+
+
+def test_beam_global_merge_receives_only_selected_entries(tmp_path, monkeypatch):
+  beam = pytest.importorskip("apache_beam")
+  from textrecords.engine import beam as beam_engine
+  from w2v_data import corpus as w2v_corpus
+  monkeypatch.setattr(w2v_corpus, "read_chunk_bytes", lambda *_: 500)
+  gen, p, units = _reporting_pass(_singletons_corpus(tmp_path))
+  out = tmp_path / "report.pickle"
+  with beam.Pipeline(runner="DirectRunner") as pipe:
+    value = beam_engine._pass_value(pipe | beam.Create(units), gen, p, [], [])
+    _ = value | beam.Map(lambda report: out.write_bytes(pickle.dumps(report)))
+  _check_report(pickle.loads(out.read_bytes()), units, p)
+
+
+def test_dask_global_merge_receives_only_selected_entries(tmp_path, monkeypatch):
+  pytest.importorskip("distributed")
+  from textrecords.engine import dask as dask_engine
+  from w2v_data import corpus as w2v_corpus
+  monkeypatch.setattr(w2v_corpus, "read_chunk_bytes", lambda *_: 500)
+  gen, p, units = _reporting_pass(_singletons_corpus(tmp_path))
+  with dask_engine.client_for("", 1) as client:
+    report = dask_engine._pass_value(client, gen, p.name, units, {})
+  _check_report(report, units, p)
