@@ -1,21 +1,36 @@
 """bert_data as a declared generator (`textrecords.engine.protocol`): any engine runs it.
 
-  * Units: input byte ranges of `UNIT_BYTES`, cut from file sizes.
-  * Pass `corpus`: each unit's lines tokenized (ids, line lengths, decode
-    errors) -> the corpus index the instances need (documents continue
-    across units and files; a random next sentence may come from any
-    document), the --packing plan, whether [CLS]/[SEP] occur in the text,
-    the number of order buckets, the decode-error counts. Its value holds
-    the corpus's token ids (4 bytes a token): exact, as the local engine's
-    bytes need, not bounded (docs/storage_and_scaling.md).
-  * Examples: unit i of U makes the instances of the i-th U-th of the
-    documents (or of the packed instances) in every --dupe_factor round.
-    Each document's draws and its instances' order keys come from (seed,
-    dupe, document, a digest of its tokens) (`units.default_task_records`),
-    so the split of the work never shows in the bytes. A record goes to
-    the shard of its key's range (buckets of `units.estimate_buckets`, as
-    the local engine has always cut them), keyed by its 64-bit order key.
-  * Metadata: `units.MetaBuilder`, as every earlier release wrote it.
+  * Partitions: the input, laid end to end, is cut from file sizes alone
+    into ceil(bytes / `PARTITION_BYTES`) ranges of about equal size
+    (`units.partition_bounds`; --reference_compatible: one). Documents
+    crossing a cut end there; each partition is a corpus of its own, and a
+    random next sentence comes from a document of the same partition (as
+    NVIDIA's LDDL draws them). An input of one partition (up to
+    `PARTITION_BYTES`) is a whole corpus: the bytes of every earlier
+    release. `PARTITION_BYTES` bounds what one worker holds: a partition's
+    token ids (about its text's size), never the corpus's.
+  * Units: input byte ranges of `UNIT_BYTES`, cut from file sizes and at
+    the partition bounds (`units.partitioned_units`).
+  * Pass `corpus` (partitioned when there are several partitions: merged,
+    finished and sent per partition, `protocol.Pass.partitioned`): each
+    unit's lines tokenized (ids, line lengths, decode errors) -> the
+    partition's corpus index (documents continue across units and files),
+    its --packing plan, whether [CLS]/[SEP] occur in it, the number of order
+    buckets (one partition: from its tokens, as ever; several: from the
+    input's size), its decode-error counts.
+  * Examples: unit i of a partition's U units makes the instances of the
+    i-th U-th of the partition's documents (or packed instances) in every
+    --dupe_factor round. Each document's draws and its instances' order keys
+    come from (seed, dupe, partition, document in it, a digest of its
+    tokens), the partition left out for partition 0
+    (`units.default_task_records`), so the split of the work never shows in
+    the bytes. A record goes to the shard of its key's range (buckets of
+    `units.estimate_buckets`, as the local engine has always cut them),
+    keyed by its 64-bit order key. With several partitions, a partition's
+    counts (documents, tokens, decode errors) come with the totals of its
+    first unit.
+  * Metadata: `units.MetaBuilder`, as every earlier release wrote it; an
+    input of several partitions adds `partitions` (count, partition_bytes).
 
 `create` runs it on Beam and Dask (`runs.generate`); on this machine
 `ordered_run` runs it: the generator's pass and tasks in worker processes,
@@ -54,6 +69,11 @@ from textrecords.wire import features
 
 PACKAGE = "bert_data"
 UNIT_BYTES = 1 << 20  # input bytes per unit (the bytes do not depend on it)
+# Input bytes per partition, at most: a worker holds one partition's corpus
+# (about 1.2 bytes a text byte) and a unit's records; at 400 MB of input, 12
+# partitions, so a partition's work is under a tenth of the job's
+# (docs/storage_and_scaling.md).
+PARTITION_BYTES = 32 << 20
 _SIGN = 1 << 63  # order keys are uint64; engines sort int64 keys (key - 2**63: top bit flipped)
 
 # Per process: the tokenizer and record encoders of a config, and the task
@@ -84,7 +104,17 @@ class BertGenerator(protocol.Generator):
   def __init__(self, config: BertConfig, tok, vocab_sha: str):
     self.config, self.vocab_sha, self.vocab_size = config, vocab_sha, tok.vocab_size
     self.mask = units_lib.masking_params(config, tok)
-    self.passes = (protocol.Pass("corpus", self._tokenize, _merge_units, self._corpus),)
+    self.sizes = units_lib.input_sizes(config.input_files)
+    self.bounds = units_lib.partition_bounds(
+        self.sizes, sum(self.sizes) + 1 if config.reference_compatible else PARTITION_BYTES)
+    self.partition_bytes = PARTITION_BYTES
+    self.passes = (protocol.Pass("corpus", self._tokenize, _merge_units, self._corpus,
+                                 partitioned=self.num_partitions > 1),)
+
+  @property
+  def num_partitions(self) -> int:
+    """How many partitions the input is cut into (see the module doc)."""
+    return len(self.bounds) - 1
 
   # -- the run's files
 
@@ -100,7 +130,8 @@ class BertGenerator(protocol.Generator):
     return fingerprint(self.config, self.vocab_sha)
 
   def units(self) -> List[protocol.Unit]:
-    return protocol.units_from_sizes(self.config.input_files, UNIT_BYTES)
+    return units_lib.partitioned_units(self.config.input_files, self.sizes, UNIT_BYTES,
+                                       self.bounds)
 
   def check_engine(self, engine_name: str) -> None:
     check_engine(self.config, engine_name)
@@ -108,27 +139,40 @@ class BertGenerator(protocol.Generator):
   # -- pass "corpus"
 
   def _tokenize(self, unit: protocol.Unit, _values) -> dict:
-    """{unit index: (flat ids, line lengths, (lines replaced, skipped))}."""
+    """{unit index: (flat ids, line lengths, (lines replaced, skipped), partition)}."""
     flat, lengths, errors = units_lib.tokenize_chunk(unit.chunk(), tokenizer(self.config),
                                                      self.config.on_decode_error)
-    return {unit.index: (flat, lengths, errors.as_tuple())}
+    return {unit.index: (flat, lengths, errors.as_tuple(), unit.partition)}
 
   def _corpus(self, merged: Optional[dict]) -> dict:
-    """The corpus of the units in order and what the examples derive from it."""
+    """The corpus of a partition's units in order and what the examples
+    derive from it."""
     merged = merged or {}
     builder, replaced, skipped = CorpusBuilder(), 0, 0
     for u in sorted(merged):
-      flat, lengths, (r, s) = merged[u]
+      flat, lengths, (r, s), _ = merged[u]
       builder.add(flat, lengths)
       replaced, skipped = replaced + r, skipped + s
-    corpus = check_corpus(builder.build(), self.config.input_files)
-    if not self.config.quiet:  # (where the pass finishes: this process, or a worker)
-      print(f"bert_data: read {corpus.num_docs:,} documents, {corpus.num_tokens:,} tokens",
-            file=sys.stderr, flush=True)
+    corpus, config = builder.build(), self.config
+    partition = merged[min(merged)][3] if merged else 0
+    where = ""
+    if self.num_partitions == 1:
+      check_corpus(corpus, config.input_files)
+      buckets = units_lib.estimate_buckets(config, corpus, config.num_shards)
+    else:
+      where = f"partition {partition + 1} of {self.num_partitions}: "
+      buckets = units_lib.buckets_for_bytes(config, sum(self.sizes), config.num_shards)
+    if not config.quiet:  # (where the pass finishes: this process, or a worker)
+      print(f"bert_data: {where}read {corpus.num_docs:,} documents, "
+            f"{corpus.num_tokens:,} tokens", file=sys.stderr, flush=True)
     return {"corpus": corpus, "units": len(merged), "decode_errors": (replaced, skipped),
+            "first_unit": min(merged) if merged else 0, "partition": partition,
             "clean": units_lib.is_clean(corpus, self.mask),
-            "packed": units_lib.pack(self.config, corpus),
-            "buckets": units_lib.estimate_buckets(self.config, corpus, self.config.num_shards)}
+            "packed": units_lib.pack(config, corpus), "buckets": buckets}
+
+  def stats(self, value: dict) -> tuple:
+    """A corpus value's counts: (documents, tokens, lines replaced, skipped)."""
+    return (value["corpus"].num_docs, value["corpus"].num_tokens, *value["decode_errors"])
 
   # -- examples
 
@@ -141,16 +185,15 @@ class BertGenerator(protocol.Generator):
     ctx = units_lib.TaskContext(
         config, value["corpus"], self.mask, _encoder(config, self.vocab_size),
         clean=value["clean"], packed=value["packed"],
-        dynamic=units_lib.make_dynamic_encoder(config))
+        dynamic=units_lib.make_dynamic_encoder(config), partition=value["partition"])
     _CACHE["ctx"] = (value, ctx)
     return ctx
 
   def tasks(self, unit: protocol.Unit, value: dict) -> List[tuple]:
-    """The unit's tasks: its share of the documents (or packed instances),
-    unit i of U the i-th U-th (`all_tasks` of that range)."""
-    total, n_units = self._task_span(value), value["units"]
-    return self.all_tasks(value, unit.index * total // n_units,
-                          (unit.index + 1) * total // n_units)
+    """The unit's tasks: its share of its partition's documents (or packed
+    instances), unit i of U the i-th U-th (`all_tasks` of that range)."""
+    total, n_units, i = self._task_span(value), value["units"], unit.index - value["first_unit"]
+    return self.all_tasks(value, i * total // n_units, (i + 1) * total // n_units)
 
   def all_tasks(self, value: dict, lo: int = 0, hi: Optional[int] = None) -> List[tuple]:
     """The tasks (dupe, first, end) of documents (or packed instances)
@@ -181,13 +224,19 @@ class BertGenerator(protocol.Generator):
       yield self.task_records(value, task)
 
   def examples(self, unit: protocol.Unit, values: Dict[str, Any], state: Any = None):
-    """The unit's records as (shard, order key - 2**63, record); totals: how many."""
-    shard_of = _ShardOf(values["corpus"]["buckets"], self.config.num_shards)
+    """The unit's records as (shard, order key - 2**63, record); totals: how
+    many (several partitions: and its partition's `stats` if it is the
+    partition's first unit, else zeros)."""
+    value = values["corpus"]
+    shard_of = _ShardOf(value["buckets"], self.config.num_shards)
     out = []
     for keys, recs in self.keyed_records(unit, values):
       out.extend(zip(shard_of(keys).tolist(), (keys ^ np.uint64(_SIGN)).view(np.int64).tolist(),
                      recs))
-    return out, len(out)
+    if self.num_partitions == 1:
+      return out, len(out)
+    return out, (len(out), *(self.stats(value) if unit.index == value["first_unit"]
+                             else (0, 0, 0, 0)))
 
   def finish_file(self, file_index: int, values: Dict[str, Any], runs):
     """--pack_instances > 1: each order bucket's sorted instances packed
@@ -195,7 +244,13 @@ class BertGenerator(protocol.Generator):
     packer = units_lib.make_row_packer(self.config)
     if packer is None:
       return runs
-    return bucket_rows.packed_runs(runs, _BucketOf(values["corpus"]["buckets"]), packer)
+    return bucket_rows.packed_runs(runs, _BucketOf(self.num_buckets(values)), packer)
+
+  def num_buckets(self, values: Dict[str, Any]) -> int:
+    """The run's order buckets (several partitions: from the input's size)."""
+    if "corpus" in values:
+      return values["corpus"]["buckets"]
+    return units_lib.buckets_for_bytes(self.config, sum(self.sizes), self.config.num_shards)
 
   def messages(self, meta: dict) -> List[str]:
     """What the run wrote (none with --quiet)."""
@@ -204,30 +259,48 @@ class BertGenerator(protocol.Generator):
     return [f"bert_data: wrote {meta['counts']['instances']:,} instances to "
             f"{self.config.num_shards} file(s)"]
 
-  def merge_totals(self, partials: List[int]) -> int:
-    return sum(partials)
+  def merge_totals(self, partials: List[Any]) -> Any:
+    """Instances (several partitions: with the partitions' `stats`), summed."""
+    if isinstance(partials[0], int):
+      return sum(partials)
+    return tuple(int(x) for x in np.sum(partials, axis=0))
 
   # -- files and metadata
 
   def small_files(self, values: Dict[str, Any]) -> Dict[str, bytes]:
     return {}
 
-  def metadata(self, values: Dict[str, Any], totals: Optional[int], infos: List[dict]) -> dict:
-    units_lib.check_instance_count(totals or 0, self.config.num_shards)
-    return self.meta_builder(values["corpus"], totals or 0)(infos)
+  def metadata(self, values: Dict[str, Any], totals: Any, infos: List[dict]) -> dict:
+    if "corpus" in values:  # one partition: the pass's value has the counts
+      instances, stats = totals or 0, self.stats(values["corpus"])
+    else:
+      instances, *stats = totals or (0, 0, 0, 0, 0)
+    self.check_counts(stats, instances)
+    return self.meta_builder(stats, instances)(infos)
 
-  def meta_builder(self, value: dict, instances: int) -> units_lib.MetaBuilder:
-    """The metadata of a run with `instances` instances from corpus value
-    `value` (file infos -> one dataset's metadata)."""
-    corpus, config = value["corpus"], self.config
-    summary = {"documents": corpus.num_docs, "tokens": corpus.num_tokens,
-               "instances": instances,
-               **text_input.DecodeErrorCounts(*value["decode_errors"]).as_dict()}
+  def check_counts(self, stats, instances: int, num_files: Optional[int] = None) -> None:
+    """UserError for an input of no document, or too few instances for the
+    record files (default: --num_shards)."""
+    if stats[0] == 0:
+      check_corpus(CorpusBuilder().build(), self.config.input_files)
+    units_lib.check_instance_count(instances, num_files or self.config.num_shards)
+
+  def meta_builder(self, stats, instances: int) -> units_lib.MetaBuilder:
+    """The metadata of a run with `instances` instances and counts `stats`
+    (`stats` of its corpus, summed over the partitions): file infos -> one
+    dataset's metadata."""
+    config = self.config
+    documents, tokens, replaced, skipped = stats
+    summary = {"documents": documents, "tokens": tokens, "instances": instances,
+               **text_input.DecodeErrorCounts(replaced, skipped).as_dict()}
     schema = (units_lib.make_dynamic_encoder(config)
               or _encoder(config, self.vocab_size)).schema
+    partitions = None
+    if self.num_partitions > 1:
+      partitions = {"count": self.num_partitions, "partition_bytes": self.partition_bytes}
     return units_lib.MetaBuilder(config, self.vocab_sha, self.vocab_size,
                                  features.schema_to_json(schema),
-                                 units_lib.masking_meta(config, self.mask), summary)
+                                 units_lib.masking_meta(config, self.mask), summary, partitions)
 
 
 class _ShardOf:  # pylint: disable=too-few-public-methods

@@ -1,7 +1,9 @@
 """bert_data on this machine: the generator's work, ordered in hash buckets.
 
 The corpus and the instances are the generator's (`generator.BertGenerator`:
-its pass "corpus" over the units and its tasks, in worker processes); the
+its pass "corpus" over the units and its tasks, in worker processes), one
+input partition at a time (each partition's units tokenized in parallel,
+then its tasks in parallel; only one partition's corpus is held); the
 order is made here: instances spilled to hash buckets by order key
 (`files/spill.py`), each bucket sorted and framed (or packed) by a worker,
 its parts appended by one writer process per file
@@ -12,7 +14,8 @@ runs whose bytes need the whole ordered output in one machine, which the
 other engines refuse (`generator.check_engine`):
 
   * --reference_compatible: the reference's one RNG walks every document
-    in turn, then shuffles all instances (`reference_mode`);
+    in turn, then shuffles all instances (`reference_mode`): one partition
+    however large the input;
   * several --output_file datasets: the ordered instances go round-robin
     over them, so a record's file is its rank in the global order;
   * --pack_instances > 1: rows are packed from the ordered instances of
@@ -21,6 +24,7 @@ other engines refuse (`generator.check_engine`):
 The bytes are those every earlier release wrote. No TensorFlow here.
 """
 
+import itertools
 import os
 import random
 from typing import Dict, List
@@ -71,19 +75,19 @@ def _run(gen, run: run_lib.GeneratorRun, progress: cli.Progress) -> List[dict]:
   """The run inside the GeneratorRun; returns each dataset's metadata written."""
   config = gen.config
   compression = tfrecord.check_compression(config.compression)
-  value = _corpus_value(gen, gen.units(), config.num_workers)
-  run.mark("read")  # (the pass's finish said what it read)
-  ctx = gen.context(value)
   targets = [None if w.is_finished(p) else (w, p)
              for w, d in zip(run.writers, run.datasets) for p in d.record_paths]
-  if config.reference_compatible:
+  if config.reference_compatible:  # (one partition)
+    value = _corpus_value(gen, gen.units(), config.num_workers)
+    run.mark("read")  # (the pass's finish said what it read)
     rng = random.Random(config.random_seed)
-    count = reference_mode.write_files(reference_mode.shuffled_context(ctx, rng), rng,
-                                       run.scratch_dir(), targets, compression, progress)
+    count = reference_mode.write_files(reference_mode.shuffled_context(gen.context(value), rng),
+                                       rng, run.scratch_dir(), targets, compression, progress)
+    stats = gen.stats(value)
   else:
-    count = _write_ordered(gen, value, run.scratch_dir(), targets, compression, progress)
+    count, stats = _write_ordered(gen, run, targets, compression, progress)
   run.mark("write")
-  build = gen.meta_builder(value, count)
+  build = gen.meta_builder(stats, count)
   metas = run.finalize([build] * len(run.datasets))
   progress.update(lambda: f"wrote {count:,} instances to {len(targets)} file(s)", force=True)
   return metas
@@ -141,26 +145,39 @@ def _frame_bucket(task):
   return local_engine.spill_parts(spill_dir, f"framed-{b:05d}", groups)
 
 
-def _write_ordered(gen, value: dict, spill_dir: str, targets, compression: str,
-                   progress: cli.Progress) -> int:
-  """Every instance spilled to the order buckets, then the buckets sorted,
-  framed (packed into rows with --pack_instances) and written; returns the
-  number of instances."""
+def _write_ordered(gen, run: run_lib.GeneratorRun, targets, compression: str,
+                   progress: cli.Progress):
+  """Every instance spilled to the order buckets, partition by partition,
+  then the buckets sorted, framed (packed into rows with --pack_instances)
+  and written; returns (the number of instances, the corpus counts summed
+  over the partitions: `BertGenerator.stats`)."""
   config = gen.config
-  num_buckets = value["buckets"]
-  _STATE.update(gen=gen, value=value, spill_dir=spill_dir, num_buckets=num_buckets)
-  per_bucket = np.zeros(num_buckets, np.int64)
-  tasks = gen.all_tasks(value)
-  for n, counts in enumerate(parallel.ordered_map(_spill_task, tasks, config.num_workers)):
-    per_bucket += counts
-    progress.update(
-        lambda: f"instances: {int(per_bucket.sum()):,} ({n + 1}/{len(tasks)} tasks)")
-  total = int(per_bucket.sum())
-  units.check_instance_count(total, len(targets))
+  per_bucket, stats = None, np.zeros(4, np.int64)
+  partitions = itertools.groupby(gen.units(), key=lambda u: u.partition)
+  for _, part_units in partitions:
+    value = _corpus_value(gen, list(part_units), config.num_workers)
+    if gen.num_partitions == 1:
+      run.mark("read")  # (the pass's finish said what it read)
+    if per_bucket is None:  # (every partition's value has the run's bucket count)
+      per_bucket = np.zeros(value["buckets"], np.int64)
+      _STATE.update(gen=gen, spill_dir=run.scratch_dir(), num_buckets=value["buckets"])
+    _STATE["value"] = value
+    stats += gen.stats(value)
+    tasks = gen.all_tasks(value)
+    for n, counts in enumerate(parallel.ordered_map(_spill_task, tasks, config.num_workers)):
+      per_bucket += counts
+      progress.update(
+          lambda: f"instances: {int(per_bucket.sum()):,} ({n + 1}/{len(tasks)} tasks)")
+    _STATE["value"] = value = None  # (one partition's corpus held at a time)
+  if gen.num_partitions > 1:
+    run.mark("read")
+  stats = tuple(int(x) for x in stats)
+  total = int(per_bucket.sum()) if per_bucket is not None else 0
+  gen.check_counts(stats, total, len(targets))
   _STATE["row_packer"] = units.make_row_packer(config)
   _write_buckets(config.num_workers, targets, per_bucket, compression,
                  len(config.output_files) > 1, progress)
-  return total
+  return total, stats
 
 
 def _write_buckets(num_workers: int, targets, per_bucket: np.ndarray, compression: str,

@@ -1,12 +1,17 @@
 """bert_data's pure pieces of work, run by the generator (`generator.py`) on any engine.
 
 Every engine tokenizes the units' input lines (`tokenize_chunk`), then runs
-the same tasks over the corpus: (dupe round, document range) in the default mode
-(`default_task_records`), (dupe round, packed instance range) with
-`--packing` (`packed_task_records`). Every draw of a task is keyed by (seed,
-dupe, document, a digest of its tokens), so a task's records never depend on
-which engine or worker runs it. The tokenizer, the masking settings, the
-record encoders, the counts and the metadata are built here once.
+the same tasks over each partition's corpus: (dupe round, document range) in
+the default mode (`default_task_records`), (dupe round, packed instance
+range) with `--packing` (`packed_task_records`). Every draw of a task is
+keyed by (seed, dupe, partition, document in the partition, a digest of its
+tokens; the partition left out for partition 0, so an input of one
+partition has the keys of a whole corpus), so a task's records never depend
+on which engine or worker runs it. Partitions (`partition_bounds`,
+`partitioned_units`) cut the input, from file sizes alone, into about equal
+byte ranges of at most `partition_bytes`; documents crossing a cut end
+there. The tokenizer, the masking settings, the record encoders, the counts
+and the metadata are built here once.
 
 No TensorFlow here, and no engine: nothing in this module starts a process or
 writes a file.
@@ -34,6 +39,7 @@ from bert_data.sentence_order import sop_spans_from_document
 from textrecords import seeding
 from textrecords.datasets import metadata
 from textrecords.datasets.layout import DEFAULT_SPLIT
+from textrecords.engine import protocol
 from textrecords.errors import UserError
 from textrecords.files import storage
 from textrecords.files import text_input
@@ -44,6 +50,52 @@ from bert_data import sentencepiece_tokenizer
 DOCS_PER_TASK = 32
 PACKED_PER_TASK = 512  # packed instances per task (about 32 documents' worth)
 _BUCKET_BYTES = 32 << 20  # about the bytes of records one order bucket holds
+TEXT_BYTES_PER_TOKEN = 4  # about (English text, WordPiece): sizes bucket a partitioned run
+
+
+# ---------------------------------------------------------------- partitions
+
+def input_sizes(files) -> list:
+  """Each input file's size in bytes."""
+  return [storage.size(storage.absolute(p)) for p in files]
+
+
+def partition_bounds(sizes, partition_bytes: int) -> list:
+  """Offsets into the inputs laid end to end that cut them into
+  ceil(total / partition_bytes) partitions of about equal size (n + 1
+  offsets; one partition: [0, total]).
+
+  >>> partition_bounds([10, 5], 8), partition_bounds([10], 100)
+  ([0, 7, 15], [0, 10])
+  """
+  total = sum(sizes)
+  n = max(1, -(-total // partition_bytes))
+  return [total * p // n for p in range(n + 1)]
+
+
+def partitioned_units(files, sizes, unit_bytes: int, bounds) -> list:
+  """`protocol.Unit`s of at most `unit_bytes`, cut at every partition
+  bound too, each with its partition: a partition is the lines that start
+  in its byte range, however the units are cut. With one partition, the
+  units of `protocol.units_from_sizes`.
+
+  >>> [(u.index, u.file, u.start, u.end, u.partition)
+  ...  for u in partitioned_units(["a", "b"], [10, 5], 4, [0, 7, 15])]
+  ... # doctest: +NORMALIZE_WHITESPACE
+  [(0, 0, 0, 4, 0), (1, 0, 4, 7, 0), (2, 0, 7, 10, 1), (3, 1, 0, 4, 1),
+   (4, 1, 4, 5, 1)]
+  """
+  units, offset = [], 0
+  for file_index, (path, size) in enumerate(zip(files, sizes)):
+    path = storage.absolute(path)
+    cuts = sorted({0, size} | {b - offset for b in bounds if offset < b < offset + size})
+    for a, b in zip(cuts, cuts[1:]):
+      partition = int(np.searchsorted(bounds, offset + a, side="right")) - 1
+      for start in range(a, b, unit_bytes):
+        units.append(protocol.Unit(len(units), file_index, path, start,
+                                   min(b, start + unit_bytes), partition))
+    offset += size
+  return units
 
 
 # ---------------------------------------------------------------- run settings
@@ -155,11 +207,18 @@ class TaskContext:
   clean: bool = False  # no [CLS]/[SEP] inside the documents
   packed: Optional[packing.Packing] = None  # --packing: the plan (or a PagedPacking)
   dynamic: Optional[records.DynamicRecordEncoder] = None  # --masking=dynamic
+  partition: int = 0  # the input partition the corpus is (keys its draws)
+
+  def item_key(self, index: int) -> tuple:
+    """The key parts of a document (or packed instance) of the corpus:
+    (index,) in partition 0 (a whole corpus's keys), else the partition's
+    too."""
+    return (index,) if self.partition == 0 else ("partition", self.partition, index)
 
 
 def pack(config: BertConfig, corpus: Corpus) -> Optional[packing.Packing]:
   """--packing: the packed instances of the corpus (None without packing)."""
-  if not config.packing:
+  if not config.packing or corpus.num_docs == 0:
     return None
   return packing.pack(corpus.seg_starts, corpus.doc_starts, config.max_seq_length,
                       config.packing)
@@ -186,8 +245,8 @@ def default_task_records(ctx: TaskContext, dupe: int, d0: int, d1: int):
   """The (order keys, encoded records) of documents [d0, d1) in round `dupe`.
 
   The unit of work of both engines. Each document's instances are built with
-  a `random.Random` keyed by (seed, dupe, document index, digest of the
-  document's token ids); the k-th instance's order key is derived from the
+  a `random.Random` keyed by (seed, dupe, document index (and partition:
+  `TaskContext.item_key`), digest of the document's token ids); the k-th instance's order key is derived from the
   same key and k, and also keys its masking draws, so the
   task's instances are gathered, masked and encoded together as arrays
   without any draw depending on the task's extent.
@@ -197,8 +256,8 @@ def default_task_records(ctx: TaskContext, dupe: int, d0: int, d1: int):
   for d in range(d0, d1):
     digest = document_digest(ctx.corpus, d)
     count = _document_units(ctx, dupe, d, digest, python_masking, insts, spans)
-    keys.append(seeding.sub_keys(seeding.order_key(ctx.config.random_seed, dupe, d, digest),
-                                 count))
+    keys.append(seeding.sub_keys(
+        seeding.order_key(ctx.config.random_seed, dupe, *ctx.item_key(d), digest), count))
   keys = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
   if ctx.dynamic is not None:
     return keys, _dynamic_records(ctx, insts, spans, keys)
@@ -212,7 +271,7 @@ def _document_units(ctx: TaskContext, dupe: int, d: int, digest: int, python_mas
   """Document d's instances (masked in Python) or spans (masked later as
   arrays), appended to `insts` or `spans`; returns how many."""
   c, corpus = ctx.config, ctx.corpus
-  rng = FastDraws(seeding.rng_for(c.random_seed, dupe, d, digest))
+  rng = FastDraws(seeding.rng_for(c.random_seed, dupe, *ctx.item_key(d), digest))
   if c.sentence_order:
     doc_spans = sop_spans_from_document(corpus.segment_bounds(d), rng, c.max_num_tokens,
                                         c.short_seq_prob)
@@ -279,7 +338,7 @@ def packed_task_records(ctx: TaskContext, dupe: int, k0: int, k1: int):
   ids, lengths, special = packing.instance_ids(ctx.corpus.tokens, ctx.packed.window(k0, k1),
                                                range(k1 - k0), ctx.mask.cls_id,
                                                ctx.mask.sep_id, c.max_seq_length)
-  keys = np.asarray([seeding.order_key(c.random_seed, dupe, "packed", k,
+  keys = np.asarray([seeding.order_key(c.random_seed, dupe, "packed", *ctx.item_key(k),
                                        seeding.content_digest(ids[k - k0]))
                      for k in range(k0, k1)], np.uint64)
   if ctx.dynamic is not None:   # unmasked; make_dataset masks (never [CLS]/[SEP])
@@ -303,16 +362,28 @@ def packed_task_records(ctx: TaskContext, dupe: int, k0: int, k1: int):
 
 # ---------------------------------------------------------------- order buckets
 
-def estimate_record_bytes(config: BertConfig, corpus: Corpus) -> float:
-  """About the bytes of records a run makes (all --dupe_factor rounds)."""
-  est_records = corpus.num_tokens * config.dupe_factor / max(1, config.max_num_tokens * 0.8)
+def estimate_record_bytes(config: BertConfig, num_tokens: int) -> float:
+  """About the bytes of records a run of `num_tokens` tokens makes (all
+  --dupe_factor rounds)."""
+  est_records = num_tokens * config.dupe_factor / max(1, config.max_num_tokens * 0.8)
   return est_records * (config.max_seq_length * 3 + config.max_predictions_per_seq * 8 + 200)
 
 
 def estimate_buckets(config: BertConfig, corpus: Corpus, num_shards: int) -> int:
-  """How many hash buckets the instances are ordered in (a multiple of
-  `num_shards`, each bucket about `_BUCKET_BYTES` of records)."""
-  est_bytes = estimate_record_bytes(config, corpus)
+  """How many hash buckets the instances of a corpus are ordered in (a
+  multiple of `num_shards`, each bucket about `_BUCKET_BYTES` of records)."""
+  return buckets_for_tokens(config, corpus.num_tokens, num_shards)
+
+
+def buckets_for_bytes(config: BertConfig, input_bytes: int, num_shards: int) -> int:
+  """`estimate_buckets` of a partitioned run, from the input's size
+  (`TEXT_BYTES_PER_TOKEN`): no partition knows every token."""
+  return buckets_for_tokens(config, input_bytes // TEXT_BYTES_PER_TOKEN, num_shards)
+
+
+def buckets_for_tokens(config: BertConfig, num_tokens: int, num_shards: int) -> int:
+  """`estimate_buckets` for `num_tokens` tokens."""
+  est_bytes = estimate_record_bytes(config, num_tokens)
   per_shard = max(1, math.ceil(est_bytes / _BUCKET_BYTES / num_shards))
   return num_shards * per_shard
 
@@ -355,12 +426,18 @@ def summary_of(meta: dict) -> dict:
 
 
 class MetaBuilder:
-  """build_meta(file infos) -> one dataset's metadata (picklable)."""
+  """build_meta(file infos) -> one dataset's metadata (picklable).
+
+  `partitions`: for an input of more than one partition, {"count": n,
+  "partition_bytes": at most that many bytes each} (its random next
+  sentences come from within each partition); None (no field) otherwise.
+  """
 
   def __init__(self, config: BertConfig, vocab_sha: str, vocab_size: int, schema: list,
-               masking_block: dict, summary: dict):
+               masking_block: dict, summary: dict, partitions: Optional[dict] = None):
     self.config, self.vocab_sha, self.vocab_size = config, vocab_sha, vocab_size
     self.schema, self.masking_block, self.summary = schema, masking_block, summary
+    self.partitions = partitions
 
   def __call__(self, infos) -> dict:
     config = self.config
@@ -385,6 +462,8 @@ class MetaBuilder:
                                 else config.max_predictions_per_seq),
         "tokenizer": "sentencepiece" if config.spm_model_file else "wordpiece",
     })
+    if self.partitions:
+      meta["partitions"] = dict(self.partitions)
     if config.spm_model_file:
       meta["spm_model_sha256"] = self.vocab_sha
     meta["external_files"] = [metadata.external_file(
