@@ -200,9 +200,12 @@ def test_beam_global_merge_receives_only_selected_entries(tmp_path, monkeypatch)
   monkeypatch.setattr(w2v_corpus, "read_chunk_bytes", lambda *_: 500)
   gen, p, units = _reporting_pass(_singletons_corpus(tmp_path))
   out = tmp_path / "report.pickle"
-  with beam.Pipeline(runner="DirectRunner") as pipe:
+
+  def build(pipe):
     value = beam_engine._pass_value(pipe | beam.Create(units), gen, p, [], [])
     _ = value | beam.Map(lambda report: out.write_bytes(pickle.dumps(report)))
+
+  beam_engine.run("runner=DirectRunner", build)  # (in this process: its FnApiRunner)
   _check_report(pickle.loads(out.read_bytes()), units, p)
 
 
