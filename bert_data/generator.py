@@ -104,6 +104,9 @@ class BertGenerator(protocol.Generator):
   def __init__(self, config: BertConfig, tok, vocab_sha: str):
     self.config, self.vocab_sha, self.vocab_size = config, vocab_sha, tok.vocab_size
     self.mask = units_lib.masking_params(config, tok)
+    # several --output_file datasets: the instances in key order are dealt
+    # over them in turn, from groups of one order bucket each
+    self.deals_records = len(config.output_files) > 1
     self.sizes = units_lib.input_sizes(config.input_files)
     self.bounds = units_lib.partition_bounds(
         self.sizes, sum(self.sizes) + 1 if config.reference_compatible else PARTITION_BYTES)
@@ -125,6 +128,11 @@ class BertGenerator(protocol.Generator):
     return protocol.Outputs(
         tuple(self.layout().record_paths(num_shards=self.config.num_shards)), (),
         tfrecord.check_compression(self.config.compression))
+
+  def datasets(self) -> List[tuple]:
+    """One dataset per --output_file, each of --num_shards files."""
+    return [(d.layout, protocol.Outputs(d.record_paths, (), d.compression))
+            for d in ordered_run.datasets(self.config)]
 
   def fingerprint(self) -> dict:
     return fingerprint(self.config, self.vocab_sha)
@@ -228,7 +236,7 @@ class BertGenerator(protocol.Generator):
     many (several partitions: and its partition's `stats` if it is the
     partition's first unit, else zeros)."""
     value = values["corpus"]
-    shard_of = _ShardOf(value["buckets"], self.config.num_shards)
+    shard_of = _ShardOf(value["buckets"], self._key_ranges(value["buckets"]))
     out = []
     for keys, recs in self.keyed_records(unit, values):
       out.extend(zip(shard_of(keys).tolist(), (keys ^ np.uint64(_SIGN)).view(np.int64).tolist(),
@@ -237,6 +245,11 @@ class BertGenerator(protocol.Generator):
       return out, len(out)
     return out, (len(out), *(self.stats(value) if unit.index == value["first_unit"]
                              else (0, 0, 0, 0)))
+
+  def _key_ranges(self, num_buckets: int) -> int:
+    """How many key ranges `examples` sorts the records into: the shards,
+    or the order buckets (the groups dealt over several --output_file)."""
+    return num_buckets if self.deals_records else self.config.num_shards
 
   def finish_file(self, file_index: int, values: Dict[str, Any], runs):
     """--pack_instances > 1: each order bucket's sorted instances packed
@@ -373,11 +386,6 @@ def check_engine(config: BertConfig, engine_name: str) -> None:
   if config.reference_compatible:
     raise UserError("--reference_compatible runs on the local engine only: the reference's "
                     "order comes from one sequential RNG; use --engine=local")
-  if len(config.output_files) > 1:
-    raise UserError(f"--output_file lists {len(config.output_files)} datasets with "
-                    f"--engine={engine_name}: datasets filled round-robin are written by "
-                    "the local engine only; give one --output_file with --num_shards, "
-                    "or use --engine=local")
 
 
 def create(config: BertConfig,

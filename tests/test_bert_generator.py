@@ -6,6 +6,7 @@ pass "corpus" joins the units' tokenized lines in unit order, so the corpus,
 its packing plan and the records must not depend on where the units are cut.
 """
 
+import dataclasses
 import hashlib
 import os
 import random
@@ -25,6 +26,7 @@ from bert_data.documents import read_corpus
 from textrecords.engine import EngineOptions
 from textrecords.engine import generator_steps
 from textrecords.engine import protocol
+from textrecords.engine import record_files
 from textrecords.engine import record_runs
 from textrecords.files import tfrecord
 from textrecords.runs import generate
@@ -131,13 +133,12 @@ def test_records_go_to_the_shard_of_their_key_range(tmp_path, monkeypatch):
     assert max(by_shard[a]) < min(by_shard[b])
 
 
-def test_engines_refuse_the_runs_ordered_in_one_machine():
-  """One line each, naming the flag; the local engine takes them all."""
+def test_engines_refuse_only_the_reference_order():
+  """--reference_compatible in one line, naming the flag; the local engine
+  takes it; packed rows and several --output_file run anywhere."""
   base = dict(input_files=(SAMPLE_TEXT,), vocab_file=VOCAB)
   cases = [(dict(reference_compatible=True), "^--reference_compatible runs on the local "
-                                             "engine only"),
-           (dict(output_files=("a.tfrecord", "b.tfrecord")),
-            "^--output_file lists 2 datasets with --engine=dask: ")]
+                                             "engine only")]
   for kw, message in cases:
     cfg = BertConfig(**dict(dict(base, output_files=("o.tfrecord",)), **kw))
     generator.check_engine(cfg, "local")
@@ -147,6 +148,8 @@ def test_engines_refuse_the_runs_ordered_in_one_machine():
   generator.check_engine(BertConfig(output_files=("o.tfrecord",), **base), "dask")
   generator.check_engine(BertConfig(output_files=("o.tfrecord",), pack_instances=2, **base),
                          "beam")  # rows packed after the sort (`finish_file`)
+  generator.check_engine(BertConfig(output_files=("a.tfrecord", "b.tfrecord"), **base),
+                         "dask")  # dealt over the datasets (`deals_records`)
 
 
 def test_shard_of_equals_the_bucket_arithmetic():
@@ -228,3 +231,38 @@ def test_packed_runs_pack_each_bucket_wherever_the_runs_are_cut():
           for row in packer.pack_records([x for x, y in zip(instances, buckets) if y == b])]
   assert got == want and len(set(buckets.tolist())) == 8
   assert got != [tfrecord.frame(row) for row in packer.pack_records(instances)]
+
+
+def test_several_output_files_on_the_core_local_engine_are_dealt_as_ordered_run(tmp_path,
+                                                                              monkeypatch):
+  """Three --output_file datasets (two in one folder, two of one file name):
+  the core local engine deals the order buckets' instances over them in
+  turn (`deals_records`, `engine.record_files`), the bytes and metadata of
+  `ordered_run`'s round-robin."""
+  monkeypatch.setattr(units, "_BUCKET_BYTES", 3000)  # (workers fork: they see it)
+  corpus = write_varied_corpus(tmp_path / "corpus.txt", 3)
+
+  def config(out):
+    return dataclasses.replace(
+        _config([corpus, SAMPLE_TEXT], out, num_workers=2),
+        output_files=(f"{out}/x/t.tfrecord", f"{out}/y/t.tfrecord", f"{out}/y/u.tfrecord"))
+  generator.create(config(tmp_path / "a"))
+  monkeypatch.setattr(generator, "UNIT_BYTES", 900)
+  cfg = config(tmp_path / "b")
+  gen = generator.BertGenerator(cfg, generator.tokenizer(cfg), _vocab_sha(cfg))
+  dealt = []
+  real_lanes = record_files.lanes
+  monkeypatch.setattr(record_files, "lanes", lambda runs, n: dealt.append(n) or real_lanes(runs, n))
+  generate.create(gen, cfg, EngineOptions(), flag="--output_file")
+  assert _tree(tmp_path / "b") == _tree(tmp_path / "a") and len(_tree(tmp_path / "a")) == 9
+  assert len(dealt) > 3 and set(dealt) == {3}  # a group (order bucket) at a time
+
+
+def _tree(out) -> dict:
+  """Every file under `out` (relative path -> bytes, its own path replaced)."""
+  got = {}
+  for root, _, names in os.walk(out):
+    for n in names:
+      path = os.path.join(root, n)
+      got[os.path.relpath(path, out)] = open(path, "rb").read().replace(str(out).encode(), b"OUT")
+  return got

@@ -20,7 +20,9 @@ needs around them:
     Reshuffle -> passes as global combines (small side inputs) -> examples
     -> (file, a unit's sorted run of records) -> GroupByKey -> runs merged
     in key order -> the generator's `finish_file` -> one writer per file
-    -> finalize.
+    -> finalize (a generator that deals its groups over the files: each
+    group's lanes, the groups' counts as a side input, a second
+    GroupByKey per file: `engine.record_files`).
 
 Outputs may be URLs or local paths on a mount every worker has; nothing goes
 through the launching machine's disk, so any runner works.
@@ -45,6 +47,7 @@ from textrecords.files import storage
 from textrecords.files import text_input
 from textrecords.engine import generator_steps
 from textrecords.engine import parse_pipeline_options, require_beam
+from textrecords.engine import record_files
 from textrecords.engine import record_runs
 from textrecords.engine import sharded_pass
 from textrecords.errors import UserError
@@ -374,37 +377,92 @@ def _map_unit(unit, gen, name, names, *values):
   return generator_steps.map_pass(gen, name, unit, dict(zip(names, values)))
 
 
-def _write_sorted(item, gen, dataset, paths: Sequence[str], compression: str, names,
-                  *values):
-  """(file index, {"records": [...], "file": [...]}) -> the file's info (a
-  file finished by the resumed run: nothing), its runs merged in key order
-  and through the generator's `finish_file`."""
+def _write_sorted(item, gen, datasets, files, names, *values):
+  """(file index, {"records": [...], "file": [...]}) -> (its dataset, the
+  file's info) (a file finished by the resumed run: nothing), its runs
+  merged in key order and through the generator's `finish_file`."""
   file_index, grouped = item
-  path = paths[file_index]
-  if dataset.is_finished(path):
+  target = files[file_index]
+  dataset = datasets[target.dataset]
+  if dataset.is_finished(target.path):
     return
   runs = generator_steps.file_runs(gen, file_index, dict(zip(names, values)),
                                    record_runs.merged(grouped["records"]))
-  yield generator_steps.write_file(dataset.open(path, compression), runs)
+  yield target.dataset, generator_steps.write_file(
+      dataset.open(target.path, target.compression), runs)
 
 
-def _finalize_generator(infos, gen, dataset, names, totals, *values):
-  generator_steps.finalize_direct(gen, dataset, dict(zip(names, values)), totals, infos)
+COUNTS = "counts"  # the tag of a dealt group's record count
+
+
+def _deal_group(item, gen, n_files: int, names, *values):
+  """(group, its runs) -> ((group, lane), lane's records) of each non-empty
+  lane (`record_files.lanes`); the group's count tagged apart."""
+  group, runs = item
+  count, lanes = record_files.lanes(
+      generator_steps.file_runs(gen, group, dict(zip(names, values)), record_runs.merged(runs)),
+      n_files)
+  yield beam.pvalue.TaggedOutput(COUNTS, (group, count))
+  for lane, run in enumerate(lanes):
+    if len(run.keys):
+      yield group, (lane, run)
+
+
+def _lane_to_file(item, n_files: int, counts: Dict[int, int]):
+  """(group, (lane, records)) -> (its record file, (group, records))."""
+  group, (lane, run) = item
+  first = record_files.first_ranks(counts)[group]
+  return record_files.file_of(first, lane, n_files), (group, run)
+
+
+def _write_dealt(item, datasets, files):
+  """(file index, {"lanes": [(group, records)], "file": [...]}) -> (its
+  dataset, the file's info): its lanes written in group order."""
+  file_index, grouped = item
+  target = files[file_index]
+  dataset = datasets[target.dataset]
+  if dataset.is_finished(target.path):
+    return
+  runs = (run for _, run in sorted(grouped["lanes"], key=lambda x: x[0]))
+  yield target.dataset, generator_steps.write_file(
+      dataset.open(target.path, target.compression), runs)
+
+
+def _dealt_files(recs, file_keys, gen, datasets, files, names, sides):
+  """The files of a generator that deals (`deals_records`): each group's
+  runs merged and split into lanes by a worker, the groups' counts (a side
+  input) deciding each lane's file, one writer per file in group order."""
+  dealt = (recs
+           | "group records" >> beam.GroupByKey()
+           | "deal groups" >> beam.FlatMap(_deal_group, gen, len(files), names,
+                                           *sides).with_outputs(COUNTS, main="lanes"))
+  lanes = dealt.lanes | "lanes to files" >> beam.Map(
+      _lane_to_file, len(files), beam.pvalue.AsDict(dealt[COUNTS]))
+  return ({"lanes": lanes, "file": file_keys}
+          | "group lanes by file" >> beam.CoGroupByKey()
+          | "write files" >> beam.FlatMap(_write_dealt, datasets, files))
+
+
+def _finalize_generator(infos, gen, datasets, names, totals, *values):
+  generator_steps.finalize_direct(gen, datasets, dict(zip(names, values)), totals, infos)
   return True
 
 
-def run_generator(gen, dataset, options_text: str) -> None:
+def run_generator(gen, datasets: Sequence, options_text: str) -> None:
   """Runs a declared generator (`engine.protocol`) as a Beam pipeline whose
-  workers write `dataset` (a `DirectDataset`) in place, metadata last.
+  workers write `datasets` (a `DirectDataset` per dataset of
+  `gen.datasets()`) in place, each dataset's metadata last.
 
   Units are created and spread; each pass is a map and a global combine
   whose (small) value reaches later steps as a side input; each unit's
   records for a file go through the shuffle as one sorted run (one element
   per unit and file, not per record), are merged in key order and written
-  by one worker per file; the last step writes the metadata.
+  by one worker per file (a generator that deals: `_dealt_files`); the last
+  step writes the metadata.
   """
   units = gen.units()
-  outputs = gen.outputs()
+  files = record_files.targets(gen)
+  datasets = list(datasets)
 
   def build(p):
     single = beam.pvalue.AsSingleton
@@ -417,14 +475,17 @@ def run_generator(gen, dataset, options_text: str) -> None:
     recs = spread | "examples" >> beam.ParDo(_UnitRecords(gen, names), *sides).with_outputs(
         TOTALS, main="records")
     totals = recs[TOTALS] | "totals" >> beam.CombineGlobally(_TotalsCombine(gen))
-    files = (p | "files" >> beam.Create(list(range(len(outputs.records))))
-             | "key files" >> beam.Map(lambda i: (i, None)))
-    infos = ({"records": recs.records, "file": files}
-             | "group by file" >> beam.CoGroupByKey()
-             | "write files" >> beam.FlatMap(_write_sorted, gen, dataset, list(outputs.records),
-                                             outputs.compression, names, *sides))
+    file_keys = (p | "files" >> beam.Create(list(range(len(files))))
+                 | "key files" >> beam.Map(lambda i: (i, None)))
+    if gen.deals_records:
+      infos = _dealt_files(recs.records, file_keys, gen, datasets, files, names, sides)
+    else:
+      infos = ({"records": recs.records, "file": file_keys}
+               | "group by file" >> beam.CoGroupByKey()
+               | "write files" >> beam.FlatMap(_write_sorted, gen, datasets, files, names,
+                                               *sides))
     _ = (infos | "all infos" >> beam.combiners.ToList()
-         | "finalize" >> beam.Map(_finalize_generator, gen, dataset, names, single(totals),
+         | "finalize" >> beam.Map(_finalize_generator, gen, datasets, names, single(totals),
                                   *sides))
 
   run(options_text, build)

@@ -16,8 +16,11 @@ DaskRunner).
      per record.
   3. Files: one task per record file merges its runs in key order, passes
      them through the generator's `finish_file` and streams the file in
-     place (`DirectDataset.open`); a last task writes the small files and
-     the metadata (`generator_steps.finalize_direct`).
+     place (`DirectDataset.open`); a generator that deals
+     (`deals_records`) first has a task per group make its lanes
+     (`engine.record_files`), then a task per file writes its lanes of
+     every group in order. A last task writes the small files and each
+     dataset's metadata (`generator_steps.finalize_direct`).
 
 Outputs are URLs or paths on a mount every worker has, as with Beam. A
 failed task's `UserError` is raised here, the first unit's in unit order,
@@ -35,6 +38,7 @@ from typing import Any, Dict, Iterator, List, Sequence
 import distributed
 
 from textrecords.engine import generator_steps
+from textrecords.engine import record_files
 from textrecords.engine import sharded_pass
 
 TREE_FAN_IN = 8  # partials merged per task
@@ -123,42 +127,74 @@ def _unit_runs(unit, gen, values: Dict[str, Any], parts_dir: str):
   return totals, generator_steps.keyed_runs(parts_dir, unit.index, by_file)
 
 
-def _write_file(gen, values: Dict[str, Any], dataset, file_index: int, path: str,
-                compression: str, runs: Sequence[tuple]):
+def _write_file(gen, values: Dict[str, Any], dataset, file_index: int,
+                target: record_files.Target, runs: Sequence[tuple]):
   """Record file `file_index` from its run objects, merged in key order and
-  through the generator's `finish_file`; its info (None: kept by a resume)."""
-  if dataset.is_finished(path):
+  through the generator's `finish_file`; (its dataset, its info), or None
+  (kept by a resume)."""
+  if dataset.is_finished(target.path):
     return None
-  return generator_steps.write_file(
-      dataset.open(path, compression),
+  return target.dataset, generator_steps.write_file(
+      dataset.open(target.path, target.compression),
       generator_steps.file_runs(gen, file_index, values, generator_steps.merged_run(runs)))
 
 
-def _finalize(gen, dataset, values, totals, infos):
-  generator_steps.finalize_direct(gen, dataset, values, totals, [i for i in infos if i])
+def _deal_group(gen, values: Dict[str, Any], group: int, runs: Sequence[tuple],
+                n_files: int, parts_dir: str):
+  """A group's run objects (`deals_records`) merged in key order, through
+  `finish_file`, split into lanes staged as objects; returns (group, count,
+  {lane: path})."""
+  count, lanes = record_files.lanes(
+      generator_steps.file_runs(gen, group, values, generator_steps.merged_run(runs)), n_files)
+  return group, count, record_files.stage_lanes(parts_dir, group, lanes)
+
+
+def _write_dealt(dataset, target: record_files.Target, lane_paths: Sequence[str]):
+  """A record file of dealt records from its lanes of every group in order."""
+  if dataset.is_finished(target.path):
+    return None
+  return target.dataset, generator_steps.write_file(
+      dataset.open(target.path, target.compression), record_files.read_lanes(lane_paths))
+
+
+def _write_files(client, gen, values, datasets, runs: Dict[int, List[tuple]]) -> List:
+  """One task per record file (after a task per group, for a generator that
+  deals); returns the futures of (dataset, info) or None."""
+  files = record_files.targets(gen)
+  if not gen.deals_records:
+    return [client.submit(_write_file, gen, values, datasets[t.dataset], f, t, runs.get(f, []),
+                          pure=False) for f, t in enumerate(files)]
+  parts_dir = datasets[0].parts_dir()
+  dealt = _results(client, [client.submit(_deal_group, gen, values, g, runs[g], len(files),
+                                          parts_dir, pure=False) for g in sorted(runs)])
+  return [client.submit(_write_dealt, datasets[t.dataset], t,
+                        record_files.file_lanes(dealt, f, len(files)), pure=False)
+          for f, t in enumerate(files)]
+
+
+def _finalize(gen, datasets, values, totals, infos):
+  generator_steps.finalize_direct(gen, datasets, values, totals, [i for i in infos if i])
   return True
 
 
-def run_generator(gen, dataset, scheduler: str, num_workers: int) -> None:
-  """Runs a declared generator on a Dask cluster; workers write `dataset`
-  (a `DirectDataset`) in place, the metadata last."""
+def run_generator(gen, datasets: Sequence, scheduler: str, num_workers: int) -> None:
+  """Runs a declared generator on a Dask cluster; workers write `datasets`
+  (a `DirectDataset` per dataset of `gen.datasets()`) in place, each
+  dataset's metadata last."""
   units = gen.units()
-  outputs = gen.outputs()
   with client_for(scheduler, num_workers) as client:
     values: Dict[str, Any] = {}
     for p in gen.passes:
       values = dict(values, **{p.name: _pass_value(client, gen, p.name, units, values)})
     done = _results(client, client.map(_unit_runs, units, gen=gen, values=values,
-                                       parts_dir=dataset.parts_dir(), pure=False))
+                                       parts_dir=datasets[0].parts_dir(), pure=False))
     totals = generator_steps.merge_totals(gen, [t for t, _ in done])
     runs: Dict[int, List[tuple]] = {}
     for _, unit_runs in done:
       for entry in unit_runs:
         runs.setdefault(entry[0], []).append(entry)
     shared, = client.scatter([values])  # sent once, not with each file's task
-    infos = [client.submit(_write_file, gen, shared, dataset, f, path, outputs.compression,
-                           runs.get(f, []), pure=False)
-             for f, path in enumerate(outputs.records)]
+    infos = _write_files(client, gen, shared, datasets, runs)
     _results(client, infos)
-    _results(client, [client.submit(_finalize, gen, dataset, values, totals, infos,
+    _results(client, [client.submit(_finalize, gen, datasets, values, totals, infos,
                                     pure=False)])

@@ -18,13 +18,14 @@ are made by the same code whichever engine runs them:
     in place by a worker (temp name, sha256, offset index).
   * `keyed_runs` / `merged_run`: a file's records as per-unit runs (objects
     under the run's parts folder) and their merge in key order.
-  * `finalize_direct`: small files, every file in place, metadata last, for
-    the engines whose workers write the outputs in place.
+  * `finalize_direct`: small files, every file in place, each dataset's
+    metadata last, for the engines whose workers write the outputs in place.
 """
 
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 from textrecords.engine import protocol
+from textrecords.engine import record_files
 from textrecords.engine import record_runs
 from textrecords.files import storage
 from textrecords.files import tfrecord
@@ -180,15 +181,21 @@ def merged_run(entries: Sequence[RunEntry]) -> Iterable[record_runs.Run]:
 
 # ---------------------------------------------------------------- finalize
 
-def finalize_direct(gen: protocol.Generator, dataset, values: Dict[str, Any], totals: Any,
-                    infos: List[dict]) -> dict:
-  """The last step of a run whose workers wrote in place (`DirectDataset`):
-  the small files, every file in place, the metadata strictly last."""
-  outputs = gen.outputs()
-  names = {storage.basename(p) for p in outputs.paths}
-  infos = [i for i in infos if i["name"] in names]
+def finalize_direct(gen: protocol.Generator, datasets: Sequence, values: Dict[str, Any],
+                    totals: Any, infos: Sequence[Tuple[int, dict]]) -> None:
+  """The last step of a run whose workers wrote in place (a `DirectDataset`
+  per dataset of `gen.datasets()`): the small files (each in the dataset
+  that lists it, else the first), every file in place, each dataset's
+  metadata strictly last. `infos`: (dataset index, info) of the record
+  files written."""
+  declared = gen.datasets()
+  by_dataset: List[List[dict]] = [[] for _ in declared]
+  for d, info in infos:
+    by_dataset[d].append(info)
   for path, data in gen.small_files(values).items():
-    if not dataset.is_finished(path):
-      infos.append(dataset.write_bytes(path, data))
-  return dataset.finalize(outputs.paths, lambda file_infos: gen.metadata(values, totals,
-                                                                          file_infos), infos)
+    d = record_files.small_file_dataset(gen, path)
+    if not datasets[d].is_finished(path):
+      by_dataset[d].append(datasets[d].write_bytes(path, data))
+  for (_, outputs), dataset, mine in zip(declared, datasets, by_dataset):
+    dataset.finalize(outputs.paths, lambda file_infos: gen.metadata(values, totals, file_infos),
+                     mine)

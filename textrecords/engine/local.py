@@ -22,7 +22,9 @@ written: no finished file is read back.
     carry, `protocol.Carry`, kept for the examples within a budget), each
     unit's records sorted into one run file per output file
     (`record_runs`), each file's runs merged in key order into parts for a
-    `PartWriter`, the metadata last. A generator whose keys follow its
+    `PartWriter` (a generator's groups dealt over the files, with
+    `deals_records`: `record_files`), each dataset's metadata last. A
+    generator whose keys follow its
     units (`Generator.keys_follow_units`, no `finish_file`) has each unit's
     records appended to their files as the units come, in order, while the
     workers go on.
@@ -39,6 +41,7 @@ import numpy as np
 from textrecords.engine import generator_steps
 from textrecords.engine import parallel
 from textrecords.engine import protocol
+from textrecords.engine import record_files
 from textrecords.engine import record_runs
 
 _LENGTH = struct.Struct("<Q")
@@ -187,12 +190,13 @@ def _init_writer(targets, compression: str):
 
 
 def _write(msg):
-  """Writer process: ("append", Part) or ("finish", file index) -> info or None."""
+  """Writer process: ("append", Part) or ("finish", file index) -> (file
+  index, info) or None."""
   w = _WRITER["w"]
   if msg[0] == "append":
     w.append(msg[1])
     return None
-  return w.finish(msg[1], commit=False)
+  return msg[1], w.finish(msg[1], commit=False)
 
 
 def _route(msg) -> int:
@@ -221,21 +225,21 @@ def append_parts(part_lists: Iterable, targets: Sequence, compression: str,
 
   infos = {}
   try:
-    for info in parallel.ordered_map(_write, messages(), max(1, min(num_workers, len(targets))),
+    for done in parallel.ordered_map(_write, messages(), max(1, min(num_workers, len(targets))),
                                      in_process=False, prefetch=256, window=1 << 20,
                                      route=_route, initializer=_init_writer,
                                      initargs=(targets, compression)):
-      if info is not None:
-        infos[info["name"]] = info
+      if done is not None:  # (by file index: datasets may share file names)
+        infos[done[0]] = done[1]
   except BaseException:
     for t in targets:
       if t is not None:
         t[0].remove_temps(t[1])
     raise
-  for t in targets:
+  for f, t in enumerate(targets):
     if t is not None:
       writer, path = t
-      writer.record_finished(path, infos[os.path.basename(path)])
+      writer.record_finished(path, infos[f])
 
 
 # ---------------------------------------------------------------- declared generators
@@ -350,23 +354,49 @@ def _spill_records(gen, units, values, spill_dir: str, num_workers: int,
   return totals, runs
 
 
-def _write_records(gen, dw, runs: dict, values: dict):
+def _file_writer(gen, writers) -> PartWriter:
+  """A `PartWriter` of every record file of the run (`record_files.targets`),
+  each opened through its dataset's writer (None: finished by the run
+  being resumed)."""
+  files = record_files.targets(gen)
+
+  def open_file(f):
+    w, t = writers[files[f].dataset], files[f]
+    return None if w.is_finished(t.path) else w.open(t.path, t.compression)
+  return PartWriter(open_file)
+
+
+def _write_records(gen, writers, runs: dict, values: dict):
   """Each record file from its runs merged in key order and through the
   generator's `finish_file`, a run a part (finished files of a resumed run
-  are kept)."""
-  outputs = gen.outputs()
-  paths = outputs.records
-  out = PartWriter(lambda f: None if dw.is_finished(paths[f])
-                   else dw.open(paths[f], outputs.compression))
+  are kept); a generator that deals (`deals_records`) has its groups dealt."""
+  files = record_files.targets(gen)
+  out = _file_writer(gen, writers)
   try:
-    for f, path in enumerate(paths):
-      if not dw.is_finished(path):
+    if gen.deals_records:
+      _deal_groups(gen, out, runs, values, len(files))
+    for f, t in enumerate(files):
+      if not gen.deals_records and not writers[t.dataset].is_finished(t.path):
         for run in generator_steps.file_runs(gen, f, values,
                                              generator_steps.merged_run(runs.get(f, []))):
           out.append(Part(f, run.data, len(run.keys), run.starts))
       out.finish(f)
   finally:
     out.abort()
+
+
+def _deal_groups(gen, out: PartWriter, runs: dict, values: dict, n_files: int):
+  """The groups' records (`deals_records`), each group's merged in key order
+  and through `finish_file`, dealt over the files in turn, a group at a time."""
+  first = 0
+  for g in sorted(runs):
+    count, lanes = record_files.lanes(
+        generator_steps.file_runs(gen, g, values, generator_steps.merged_run(runs[g])), n_files)
+    for f in range(n_files):
+      lane = lanes[record_files.lane_of(first, f, n_files)]
+      if len(lane.keys):
+        out.append(Part(f, lane.data, len(lane.keys), lane.starts))
+    first += count
 
 
 def _unit_parts(item):
@@ -395,7 +425,7 @@ def _unit_parts(item):
   return totals, out
 
 
-def _stream_records(gen, dw, units, values, spill_dir: Optional[str], num_workers: int,
+def _stream_records(gen, writers, units, values, spill_dir: Optional[str], num_workers: int,
                     carried: _Carried):
   """For a generator whose keys follow its units (`keys_follow_units`):
   each unit's records appended to their files as the units come, in unit
@@ -405,10 +435,7 @@ def _stream_records(gen, dw, units, values, spill_dir: Optional[str], num_worker
     RuntimeError: a unit's records come before records already written (the
       declaration is wrong).
   """
-  outputs = gen.outputs()
-  paths = outputs.records
-  out = PartWriter(lambda f: None if dw.is_finished(paths[f])
-                   else dw.open(paths[f], outputs.compression))
+  out = _file_writer(gen, writers)
   totals, last = None, {}
   items = ((u, carried.pop(u.index)) for u in units)
   try:
@@ -423,27 +450,27 @@ def _stream_records(gen, dw, units, values, spill_dir: Optional[str], num_worker
                              f"records come before earlier ones in record file {f}")
         last[f] = end
         out.append(p)
-    for f in range(len(paths)):
+    for f in range(len(record_files.targets(gen))):
       out.finish(f)
   finally:
     out.abort()
   return totals
 
 
-def _say_kept(gen, dw, options) -> None:
+def _say_kept(gen, writers, options) -> None:
   """A resumed run's line on stderr naming the record files it keeps."""
-  paths = gen.outputs().records
-  kept = sum(1 for p in paths if dw.is_finished(p))
+  files = record_files.targets(gen)
+  kept = sum(1 for t in files if writers[t.dataset].is_finished(t.path))
   if kept and options.resume and not options.quiet:
-    print(f"{gen.package}: resume: keeping {kept} of {len(paths)} finished record files",
+    print(f"{gen.package}: resume: keeping {kept} of {len(files)} finished record files",
           file=sys.stderr, flush=True)
 
 
-def run_generator(gen, run, num_workers: int) -> dict:
-  """Runs a declared generator inside `run` (a `GeneratorRun`); returns the
-  metadata written."""
-  dw = run.writers[0]
-  _say_kept(gen, dw, run.options)
+def run_generator(gen, run, num_workers: int) -> List[dict]:
+  """Runs a declared generator inside `run` (a `GeneratorRun`); returns each
+  dataset's metadata written."""
+  writers = run.writers
+  _say_kept(gen, writers, run.options)
   units = gen.units()
   carried = _Carried()
   spill_dir = os.path.join(run.scratch_dir(), "records")
@@ -452,9 +479,10 @@ def run_generator(gen, run, num_workers: int) -> dict:
     values = pass_values(gen, units, num_workers, carried,
                          spill_dir if num_workers > 1 else None)
     run.mark("passes")
-    if gen.keys_follow_units and not protocol.finishes_files(gen):
-      totals = _stream_records(gen, dw, units, values, spill_dir if num_workers > 1 else None,
-                               num_workers, carried)
+    if (gen.keys_follow_units and not protocol.finishes_files(gen)
+        and not gen.deals_records):
+      totals = _stream_records(gen, writers, units, values,
+                               spill_dir if num_workers > 1 else None, num_workers, carried)
       runs = None
     else:
       totals, runs = _spill_records(gen, units, values, spill_dir, num_workers, carried)
@@ -463,10 +491,10 @@ def run_generator(gen, run, num_workers: int) -> dict:
   values = generator_steps.global_values(gen, values)
   run.mark("examples")
   for path, data in sorted(gen.small_files(values).items()):
-    if not dw.is_finished(path):
-      dw.write_bytes(path, data)
+    w = writers[record_files.small_file_dataset(gen, path)]
+    if not w.is_finished(path):
+      w.write_bytes(path, data)
   if runs is not None:
-    _write_records(gen, dw, runs, values)
+    _write_records(gen, writers, runs, values)
   run.mark("write")
-  meta, = run.finalize([lambda infos: gen.metadata(values, totals, infos)])
-  return meta
+  return run.finalize([lambda infos: gen.metadata(values, totals, infos)] * len(writers))

@@ -39,7 +39,13 @@ A package says *what* is computed; an engine (`local`, `beam`, `dask`) says
     ordered records at a time (bert: one order bucket), never the file.
   * `layout()`, `outputs()`, `fingerprint()`, `small_files(values)`,
     `metadata(values, totals, infos)`: the files of the run and the
-    metadata written last.
+    metadata written last. A run of several datasets (one metadata each)
+    declares `datasets()`; record file indexes count over all of them.
+  * `deals_records = True`: the examples' file index is a *group*: the
+    groups in order, each sorted (and through `finish_file`), make one
+    stream dealt over the record files in turn (the r-th record to file
+    r % files; bert_data's several --output_file datasets). Engines deal
+    a group at a time (`engine.record_files`).
 
 The engine does the rest, once for every package: units to workers, the
 passes, the records sorted into their files, the offset indexes, finalize.
@@ -237,6 +243,9 @@ class Generator:
   # key than every record of a later unit (keys numbered in unit order): the
   # local engine then appends each unit's records as it comes (checked).
   keys_follow_units: bool = False
+  # True when the examples' file index is a group whose records are dealt
+  # over the record files in turn (see the module doc, `engine.record_files`).
+  deals_records: bool = False
 
   def layout(self):
     """The output dataset's `DatasetLayout`."""
@@ -244,6 +253,13 @@ class Generator:
 
   def outputs(self) -> Outputs:
     raise NotImplementedError
+
+  def datasets(self) -> List[Tuple[Any, Outputs]]:
+    """Every dataset of the run as (its `DatasetLayout`, its `Outputs`): by
+    default the one of `layout()` and `outputs()`. Record file indexes count
+    every dataset's records, in this order; each dataset gets its own
+    metadata (`metadata` of its files' infos)."""
+    return [(self.layout(), self.outputs())]
 
   def fingerprint(self) -> dict:
     """Everything that determines the bytes (`runs.run.fingerprint`)."""

@@ -6,7 +6,7 @@ the generator (`engine.local`, `engine.beam`, `engine.dask`).
 """
 
 import sys
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 from textrecords.errors import UserError
 from textrecords.runs import run as run_lib
@@ -32,9 +32,9 @@ def create(gen, options, engine, *, flag: str,
   log = log or _stderr
   engine.validate(declared=True)
   gen.check_engine(engine.name)
-  out = gen.outputs()
-  files = run_lib.DatasetFiles(gen.layout(), out.records, out.small, out.compression)
-  with run_lib.GeneratorRun(gen.package, [files], gen.fingerprint(), options, flag=flag,
+  files = [run_lib.DatasetFiles(layout, out.records, out.small, out.compression)
+           for layout, out in gen.datasets()]
+  with run_lib.GeneratorRun(gen.package, files, gen.fingerprint(), options, flag=flag,
                             engine=engine) as run:
     if run.already_complete:
       if not options.quiet:
@@ -42,27 +42,29 @@ def create(gen, options, engine, *, flag: str,
             "these inputs and flags")
       return run.result()
     gen.prepare()
-    meta = _run_engine(gen, options, engine, run)
-    for message in gen.messages(meta):
+    metas = _run_engine(gen, options, engine, run)
+    for message in gen.messages(metas[0]):
       log(message)
-    return run.result([meta])
+    return run.result(metas)
 
 
-def _run_engine(gen, options, engine, run) -> dict:
-  """The engine's run inside `run`; returns the metadata written."""
+def _run_engine(gen, options, engine, run) -> List[dict]:
+  """The engine's run inside `run`; returns each dataset's metadata written."""
   if engine.name == "local":
     return local.run_generator(gen, run, options.num_workers)
-  dataset = run.writers[0]
+  datasets = list(run.writers)
   try:
     if engine.name == "beam":
       # deferred: the beam extra
       from textrecords.engine import beam  # pylint: disable=import-outside-toplevel
-      beam.run_generator(gen, dataset, engine.beam_pipeline_options)
+      beam.run_generator(gen, datasets, engine.beam_pipeline_options)
     else:
       # deferred: the dask extra
       from textrecords.engine import dask as dask_engine  # pylint: disable=import-outside-toplevel
-      dask_engine.run_generator(gen, dataset, engine.dask_scheduler, options.num_workers)
+      dask_engine.run_generator(gen, datasets, engine.dask_scheduler,
+                                options.num_workers)
   except UserError:
-    dataset.discard(gen.outputs().paths)
+    for d, (_, out) in zip(datasets, gen.datasets()):
+      d.discard(out.paths)
     raise
-  return dataset.read_meta(gen.package)
+  return [d.read_meta(gen.package) for d in datasets]
