@@ -200,9 +200,10 @@ def dynamic_mask(ids: np.ndarray, input_mask: np.ndarray, keys: np.ndarray, mask
   present = np.asarray(input_mask).astype(bool)
   cand = present & (ids != masker.cls_id) & (ids != masker.sep_id)
   counts = draws.budget(present.sum(axis=1), masker.masked_lm_prob, masker.max_predictions_per_seq)
-  order = seeding.uniform_grid(keys, draws.ORDER, seq)
   rule = masker.rule if starts is not None else single_piece
+  order = None  # single pieces: the order keys of `single_piece.smallest_keys`
   if rule.WORDS:
+    order = seeding.uniform_grid(keys, draws.ORDER, seq)
     starts = np.asarray(starts).astype(bool) & cand
   positions, used = rule.numpy_choice(cand, starts, counts, order, keys, masker)
   labels = np.where(used, ids[np.arange(b)[:, None], positions], 0)

@@ -5,15 +5,15 @@ Forms:
     candidates), or (`exact_draws=False`) only the k positions used, with
     `rng.sample`: the same distribution, since the first k of a uniform
     shuffle are a uniform k-sample in random order;
-  * numpy, static records (`mask_matrix`): the k smallest `order_keys` of
-    each row's candidates, all rows at once;
-  * numpy, dynamic records (`numpy_choice`): the k smallest uniforms of the
-    order stream (ties to the lower column);
+  * numpy (`smallest_keys`): the k smallest `order_keys` of each row's
+    candidates, all rows at once; static records (`mask_matrix`, create's
+    default mode) and dynamic records (`numpy_choice`, the TF-free readers)
+    both choose with it;
   * TensorFlow (`tf_choice`): the k smallest `order_keys` by a bisected
     threshold (no sort), under XLA.
-The three counter-based forms choose the same positions from the same keys
-(the uniforms order as the order keys do; ties, with probability about
-2**-40 a row, go to the lower column in both).
+The counter-based forms choose the same positions from the same keys: a
+row's order keys are distinct, so the k smallest are one set
+(tests/test_bert_mask_rules.py).
 """
 
 from typing import Optional
@@ -106,9 +106,27 @@ def mask_matrix(ids: np.ndarray, lengths: np.ndarray, num_a: np.ndarray, keys, p
   if special is not None:
     candidate &= ~special
   counts = np.minimum(counts, candidate.sum(axis=1))
-  width = max(1, maxp)
   keys = np.asarray(keys, np.uint64)
-  order = np.where(candidate, order_keys(keys, seq_len), np.uint64(_NEVER))
+  positions, used = smallest_keys(candidate, counts, keys, max(1, maxp))
+  rows = np.arange(b)[:, None]
+  labels = np.where(used, ids[rows, positions], 0)
+  draws.replace(ids, positions, labels, used, keys, p.mask_id, p.random_ids_array)
+  return ids, lengths, positions[:, :maxp], labels[:, :maxp], counts
+
+
+def smallest_keys(cand: np.ndarray, counts: np.ndarray, keys: np.ndarray, width: int):
+  """The numpy choice: each row's `counts` candidates of smallest `order_keys`.
+
+  Args:
+    cand: (B, L) bool, the positions that may be masked.
+    counts: (B,) how many to take (at most the row's candidates).
+    keys: (B,) uint64, each row's key (its order keys' stream).
+    width: the columns returned (>= every count).
+  Returns:
+    (positions (B, width) ascending, zero-padded; used (B, width) bool).
+  """
+  seq_len = cand.shape[1]
+  order = np.where(cand, order_keys(keys, seq_len), np.uint64(_NEVER))
   if width < seq_len:  # the `width` smallest keys, then in key order
     part = np.argpartition(order, width - 1, axis=1)[:, :width]
     chosen = np.take_along_axis(
@@ -118,25 +136,17 @@ def mask_matrix(ids: np.ndarray, lengths: np.ndarray, num_a: np.ndarray, keys, p
   used = np.arange(width)[None, :] < counts[:, None]
   positions = np.where(used, chosen, seq_len)      # unused slots sort last
   positions.sort(axis=1)
-  positions = np.where(used, positions, 0)
-  rows = np.arange(b)[:, None]
-  labels = np.where(used, ids[rows, positions], 0)
-  draws.replace(ids, positions, labels, used, keys, p.mask_id, p.random_ids_array)
-  return ids, lengths, positions[:, :maxp], labels[:, :maxp], counts
+  return np.where(used, positions, 0), used
 
 
-def numpy_choice(cand: np.ndarray, starts, counts: np.ndarray, order: np.ndarray, keys, rule):
+def numpy_choice(cand: np.ndarray, starts, counts: np.ndarray, order, keys, rule):
   """Dynamic records: (positions (B, maxp) ascending, zero-padded; used
-  (B, maxp) bool) of the k smallest uniforms of `order` among `cand`."""
-  del starts, keys  # pieces, not words; the order grid is all it draws
-  seq = cand.shape[1]
+  (B, maxp) bool), `smallest_keys` as static records choose."""
+  del starts, order  # pieces, not words: the order keys are all it draws
   maxp = rule.max_predictions_per_seq
   counts = np.minimum(counts, cand.sum(axis=1))
-  key = np.where(cand, order, 2.0)
-  smallest = np.argsort(key, axis=1, kind="stable")[:, :maxp]  # top_k: lower index first
-  used = np.arange(maxp)[None, :] < counts[:, None]
-  positions = np.sort(np.where(used, smallest, seq), axis=1)
-  return np.where(used, positions, 0), used
+  positions, used = smallest_keys(cand, counts, np.asarray(keys, np.uint64), max(1, maxp))
+  return positions[:, :maxp], used[:, :maxp]
 
 
 # --------------------------------------------------------------- TensorFlow
