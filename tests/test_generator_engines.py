@@ -519,6 +519,62 @@ def test_bert_packed_rows_on_beam_and_dask_equal_local(tmp_path, bert_inputs, da
     assert _bert_digests(tmp_path / name) == want, name
 
 
+def _several_outputs(out, inputs_, engine=EngineOptions()):
+  """bert_data with three --output_file datasets (two in one folder, two
+  of one file name); returns every file's sha256 by relative path."""
+  outputs = (f"{out}/x/t.tfrecord", f"{out}/y/t.tfrecord", f"{out}/y/u.tfrecord")
+  bert_generator.create(BertConfig(input_files=tuple(inputs_), output_files=outputs,
+                                   vocab_file=BERT_VOCAB, dupe_factor=2, quiet=True,
+                                   on_decode_error="replace"), engine)
+  got = {}
+  for root, _, names in os.walk(out):
+    for n in names:
+      data = open(os.path.join(root, n), "rb").read().replace(str(out).encode(), b"OUT")
+      got[os.path.relpath(os.path.join(root, n), out)] = hashlib.sha256(data).hexdigest()
+  return got
+
+
+@contextlib.contextmanager
+def _threads_client(scheduler, num_workers):  # pylint: disable=unused-argument
+  """A Dask client of two worker threads in this process (they see monkeypatches)."""
+  import distributed  # pylint: disable=import-outside-toplevel
+  with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                dashboard_address=None) as cluster, \
+      distributed.Client(cluster) as client:
+    yield client
+
+
+def test_bert_several_output_files_on_beam_and_dask_equal_local(tmp_path, bert_inputs,
+                                                                dask_cluster, monkeypatch):
+  """Several --output_file datasets: the instances in key order dealt over
+  them in turn (`deals_records`), on Beam's multi-processing runner and a
+  Dask cluster (one order bucket), and with many buckets (groups) on Beam's
+  and Dask's runners in this process: the local engine's bytes."""
+  pytest.importorskip("apache_beam")
+  from textrecords.engine import dask as dask_engine  # pylint: disable=import-outside-toplevel
+  from textrecords.engine import record_files  # pylint: disable=import-outside-toplevel
+  from bert_data import units as bert_units  # pylint: disable=import-outside-toplevel
+  want = _several_outputs(tmp_path / "local", bert_inputs)
+  assert len(want) == 9
+  monkeypatch.setattr(bert_generator, "UNIT_BYTES", 700)
+  for name, engine in (("beam", EngineOptions("beam", MULTI)),
+                       ("dask", EngineOptions("dask", dask_scheduler=dask_cluster))):
+    assert _several_outputs(tmp_path / name, bert_inputs, engine) == want, name
+  monkeypatch.setattr(bert_units, "_BUCKET_BYTES", 3000)
+  monkeypatch.setattr(bert_generator, "UNIT_BYTES", 1 << 20)
+  want = _several_outputs(tmp_path / "local_groups", bert_inputs)
+  monkeypatch.setattr(bert_generator, "UNIT_BYTES", 700)
+  monkeypatch.setattr(dask_engine, "client_for", _threads_client)
+  dealt = []
+  real_lanes = record_files.lanes
+  monkeypatch.setattr(record_files, "lanes", lambda runs, n: dealt.append(n) or real_lanes(runs, n))
+  for name, engine in (("beam_groups", EngineOptions("beam", IN_MEMORY_BEAM)),
+                       ("dask_groups", EngineOptions("dask"))):
+    dealt.clear()
+    assert _several_outputs(tmp_path / name, bert_inputs, engine) == want, name
+    assert len(dealt) > 3 and set(dealt) == {3}, name  # a group (order bucket) at a time
+
+
 def test_bert_bad_input_on_beam_and_dask_is_the_local_one_line_error(tmp_path, dask_cluster):
   """Invalid UTF-8 (read in a worker), no text (the corpus pass), too few
   instances for the shards (known once every unit is done): the local
