@@ -373,8 +373,48 @@ class _UnitRecords(beam.DoFn):
     yield from by_file.items()
 
 
+class _PartitionRecords(beam.DoFn):
+  """(partition, {"units": [...], "value": [its value]}) -> each unit's
+  records as `_UnitRecords` gives them, one unit at a time: a partitioned
+  pass's value goes once to the worker of its partition, to no other."""
+
+  def __init__(self, gen, names, partitioned: str):
+    super().__init__()
+    self.gen, self.names, self.partitioned = gen, list(names), partitioned
+
+  def process(self, item, *values):
+    partition, grouped = item
+    unit_values = dict(zip(self.names, values))
+    unit_values[self.partitioned] = {partition: list(grouped["value"])[0]}
+    for unit in sorted(grouped["units"], key=lambda u: u.index):
+      by_file, totals = generator_steps.unit_records(self.gen, unit, unit_values)
+      yield beam.pvalue.TaggedOutput(TOTALS, totals)
+      yield from by_file.items()
+
+
+def _partition_records(spread, gen, ps, names, values):
+  """A partitioned pass (the last): units mapped, partials combined per
+  partition, each partition's value joined with its units, whose examples
+  run where the value is (`_PartitionRecords`)."""
+  single = beam.pvalue.AsSingleton
+  sides = [single(v) for v in values]
+  value = (spread
+           | f"{ps.name}: map" >> beam.Map(_map_keyed, gen, ps.name, list(names), *sides)
+           | f"{ps.name}: merge" >> beam.CombinePerKey(_PassCombine(gen, ps.name)))
+  return ({"units": spread | "key units" >> beam.Map(lambda u: (u.partition, u)),
+           "value": value}
+          | "group partitions" >> beam.CoGroupByKey()
+          | "examples" >> beam.ParDo(_PartitionRecords(gen, names, ps.name),
+                                     *sides).with_outputs(TOTALS, main="records"))
+
+
 def _map_unit(unit, gen, name, names, *values):
   return generator_steps.map_pass(gen, name, unit, dict(zip(names, values)))
+
+
+def _map_keyed(unit, gen, name, names, *values):
+  """A partitioned pass's map of one unit, keyed by the unit's partition."""
+  return unit.partition, _map_unit(unit, gen, name, names, *values)
 
 
 def _write_sorted(item, gen, datasets, files, names, *values):
@@ -454,7 +494,9 @@ def run_generator(gen, datasets: Sequence, options_text: str) -> None:
   `gen.datasets()`) in place, each dataset's metadata last.
 
   Units are created and spread; each pass is a map and a global combine
-  whose (small) value reaches later steps as a side input; each unit's
+  whose (small) value reaches later steps as a side input (a partitioned
+  pass: a combine per partition, joined with the partition's units, whose
+  examples then run where its value is); each unit's
   records for a file go through the shuffle as one sorted run (one element
   per unit and file, not per record), are merged in key order and written
   by one worker per file (a generator that deals: `_dealt_files`); the last
@@ -467,13 +509,17 @@ def run_generator(gen, datasets: Sequence, options_text: str) -> None:
   def build(p):
     single = beam.pvalue.AsSingleton
     spread = (p | "units" >> beam.Create(units) | "spread units" >> beam.Reshuffle())
-    names, values = [], []
+    names, values, recs = [], [], None
     for ps in gen.passes:
+      if ps.partitioned:  # (the last pass: never a side input)
+        recs = _partition_records(spread, gen, ps, names, values)
+        break
       values.append(_pass_value(spread, gen, ps, names, values))
       names.append(ps.name)
     sides = [single(v) for v in values]
-    recs = spread | "examples" >> beam.ParDo(_UnitRecords(gen, names), *sides).with_outputs(
-        TOTALS, main="records")
+    if recs is None:
+      recs = spread | "examples" >> beam.ParDo(_UnitRecords(gen, names), *sides).with_outputs(
+          TOTALS, main="records")
     totals = recs[TOTALS] | "totals" >> beam.CombineGlobally(_TotalsCombine(gen))
     file_keys = (p | "files" >> beam.Create(list(range(len(files))))
                  | "key files" >> beam.Map(lambda i: (i, None)))

@@ -9,7 +9,9 @@ DaskRunner).
      tasks (`TREE_FAN_IN` at a time); the small value goes to later tasks as
      an argument. A sharded pass's partials are split by token shard, each
      shard merged in its own tree and selected before the global tree
-     (`engine.sharded_pass`).
+     (`engine.sharded_pass`). A partitioned pass: per partition a tree and
+     a finishing task, whose value (a future) goes only to its units' tasks,
+     a few partitions at a time (`_partitioned_runs`).
   2. Examples: each unit's records, framed and sorted by key, written as one
      run object per output file it touches under the run's parts folder
      (`DirectDataset.parts_dir`): a few large objects per unit, never one
@@ -120,6 +122,41 @@ def _pass_value(client, gen, name: str, units, values: Dict[str, Any]):
   return generator_steps.finish_pass(gen, name, merged)
 
 
+def _finish(gen, name: str, merged):
+  return generator_steps.finish_pass(gen, name, merged)
+
+
+PARTITIONS_IN_FLIGHT = 2  # a partitioned pass's partitions whose values the cluster holds
+
+
+def _partitioned_runs(client, gen, name: str, units, values: Dict[str, Any],
+                      parts_dir: str) -> List[tuple]:
+  """A partitioned pass (the last) and the examples: per partition, its
+  units mapped, merged in a tree and finished in tasks, its value (a
+  future) sent only to its units' tasks; `PARTITIONS_IN_FLIGHT` partitions
+  at a time, so the cluster holds that many values, not the corpus.
+  Returns `_unit_runs` of every unit, in unit order."""
+  by_partition: Dict[int, List[Any]] = {}
+  for unit in units:
+    by_partition.setdefault(unit.partition, []).append(unit)
+  done, flight = [], []
+  for partition, part_units in sorted(by_partition.items()):
+    parts = client.map(_map_unit, part_units, gen=gen, name=name, values=values, pure=False)
+    while len(parts) > 1:
+      parts = [client.submit(_merge, gen, name, *parts[i:i + TREE_FAN_IN], pure=False)
+               for i in range(0, len(parts), TREE_FAN_IN)]
+    value = client.submit(_finish, gen, name, parts[0], pure=False)
+    unit_values = dict(values, **{name: {partition: value}})
+    flight.append([client.submit(_unit_runs, u, gen, unit_values, parts_dir, pure=False)
+                   for u in part_units])
+    del parts, value, unit_values  # (the futures held only by the tasks in flight)
+    if len(flight) >= PARTITIONS_IN_FLIGHT:
+      done.extend(_results(client, flight.pop(0)))
+  for futures in flight:
+    done.extend(_results(client, futures))
+  return done
+
+
 def _unit_runs(unit, gen, values: Dict[str, Any], parts_dir: str):
   """A unit's records as run objects per output file; returns (totals,
   [(file, path, first key, last key)])."""
@@ -184,10 +221,15 @@ def run_generator(gen, datasets: Sequence, scheduler: str, num_workers: int) -> 
   units = gen.units()
   with client_for(scheduler, num_workers) as client:
     values: Dict[str, Any] = {}
+    done = None
     for p in gen.passes:
+      if p.partitioned:  # (the last pass)
+        done = _partitioned_runs(client, gen, p.name, units, values, datasets[0].parts_dir())
+        break
       values = dict(values, **{p.name: _pass_value(client, gen, p.name, units, values)})
-    done = _results(client, client.map(_unit_runs, units, gen=gen, values=values,
-                                       parts_dir=datasets[0].parts_dir(), pure=False))
+    if done is None:
+      done = _results(client, client.map(_unit_runs, units, gen=gen, values=values,
+                                         parts_dir=datasets[0].parts_dir(), pure=False))
     totals = generator_steps.merge_totals(gen, [t for t, _ in done])
     runs: Dict[int, List[tuple]] = {}
     for _, unit_runs in done:
