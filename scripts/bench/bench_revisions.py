@@ -23,6 +23,13 @@ offset index):
   python scripts/bench/bench_revisions.py c7280dc^ --memory --repeats=1 --bert_mb=52 \\
       --bert_dupe=10 --num_shards=1
 
+--readme: the README's create commands as written there (flags and
+defaults, no --num_workers or --quiet) instead of this script's, e.g. the
+creates of a whole issue against the commit before it:
+  python scripts/bench/bench_revisions.py 09d43f7 --readme --repeats=5 \\
+      --bert_source=../shared/data/ptb.train.txt --w2v_source=../shared/data/ptb.train.txt \\
+      --mt_source=../shared/data/fra.txt
+
 Usage:
   python scripts/bench/bench_revisions.py 8519c6b4 --repeats=3 \\
       --bert_source=../shared/data/ptb.train.txt --w2v_source=../shared/data/ptb.train.txt \\
@@ -72,6 +79,22 @@ def make_inputs(work: str, a) -> dict:
   repeat_lines(a.w2v_source, inputs["w2v"], size_mb=a.w2v_mb)
   repeat_lines(a.mt_source, inputs["mt"], count=a.mt_pairs, columns=2)
   return inputs
+
+
+def readme_commands(inputs: dict, out: str) -> dict:
+  """tool -> (python arguments, output folder): the README's create commands
+  as written there (their flags and defaults, the worker count included) on
+  this run's inputs."""
+  return {
+      "bert_data": (["-m", "bert_data.create", f"--input_file={inputs['bert']}",
+                     f"--output_file={out}/bert/train.tfrecord", f"--vocab_file={VOCAB}",
+                     "--num_shards=8"], f"{out}/bert"),
+      "w2v_data": (["-m", "w2v_data.create", f"--input_file={inputs['w2v']}",
+                    f"--output_dir={out}/w2v"], f"{out}/w2v"),
+      "mt_data": (["-m", "mt_data.create", f"--input_file={inputs['mt']}",
+                   f"--output_dir={out}/mt", "--num_train=512", "--num_val=128",
+                   "--min_freq=2"], f"{out}/mt"),
+  }
 
 
 def commands(inputs: dict, out: str, workers: int, bert_dupe: int = 5,
@@ -164,7 +187,7 @@ def main() -> int:
                          f"{platform.python_version()}",
               "inputs_mb": {k: round(os.path.getsize(p) / 1e6, 2) for k, p in inputs.items()},
               "num_workers": a.num_workers, "repeats": a.repeats, "bert_dupe": a.bert_dupe,
-              "num_shards": a.num_shards, "tools": {}}
+              "num_shards": a.num_shards, "readme_commands": a.readme, "tools": {}}
     tools = a.tools or ("bert_data" if a.memory else "bert_data,w2v_data,mt_data")
     for tool in tools.split(","):
       report["tools"][tool] = compare_tool(tool, a, inputs, work, base_tree)
@@ -195,6 +218,9 @@ def _parse_args():
   ap.add_argument("--memory", action="store_true",
                   help="report peak PSS of the process tree and its ratio tree / base")
   ap.add_argument("--work_dir", default=None, help="scratch folder (default: a new temp one)")
+  ap.add_argument("--readme", action="store_true",
+                  help="the README's create commands (their flags and defaults) instead of "
+                  "--num_workers, --num_shards and --bert_dupe")
   return ap.parse_args()
 
 
@@ -206,8 +232,9 @@ def compare_tool(tool: str, a, inputs: dict, work: str, base_tree: str) -> dict:
   digests = {}
   for _ in range(a.repeats):
     for side, tree in (("base", base_tree), ("tree", REPO)):
-      args, out_dir = commands(inputs, os.path.join(work, f"out_{side}"),
-                               a.num_workers, a.bert_dupe, a.num_shards)[tool]
+      out = os.path.join(work, f"out_{side}")
+      args, out_dir = (readme_commands(inputs, out) if a.readme else
+                       commands(inputs, out, a.num_workers, a.bert_dupe, a.num_shards))[tool]
       runs[side].append(timed(tree, args, out_dir, pss=a.memory))
       digests[side] = records_digest(out_dir)
   base, head = summarize(runs["base"]), summarize(runs["tree"])
