@@ -110,10 +110,19 @@ def _selected_shards(client, gen, name: str, futures: List) -> List:
   return out
 
 
+def _scattered(client, values: Dict[str, Any]):
+  """The values as one future, sent to the workers once: `client.map` would
+  make a keyword argument over 100 kB a data task named after it, which
+  distributed 2026.11 fails to send (AssertionError: TaskState 'values')."""
+  shared, = client.scatter([values])
+  return shared
+
+
 def _pass_value(client, gen, name: str, units, values: Dict[str, Any]):
   """One pass: units mapped, partials merged in a tree (a sharded pass's per
   shard first), the value finished here."""
-  futures = client.map(_map_unit, units, gen=gen, name=name, values=values, pure=False)
+  futures = client.map(_map_unit, units, gen=gen, name=name,
+                       values=_scattered(client, values), pure=False)
   _results(client, futures)
   if sharded_pass.is_sharded(generator_steps.pass_named(gen, name)):
     futures = _selected_shards(client, gen, name, futures)
@@ -227,15 +236,15 @@ def run_generator(gen, datasets: Sequence, scheduler: str, num_workers: int) -> 
         done = _partitioned_runs(client, gen, p.name, units, values, datasets[0].parts_dir())
         break
       values = dict(values, **{p.name: _pass_value(client, gen, p.name, units, values)})
+    shared = _scattered(client, values)  # sent once, not with each task
     if done is None:
-      done = _results(client, client.map(_unit_runs, units, gen=gen, values=values,
+      done = _results(client, client.map(_unit_runs, units, gen=gen, values=shared,
                                          parts_dir=datasets[0].parts_dir(), pure=False))
     totals = generator_steps.merge_totals(gen, [t for t, _ in done])
     runs: Dict[int, List[tuple]] = {}
     for _, unit_runs in done:
       for entry in unit_runs:
         runs.setdefault(entry[0], []).append(entry)
-    shared, = client.scatter([values])  # sent once, not with each file's task
     infos = _write_files(client, gen, shared, datasets, runs)
     _results(client, infos)
     _results(client, [client.submit(_finalize, gen, datasets, values, totals, infos,
