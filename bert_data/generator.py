@@ -293,10 +293,11 @@ class BertGenerator(protocol.Generator):
 
   def check_counts(self, stats, instances: int, num_files: Optional[int] = None) -> None:
     """UserError for an input of no document, or too few instances for the
-    record files (default: --num_shards)."""
+    record files (default: all of them, over every --output_file)."""
     if stats[0] == 0:
       check_corpus(CorpusBuilder().build(), self.config.input_files)
-    units_lib.check_instance_count(instances, num_files or self.config.num_shards)
+    units_lib.check_instance_count(
+        instances, num_files or len(self.config.output_files) * self.config.num_shards)
 
   def meta_builder(self, stats, instances: int) -> units_lib.MetaBuilder:
     """The metadata of a run with `instances` instances and counts `stats`

@@ -28,6 +28,7 @@ from textrecords.engine import generator_steps
 from textrecords.engine import protocol
 from textrecords.engine import record_files
 from textrecords.engine import record_runs
+from textrecords.errors import UserError
 from textrecords.files import tfrecord
 from textrecords.runs import generate
 
@@ -266,3 +267,24 @@ def _tree(out) -> dict:
       path = os.path.join(root, n)
       got[os.path.relpath(path, out)] = open(path, "rb").read().replace(str(out).encode(), b"OUT")
   return got
+
+
+def test_too_few_instances_for_several_output_files_is_the_local_error(tmp_path):
+  """Fewer instances than --output_file datasets: the line `ordered_run`
+  gives, from the core engine's metadata step too, nothing left."""
+  bad = tmp_path / "small.txt"
+  bad.write_text("a cat sat on the mat\n" * 4)
+  errors = []
+  for name in ("ordered", "core"):
+    out = tmp_path / name
+    cfg = BertConfig(input_files=(str(bad),), vocab_file=VOCAB, quiet=True,
+                     output_files=tuple(f"{out}/d{i}/t.tfrecord" for i in range(40)))
+    with pytest.raises(UserError) as e:
+      if name == "ordered":
+        generator.create(cfg)
+      else:
+        gen = generator.BertGenerator(cfg, generator.tokenizer(cfg), _vocab_sha(cfg))
+        generate.create(gen, cfg, EngineOptions(), flag="--output_file")
+    errors.append(str(e.value))
+    assert not [f for _, _, files in os.walk(out) for f in files if not f.startswith(".")], name
+  assert errors[0] == errors[1] and "(or that many --output_file paths)" in errors[0], errors
