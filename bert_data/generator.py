@@ -39,10 +39,11 @@ its records ordered in hash buckets sorted by workers (the local engine's
 hash-ordered records about a tenth of the wall time; it gives the same
 bytes, tested). Rows of --pack_instances are packed from each order
 bucket's sorted instances after the sort, on every engine (`finish_file`,
-`bucket_rows`). `ordered_run` also makes the runs whose bytes need the
-whole ordered output in one machine (--reference_compatible, several
---output_file datasets filled round-robin), which the other engines
-refuse. No TensorFlow here.
+`bucket_rows`). Several --output_file datasets are filled round-robin
+in key order: the records go to groups of one order bucket each, dealt
+over the datasets' files in turn (`deals_records`). `ordered_run` also
+makes --reference_compatible (the reference's one sequential RNG), which
+the other engines refuse. No TensorFlow here.
 """
 
 import os

@@ -7,19 +7,22 @@ then its tasks in parallel; only one partition's corpus is held); the
 order is made here: instances spilled to hash buckets by order key
 (`files/spill.py`), each bucket sorted and framed (or packed) by a worker,
 its parts appended by one writer process per file
-(`textrecords.engine.local.append_parts`). The default mode gives the bytes
-of the core's local engine (`engine.local.run_generator`, which merges
-every unit's sorted run in one process) and of Beam and Dask. Besides, the
-runs whose bytes need the whole ordered output in one machine, which the
-other engines refuse (`generator.check_engine`):
+(`textrecords.engine.local.append_parts`). It gives the bytes of the
+core's local engine (`engine.local.run_generator`, which merges every
+unit's sorted run in one process) and of Beam and Dask, also for
 
-  * --reference_compatible: the reference's one RNG walks every document
-    in turn, then shuffles all instances (`reference_mode`): one partition
-    however large the input;
   * several --output_file datasets: the ordered instances go round-robin
-    over them, so a record's file is its rank in the global order;
+    over them, so a record's file is its rank in the global order (the
+    other engines deal each order bucket's instances from its first rank:
+    `generator.BertGenerator.deals_records`);
   * --pack_instances > 1: rows are packed from the ordered instances of
-    each order bucket (`instance_packing.RowPacker`).
+    each order bucket (`instance_packing.RowPacker`; the other engines in
+    `generator.BertGenerator.finish_file`).
+
+Besides, --reference_compatible, which the other engines refuse
+(`generator.check_engine`): the reference's one RNG walks every document
+in turn, then shuffles all instances (`reference_mode`): one partition
+however large the input.
 
 The bytes are those every earlier release wrote. No TensorFlow here.
 """
