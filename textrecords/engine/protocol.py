@@ -37,6 +37,7 @@ A package says *what* is computed; an engine (`local`, `beam`, `dask`) says
     calls it once per file (`generator_steps.file_runs`), so the bytes are
     the same on every engine. Keep memory bounded: hold one slice of the
     ordered records at a time (bert: one order bucket), never the file.
+    With `deals_records` it is called per group, before the dealing.
   * `layout()`, `outputs()`, `fingerprint()`, `small_files(values)`,
     `metadata(values, totals, infos)`: the files of the run and the
     metadata written last. A run of several datasets (one metadata each)
