@@ -1,11 +1,14 @@
 """Sharded passes (`textrecords.engine.sharded_pass`): split, merge per shard,
 select, then one global merge gives the value of one merge of every partial,
 for w2v_data's and mt_data's token counts, over many random token streams
-(ties, <unk> in the text, min-count edges, a top-k cut), and on Beam the
-global step sees only the selected entries."""
+(ties, <unk> in the text, min-count edges, a top-k cut); on Beam and Dask
+the global step sees only the selected entries; Dask with thousands of
+distinct tokens gives the local bytes."""
 
 import copy
 import dataclasses
+import hashlib
+import os
 import pickle
 import random
 import types
@@ -16,9 +19,11 @@ import pytest
 from mt_data import config as mt_config
 from mt_data import generator as mt_generator
 from textrecords.datasets import vocab as core_vocab
+from textrecords.engine import EngineOptions
 from textrecords.engine import protocol
 from textrecords.engine import sharded_pass
 from textrecords.errors import UserError
+from w2v_data import corpus as w2v_corpus
 from w2v_data import generator as w2v_generator
 from w2v_data import schema as w2v_schema
 from w2v_data.config import W2vConfig
@@ -195,8 +200,7 @@ def _check_report(report, units, p) -> None:
 
 def test_beam_global_merge_receives_only_selected_entries(tmp_path, monkeypatch):
   beam = pytest.importorskip("apache_beam")
-  from textrecords.engine import beam as beam_engine
-  from w2v_data import corpus as w2v_corpus
+  from textrecords.engine import beam as beam_engine  # deferred: the beam extra
   monkeypatch.setattr(w2v_corpus, "read_chunk_bytes", lambda *_: 500)
   gen, p, units = _reporting_pass(_singletons_corpus(tmp_path))
   out = tmp_path / "report.pickle"
@@ -211,10 +215,32 @@ def test_beam_global_merge_receives_only_selected_entries(tmp_path, monkeypatch)
 
 def test_dask_global_merge_receives_only_selected_entries(tmp_path, monkeypatch):
   pytest.importorskip("distributed")
-  from textrecords.engine import dask as dask_engine
-  from w2v_data import corpus as w2v_corpus
+  from textrecords.engine import dask as dask_engine  # deferred: the dask extra
   monkeypatch.setattr(w2v_corpus, "read_chunk_bytes", lambda *_: 500)
   gen, p, units = _reporting_pass(_singletons_corpus(tmp_path))
   with dask_engine.client_for("", 1) as client:
     report = dask_engine._pass_value(client, gen, p.name, units, {})
   _check_report(report, units, p)
+
+
+def _file_digests(out) -> dict:
+  return {n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in sorted(os.listdir(out))}
+
+
+def test_w2v_many_tokens_on_dask_equal_local(tmp_path, monkeypatch):
+  """Thousands of distinct tokens (values over 100 kB, which distributed's
+  map once failed to send), many units: Dask's sharded counts give the
+  local bytes, metadata included."""
+  pytest.importorskip("distributed")
+  rng = random.Random(5)
+  words = [f"t{i}" for i in range(6000)]
+  path = tmp_path / "corpus.txt"
+  path.write_text("".join(" ".join(rng.choices(words, k=12)) + "\n" for _ in range(3000)))
+  monkeypatch.setattr(w2v_corpus, "read_chunk_bytes", lambda *_: 20000)
+  got = {}
+  for name, engine in (("local", EngineOptions()), ("dask", EngineOptions("dask"))):
+    out = tmp_path / name
+    w2v_generator.create(W2vConfig(input_file=str(path), output_dir=str(out), quiet=True,
+                                   min_freq=3, num_workers=2), engine)
+    got[name] = _file_digests(out)
+  assert got["dask"] == got["local"]
