@@ -119,14 +119,17 @@ def test_bert_beam_equals_local(tmp_path, options, shards, extra):
 
 
 def test_bert_beam_refusals_and_errors(tmp_path):
-  """Runs whose order is made in one machine are refused in one line (several
-  --output_file datasets, --reference_compatible); too few instances for the
-  shards: the local error, and nothing left."""
+  """--reference_compatible (its order made in one machine) is refused in
+  one line; too few instances for the shards, or for several --output_file
+  datasets: the local error, and nothing left."""
   beam_engine = EngineOptions("beam", IN_MEMORY)
   out = tmp_path / "few"
-  with pytest.raises(UserError, match="^--output_file lists 2 datasets with --engine=beam: "):
-    bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,),
-                                     output_files=(f"{out}/a.tfrecord", f"{out}/b.tfrecord"),
+  tiny = tmp_path / "tiny.txt"
+  tiny.write_text("a cat sat on the mat\n" * 4)
+  with pytest.raises(UserError, match="^--num_shards=30 .* makes only"):
+    bert_generator.create(BertConfig(input_files=(str(tiny),),
+                                     output_files=tuple(f"{out}/d{i}/t.tfrecord"
+                                                        for i in range(30)),
                                      vocab_file=VOCAB, dupe_factor=1), beam_engine)
   with pytest.raises(UserError, match="--num_shards=500 .* makes only"):
     bert_generator.create(BertConfig(input_files=(SAMPLE_TEXT,),

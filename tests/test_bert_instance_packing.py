@@ -211,7 +211,6 @@ def test_one_instance_per_row_is_todays_records(tmp_path, corpus):
     (["--pack_instances=2", "--next_sentence=false", "--packing=full_sentences"],
      "with --packing=full_sentences"),
     (["--pack_instances=2", "--masking=dynamic"], "with --masking=dynamic"),
-    (["--pack_instances=2", "--engine=beam"], "with --engine=beam"),
 ])
 def test_bad_pack_instances_is_one_line(tmp_path, flags, text):
   out = tmp_path / "out"
