@@ -877,6 +877,16 @@ def main() -> int:
   s3 = S3(out) if a.s3 else None
   results = []
   json_path = os.path.join(out, "bench_scale.json")
+  for gen in a.generators.split(","):  # compile caches (w2v's numba kernels) built unmeasured
+    warm = os.path.join(out, "runs", f"warm-up-{gen}")
+    os.makedirs(warm, exist_ok=True)
+    corpus = make_corpus(gen, sources[gen], 0.05, os.path.join(out, "corpora", f"{gen}-warm.txt"))
+    job = launch(dict(generator=gen, engine="local", num_workers=a.num_workers,
+                      dupe_factor=a.dupe_factor, mt_num_train=a.mt_num_train, input=corpus,
+                      vocab=os.path.abspath(a.vocab), output=os.path.join(warm, "output")),
+                 warm, None, a.timeout_s, a.code_dir)
+    print(f"{time.strftime('%H:%M:%S')} warm-up {gen}: rc={job['rc']} {job['wall_s']} s",
+          flush=True)
   try:
     for size in a.sizes:
       for gen in a.generators.split(","):
