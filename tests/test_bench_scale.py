@@ -50,7 +50,7 @@ def test_a_tiny_run_on_local_and_dask_writes_every_field(tmp_path):
   assert {(r["engine"], r["size_mb"]) for r in runs} == {
       ("local", 0.05), ("local", 0.1), ("dask", 0.05), ("dask", 0.1)}
   for r in runs:
-    assert r["rc"] == 0 and r["commit"]
+    assert r["rc"] == 0 and r["commit"] and r["tree_peak_mb"] > 0
     assert r["cpu_s"] > 0 and r["worker_peak_mb"] > 0 and r["launcher_peak_mb"] > 0
     steps = r["steps"]
     assert {"counts: map", "counts: finish", "examples"} <= set(steps)
@@ -62,5 +62,5 @@ def test_a_tiny_run_on_local_and_dask_writes_every_field(tmp_path):
   growth = report["growth"]["w2v/dask"]["sizes"]["0.1/0.05"]
   assert {"cpu_s", "worker_peak_mb", "steps"} <= set(growth)
   statuses = {c[0] for c in report["checks"]}
-  assert statuses <= {"PASS", "FAIL"} and report["checks"]
+  assert report["checks"] and statuses <= {"PASS", "FAIL", "INFO"}
   assert "issue 37 targets" in proc.stdout

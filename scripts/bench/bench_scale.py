@@ -416,12 +416,13 @@ class Sampler(threading.Thread):
   """Every process of a run (the child and its descendants): CPU seconds and
   peak RSS (VmHWM), polled 4 times a second."""
 
-  def __init__(self, pid: int):
+  def __init__(self, pid: int, max_rss_mb: float = 0.0):
     super().__init__(daemon=True)
     import psutil  # pylint: disable=import-outside-toplevel
     self.psutil, self.root = psutil, psutil.Process(pid)
     self.procs = {}
     self.stop = threading.Event()
+    self.max_rss_mb, self.tree_peak_mb, self.over = max_rss_mb, 0.0, False
 
   def _one(self, p):
     try:
@@ -430,6 +431,7 @@ class Sampler(threading.Thread):
         info = self.procs[p.pid] = {"cmd": " ".join(p.cmdline())[:300], "cpu": 0.0, "hwm_mb": 0.0}
       t = p.cpu_times()
       info["cpu"] = max(info["cpu"], t.user + t.system)
+      info["rss_now_mb"] = p.memory_info().rss / MB
       with open(f"/proc/{p.pid}/status", encoding="ascii") as f:
         for line in f:
           if line.startswith("VmHWM:"):
@@ -445,6 +447,12 @@ class Sampler(threading.Thread):
         procs = []
       for p in procs:
         self._one(p)
+      live = {p.pid for p in procs}
+      total = sum(i.get("rss_now_mb", 0.0) for pid, i in self.procs.items() if pid in live)
+      self.tree_peak_mb = max(self.tree_peak_mb, total)
+      if self.max_rss_mb and total > self.max_rss_mb and not self.over:
+        self.over = True  # the machine is shared: stop the run before it takes it all
+        _kill_tree(self)
       self.stop.wait(0.25)
 
 
@@ -539,7 +547,8 @@ class S3:
     self.log.close()
 
 
-def launch(spec: dict, folder: str, s3, timeout_s: float, code_dir: str = "") -> dict:
+def launch(spec: dict, folder: str, s3, timeout_s: float, code_dir: str = "",
+           max_rss_mb: float = 0.0) -> dict:
   """Runs one job in a child process under the probes; returns its figures."""
   import shutil  # pylint: disable=import-outside-toplevel
   import subprocess  # pylint: disable=import-outside-toplevel
@@ -568,7 +577,7 @@ def launch(spec: dict, folder: str, s3, timeout_s: float, code_dir: str = "") ->
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), f"--job={spec_path}"],  # pylint: disable=consider-using-with
                             env=env, stdout=err, stderr=subprocess.STDOUT,
                             cwd=folder)  # not the repository: `python -m` puts cwd first
-    sampler = Sampler(proc.pid)
+    sampler = Sampler(proc.pid, max_rss_mb)
     sampler.start()
     try:
       rc = proc.wait(timeout_s)
@@ -589,7 +598,12 @@ def launch(spec: dict, folder: str, s3, timeout_s: float, code_dir: str = "") ->
     requests = s3.requests(start, s3.mark())
   job = {"rc": rc, "wall_s": round(wall, 2),
          "cpu_s_rusage": round((after.ru_utime + after.ru_stime)
-                               - (before.ru_utime + before.ru_stime), 2)}
+                               - (before.ru_utime + before.ru_stime), 2),
+         "tree_peak_mb": round(sampler.tree_peak_mb, 1)}
+  if sampler.over:
+    job.update(rc=rc or -9, error=f"stopped: the run's processes held over {max_rss_mb:.0f} MB "
+                                  f"(RSS, all together; --max_rss_mb)")
+    return job
   if rc != 0 or not os.path.exists(result_path):
     with open(os.path.join(folder, "stderr.txt"), encoding="utf-8", errors="replace") as f:
       job["error"] = f.read()[-2000:]
@@ -693,7 +707,7 @@ def growth(results: list) -> dict:
 
 
 def checks(results: list) -> list:
-  """(PASS|FAIL|SKIP, line) for issue 37's targets."""
+  """(PASS|FAIL|INFO, line) for issue 37's targets."""
   ok = [r for r in results if r.get("rc") == 0 and "steps" in r]
   lines = []
   by = {}
@@ -719,6 +733,10 @@ def checks(results: list) -> list:
                     f"{gen}/{engine}: per-worker peak memory {small['worker_peak_mb']:.0f} MB "
                     f"at {small['size_mb']:g} MB -> {big['worker_peak_mb']:.0f} MB at "
                     f"{big['size_mb']:g} MB: {ratio}x (<= {MEMORY_GROWTH_LIMIT}x)"))
+      lratio = _ratio(big["launcher_peak_mb"], small["launcher_peak_mb"])
+      lines.append(("INFO", f"{gen}/{engine}: launcher (runner, client) peak memory "
+                            f"{small['launcher_peak_mb']:.0f} MB -> {big['launcher_peak_mb']:.0f} "
+                            f"MB: {lratio}x"))
     with_req = [r for r in runs if r["requests"].get("total")]
     for r in with_req:
       per_mb = r["requests"]["total"] / r["size_mb"]
@@ -841,6 +859,12 @@ def _parse():
   p.add_argument("--code_dir", default="",
                  help="Measure the packages of this tree (e.g. `git archive` of a commit, "
                       "with its hash in <code_dir>/.commit) instead of the installed ones.")
+  p.add_argument("--max_rss_mb", type=float, default=10000.0, check=script_args.at_least(0),
+                 help="A run whose processes hold more (RSS, all together) is stopped and "
+                      "reported as such (0: no limit).")
+  p.add_argument("--reuse", action="store_true", default=True,
+                 help="Keep the successful runs of the same commit found in "
+                      "<out>/bench_scale.json instead of running them again.")
   p.add_argument("--timeout_s", type=float, default=7200.0, help="Per run.")
   p.add_argument("--job", help=script_args.SUPPRESS)  # main() reads it before parsing
   a = p.parse_args()
@@ -877,6 +901,11 @@ def main() -> int:
   s3 = S3(out) if a.s3 else None
   results = []
   json_path = os.path.join(out, "bench_scale.json")
+  previous = {}
+  if a.reuse and os.path.exists(json_path):
+    with open(json_path, encoding="utf-8") as f:
+      previous = {(r["generator"], r["engine"], r["size_mb"], r["commit"]): r
+                  for r in json.load(f)["results"] if r.get("rc") == 0 and "steps" in r}
   for gen in a.generators.split(","):  # compile caches (w2v's numba kernels) built unmeasured
     warm = os.path.join(out, "runs", f"warm-up-{gen}")
     os.makedirs(warm, exist_ok=True)
@@ -909,7 +938,13 @@ def main() -> int:
           commit = _commit(a.code_dir)
           print(f"{time.strftime('%H:%M:%S')} {name} ({'s3' if on_s3 else 'disk'}) at "
                 f"{commit[:8]} ...", flush=True)
-          job = launch(spec, folder, s3 if on_s3 else None, a.timeout_s, a.code_dir)
+          done = previous.get((gen, engine, size, commit))
+          if done is not None:
+            results.append(done)
+            print(f"{time.strftime('%H:%M:%S')} {name}: kept from {json_path}", flush=True)
+            continue
+          job = launch(spec, folder, s3 if on_s3 else None, a.timeout_s, a.code_dir,
+                       a.max_rss_mb)
           job.update(generator=gen, engine=engine, size_mb=size, commit=commit,
                      input_bytes=os.path.getsize(corpus), storage="s3" if on_s3 else "disk")
           results.append(job)
