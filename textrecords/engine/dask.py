@@ -148,9 +148,9 @@ def _partitioned_runs(client, gen, name: str, units, values: Dict[str, Any],
   by_partition: Dict[int, List[Any]] = {}
   for unit in units:
     by_partition.setdefault(unit.partition, []).append(unit)
-  done, flight, shared = [], [], _scattered(client, values)
+  done, flight = [], []
   for partition, part_units in sorted(by_partition.items()):
-    parts = client.map(_map_unit, part_units, gen=gen, name=name, values=shared, pure=False)
+    parts = client.map(_map_unit, part_units, gen=gen, name=name, values=values, pure=False)
     while len(parts) > 1:
       parts = [client.submit(_merge, gen, name, *parts[i:i + TREE_FAN_IN], pure=False)
                for i in range(0, len(parts), TREE_FAN_IN)]
