@@ -43,16 +43,18 @@ setup(
         "gcs": ["fsspec>=2023.1", "gcsfs>=2023.1"],
         "s3": ["fsspec>=2023.1", "s3fs>=2023.1"],
         "hdfs": ["fsspec>=2023.1", "pyarrow>=14"],
-        # The TF-free readers (textrecords.reading.grain_reader, torch_reader).
-        "grain": ["grain>=0.2,<0.3"],
-        "torch": ["torch>=2.1"],
+        # The TF-free readers (textrecords.reading.grain_reader, torch_reader), with
+        # numba for the example decoder's compiled walk (without it: the Python path).
+        "grain": ["grain>=0.2,<0.3", "numba>=0.60"],
+        "torch": ["torch>=2.1", "numba>=0.60"],
         # scripts/train_bert_tiny_jax.py: Keras 3 on JAX fed by grain, no TensorFlow.
-        "jax": ["jax>=0.4", "keras>=3", "grain>=0.2,<0.3"],
+        "jax": ["jax>=0.4", "keras>=3", "grain>=0.2,<0.3", "numba>=0.60"],
         "beam": ["apache-beam[tfrecord]>=2.77,<2.78"],
         # --engine=dask: dask.distributed itself (not Beam's DaskRunner).
         "dask": ["dask[distributed]>=2024.1"],
         # Compiled kernels (numba): bert_data's reference-compatible walk, w2v_data's
-        # sampling and record encoding (the same bytes as without it).
+        # sampling and record encoding (the same bytes as without it), the example
+        # decoder's walk (the same arrays).
         "fast": ["numba>=0.60"],
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "matplotlib>=3.7",
                  "sentencepiece>=0.2", "fsspec>=2023.1", "s3fs>=2023.1", "moto[server]>=5",

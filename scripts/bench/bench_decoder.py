@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
-"""Times the three paths of the example decoder on a dataset's records (CPU us a record).
+"""Times the two paths of the example decoder on a dataset's records (CPU us a record).
 
 `textrecords.wire.example_decoder.ExampleDecoder` decodes a batch by the
-numba walk (`example_kernels`, numba installed), by the numpy walk
-(without numba) or record by record in Python (`decode_general`: any valid
-encoding, and the fallback of the other two). This times each path on the
-same batches of the same records, read once into memory: the figure that
-says whether a path can go without slowing the readers
-(docs/architecture.md, "Reference and fast forms").
+numba walk (`decode_compiled`, numba installed: every reader's extra brings
+it) or record by record in Python (`decode_general`: the reference, any
+valid encoding, the fallback of the walk and the path of a core install
+without numba). This times both on the same batches of the same records,
+read once into memory (docs/architecture.md, "Reference and fast forms").
 
 Usage:
   python -m bert_data.create --input_file=bert_data/sample/sample_corpus.txt \\
@@ -29,7 +28,7 @@ from textrecords.reading import locations  # pylint: disable=wrong-import-positi
 from textrecords.runs import cli, script_args  # pylint: disable=wrong-import-position
 from textrecords.wire import example_decoder, example_kernels, features  # pylint: disable=wrong-import-position
 
-PATHS = ("numba", "numpy", "general")
+PATHS = ("numba", "general")
 
 
 def load(package: str, location: str, records: int):
@@ -49,7 +48,7 @@ def load(package: str, location: str, records: int):
 def time_path(path: str, schema, batches, rounds: int) -> float:
   """The least CPU seconds of `rounds` passes of one path over every batch."""
   dec = example_decoder.ExampleDecoder(schema, compiled=path == "numba")
-  decode = (lambda b: dec.decode_general(list(b))) if path == "general" else dec.decode
+  decode = dec.decode  # compiled=False: every batch through decode_general
   decode(batches[0])  # layouts learned, kernels compiled
   best = float("inf")
   for _ in range(rounds):
@@ -71,12 +70,13 @@ def main(argv=None) -> int:
   schema, data = load(a.package, a.location, a.records)
   batches = [example_decoder.RecordBatch.from_records(data[i:i + a.batch_size])
              for i in range(0, len(data), a.batch_size)]
-  paths = PATHS if example_kernels.available() else PATHS[1:]
+  if not example_kernels.available():
+    raise SystemExit("error: bench_decoder.py times the numba walk: pip install numba")
   us = {path: round(1e6 * time_path(path, schema, batches, a.rounds) / len(data), 2)
-        for path in paths}
+        for path in PATHS}
   print(json.dumps({"package": a.package, "records": len(data), "batch_size": a.batch_size,
                     "cpu_us_per_record": us,
-                    "vs_numpy_walk": {k: round(v / us["numpy"], 2) for k, v in us.items()}}))
+                    "general_vs_numba": round(us["general"] / us["numba"], 2)}))
   return 0
 
 

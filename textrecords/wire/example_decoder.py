@@ -7,16 +7,19 @@ length (fixed-length features come back as a (B, length) matrix).
 tests and inspection).
 
 Two paths of `ExampleDecoder` give the same arrays:
-  * fast (records whose map entries all have one layout, as every record
-    our `example_encoder` writes: the same keys in the same order, key before
-    value, each list packed in one run): the layout is learned from the
-    batch's first record, then every record is walked entry by entry with
-    a few numpy operations over the whole batch (offset arithmetic on the
-    length varints, each record's key bytes and tags compared), and the
-    payload varints of all int64 features are decoded in one vectorized pass;
-  * general (any valid encoding: other entry orders or field orders,
-    unpacked lists, extra features): Python finds each feature's payload in
-    each record. A batch the fast walk does not validate in full goes here.
+  * general (`decode_general`, the reference: any valid encoding, such as
+    other entry orders or field orders, unpacked lists, extra features):
+    Python finds each feature's payload in each record;
+  * compiled (`decode_compiled`, when numba is installed: the `fast`, `cpu`,
+    `grain`, `torch`, `jax` and `test` extras bring it): a numba loop
+    (`example_kernels.walk`) checks every record of the batch against the
+    entry layout of its first record (the same keys in the same order, key
+    before value, each list packed in one run, as every record our
+    `example_encoder` writes) and locates each feature's payload; the int64
+    payloads are decoded by a second loop. A batch it does not validate in
+    full goes to the general path.
+Without numba (the core install alone) every batch takes the general path:
+the same arrays, several times slower (BENCHMARKS.md), and nothing is printed.
 
 Example:
   >>> from textrecords.wire import example_encoder, features as F
@@ -195,29 +198,24 @@ def _signed(x: int) -> int:
 
 # ------------------------------------------------------------- batches, one schema
 
-def _kernels():
-  """`example_kernels`, imported by the batched decoder only (it imports
-  numba: `decode_example` alone, as the stats and inspect tools use it,
-  needs none of it)."""
-  return example_kernels
-
-
 class ExampleDecoder:
   """Decodes batches of serialized Examples of one schema into numpy columns."""
 
   def __init__(self, schema: Sequence[F.FeatureSpec], compiled: Optional[bool] = None):
     """Args:
       schema: the features to decode.
-      compiled: the fast path through the numba kernels
-        (`example_kernels`); default: when numba is installed. False: the
-        numpy walk (same arrays).
+      compiled: batches through the numba walk (`decode_compiled`) first;
+        default: when numba is installed. False: every batch through
+        `decode_general` (same arrays).
+
+    Raises:
+      ImportError: compiled=True without numba.
     """
     self.schema = tuple(schema)
     self._want = {s.name.encode("utf-8"): s for s in self.schema}
-    kernels = _kernels()
-    self.compiled = kernels.available() if compiled is None else compiled
-    if self.compiled and not kernels.available():
-      raise ImportError("compiled decoding needs numba: pip install 'textrecords[fast]'")
+    self.compiled = example_kernels.available() if compiled is None else compiled
+    if self.compiled:
+      _need_numba()
 
   def payloads(self, record: bytes) -> Dict[str, bytes]:
     """Each schema feature's packed payload in one record.
@@ -309,22 +307,22 @@ class ExampleDecoder:
 
   def decode(self, records) -> Dict[str, Column]:
     """{feature name: Column} for a batch of serialized Examples (a list of
-    bytes or a `RecordBatch`): the fast path when the whole batch has one
-    layout, else record by record (same arrays).
+    bytes or a `RecordBatch`): the compiled walk when numba is installed
+    and the whole batch has one layout, else record by record (same arrays).
 
     Raises:
       DecodeError: a record that does not hold this schema's features, or a
         fixed-length feature of another length.
     """
     batch = as_batch(records)
-    if len(batch):
-      out = self.decode_fast(batch)
+    if self.compiled and len(batch):
+      out = self.decode_compiled(batch)
       if out is not None:
         return out
     return self.decode_general(list(batch))
 
   def decode_general(self, records: Sequence[bytes]) -> Dict[str, Column]:
-    """`decode` record by record (any valid encoding)."""
+    """`decode` record by record (any valid encoding): the reference."""
     per = [self.payloads(r) for r in records]
     out = {}
     for spec in self.schema:
@@ -332,7 +330,7 @@ class ExampleDecoder:
       out[spec.name] = self._column(spec, parts)
     return out
 
-  # ------------------------------------------------------------- fast path
+  # ------------------------------------------------------------- compiled path
 
   def layout(self, record: bytes):
     """The map entries of one record, in order: [(key prefix, spec or None)],
@@ -368,49 +366,28 @@ class ExampleDecoder:
       return None
     return entries
 
-  def decode_fast(self, batch: RecordBatch) -> Optional[Dict[str, Column]]:
-    """`decode` through the vectorized walk, or None when some record of the
-    batch does not have the layout of the last batch or of its own first
-    record (then `decode_general` gives the answer or the error)."""
+  def decode_compiled(self, batch: RecordBatch) -> Optional[Dict[str, Column]]:
+    """`decode` through the numba walk (`example_kernels`), or None when some
+    record of the batch does not have the layout of the last batch or of its
+    own first record (then `decode_general` gives the answer or the error).
+
+    Raises:
+      ImportError: numba is not installed.
+    """
+    _need_numba()
     buf = np.frombuffer(batch.data, np.uint8)
     if buf.size == 0:
       return None
-    if self.compiled:
-      return self._decode_compiled(buf, batch)
-    cached = getattr(self, "_layout", None)
-    found = _walk(buf, batch.starts, batch.ends, *cached) if cached is not None else None
-    if found is None:
-      layout = self.layout(batch[0])
-      if layout is None:
-        return None
-      cached = (layout, [[] for _ in layout])
-      found = _walk(buf, batch.starts, batch.ends, *cached)
-      if found is None:
-        return None
-      self._layout = cached
-    return self._columns(buf, found, len(batch))
-
-  def _decode_compiled(self, buf, batch: RecordBatch) -> Optional[Dict[str, Column]]:
-    """`decode_fast` through `example_kernels` (same arrays, or None)."""
     b = len(batch)
     out_start = np.empty((len(self.schema), b), np.int64)
     out_size = np.empty((len(self.schema), b), np.int64)
-    for attempt in range(2):
+    for attempt in range(2):  # the last batch's layout, then this batch's own
       kernel_layout = getattr(self, "_kernel_layout", None)
       if kernel_layout is None or attempt:
-        layout = self.layout(batch[0])
-        if layout is None:
+        kernel_layout = self._kernel_layout = self._kernel_layout_of(batch[0])
+        if kernel_layout is None:
           return None
-        number = {s.name: i for i, s in enumerate(self.schema)}
-        prefixes = [p for p, _ in layout]
-        kernel_layout = self._kernel_layout = (
-            np.concatenate(prefixes),
-            np.concatenate(([0], np.cumsum([p.size for p in prefixes]))).astype(np.int64),
-            np.array([-1 if spec is None else number[spec.name] for _, spec in layout],
-                     np.int64),
-            np.array([0 if spec is None else _LIST_TAG[spec.dtype] for _, spec in layout],
-                     np.uint8))
-      if _kernels().walk(buf, batch.starts, batch.ends, *kernel_layout, out_start,
+      if example_kernels.walk(buf, batch.starts, batch.ends, *kernel_layout, out_start,
                               out_size):
         break
     else:
@@ -419,7 +396,7 @@ class ExampleDecoder:
     for i, spec in enumerate(self.schema):
       starts, sizes = out_start[i], out_size[i]
       if spec.dtype == F.INT64:
-        got = _kernels().decode_ranges(buf, starts, sizes)
+        got = example_kernels.decode_ranges(buf, starts, sizes)
         if got is None:
           raise DecodeError("truncated varint")
         values, lengths = got
@@ -428,22 +405,25 @@ class ExampleDecoder:
       out[spec.name] = _shaped(spec, values, lengths, b)
     return out
 
+  def _kernel_layout_of(self, record: bytes):
+    """`layout(record)` as `example_kernels.walk`'s arrays (prefixes,
+    prefix_at, feature_of, tags), or None."""
+    layout = self.layout(record)
+    if layout is None:
+      return None
+    number = {s.name: i for i, s in enumerate(self.schema)}
+    prefixes = [p for p, _ in layout]
+    return (np.concatenate(prefixes),
+            np.concatenate(([0], np.cumsum([p.size for p in prefixes]))).astype(np.int64),
+            np.array([-1 if spec is None else number[spec.name] for _, spec in layout],
+                     np.int64),
+            np.array([0 if spec is None else _LIST_TAG[spec.dtype] for _, spec in layout],
+                     np.uint8))
+
   def __getstate__(self):
     state = dict(self.__dict__)
-    state.pop("_layout", None)
     state.pop("_kernel_layout", None)
     return state
-
-  def _columns(self, buf, found, b: int) -> Dict[str, Column]:
-    out = {}
-    for spec in self.schema:
-      starts, sizes = found[spec.name]
-      if spec.dtype == F.INT64:
-        values, lengths = _gather_varints(buf, starts, sizes, spec.length)
-      else:
-        values, lengths = _floats(buf, spec, starts, sizes)
-      out[spec.name] = _shaped(spec, values, lengths, b)
-    return out
 
   @staticmethod
   def _column(spec: F.FeatureSpec, parts: List[bytes]) -> Column:
@@ -461,6 +441,12 @@ class ExampleDecoder:
       values = np.array([v for l in lists for v in l], dtype=object)
       lengths = np.fromiter(map(len, lists), np.int64, len(lists))
     return _shaped(spec, values, lengths, len(parts))
+
+
+def _need_numba():
+  """Raises the one-line ImportError when numba is not installed."""
+  if not example_kernels.available():
+    raise ImportError("compiled decoding needs numba: pip install 'textrecords[fast]'")
 
 
 def _floats(buf: np.ndarray, spec: F.FeatureSpec, starts: np.ndarray, sizes: np.ndarray):
@@ -481,183 +467,6 @@ def _shaped(spec: F.FeatureSpec, values: np.ndarray, lengths: np.ndarray, b: int
   return Column(values, np.asarray(lengths, np.int64))
 
 
-def _varints_at(buf: np.ndarray, pos: np.ndarray):
-  """(values, positions after them, ok) of the varints at `pos` (lengths:
-  at most 4 bytes, else not ok); reads past the end are clipped."""
-  b = np.take(buf, pos, mode="clip").astype(np.int64)
-  val = b & 0x7F
-  more = b >= 0x80
-  n = np.ones_like(pos)
-  shift = 7
-  while more.any():
-    if shift > 21:
-      return val, pos + n, ~more
-    b = np.take(buf, pos + n, mode="clip").astype(np.int64)
-    val |= np.where(more, (b & 0x7F) << shift, 0)
-    n += more
-    more &= b >= 0x80
-    shift += 7
-  return val, pos + n, np.ones(pos.shape, bool)
-
-
-def _width(n: int) -> int:
-  return len(varint.encode(n))
-
-
-class _Template:
-  """The header bytes of one map entry, for one set of varint widths:
-  0x0A, entry length, the key prefix, the Feature's length, then (schema
-  features) the list tag, the list's length, 0x0A and the packed length
-  (absent for an empty list). `mask`/`want` fix every constant byte and each
-  varint byte's continuation bit; one product of the header's low 7-bit
-  groups gives the payload length P and each other length minus P, which
-  must be `offsets` (so all the lengths agree). The entry ends at header + P.
-  """
-
-  def __init__(self, prefix: np.ndarray, spec: Optional[F.FeatureSpec], payload: int):
-    if spec is None:  # another feature: skipped whole; "P" is its Feature
-      parts = [prefix, None]
-      lengths = [prefix.size + _width(payload) + payload, payload]
-    elif payload == 0:
-      parts = [prefix, None, [_LIST_TAG[spec.dtype]], None]
-      lengths = [prefix.size + 3, 2, 0]
-    else:
-      lst = 1 + _width(payload) + payload
-      feat = 1 + _width(lst) + lst
-      parts = [prefix, None, [_LIST_TAG[spec.dtype]], None, [0x0A], None]
-      lengths = [prefix.size + _width(feat) + feat, feat, lst, payload]
-    mask, want, cols = [0xFF], [0x0A], []
-    fields = iter(lengths)
-    for part in [None] + parts:
-      if part is None:
-        n = next(fields)
-        w = _width(n)
-        cols.append(range(len(mask), len(mask) + w))
-        mask += [0x80] * w
-        want += [0x80] * (w - 1) + [0]
-      else:
-        mask += [0xFF] * len(part)
-        want += [int(b) for b in part]
-    self.size = len(mask)
-    self.mask = np.array(mask, np.uint8)
-    self.want = np.array(want, np.uint8)
-    weights = np.zeros((self.size, 4), np.int64)  # the varint fields, in order
-    for j, c in enumerate(cols):
-      for k, col in enumerate(c):
-        weights[col, j] = 1 << (7 * k)
-    # P: the payload's length; an empty list has none (0); another feature's
-    # entry ends with its Feature, whose length is P.
-    at = {2: 1, 3: None, 4: 3}[len(lengths)]
-    p = 0 if at is None else lengths[at]
-    p_weights = np.zeros(self.size, np.int64) if at is None else weights[:, at]
-    diffs = np.zeros((self.size, 3), np.int64)
-    self.offsets = np.zeros(3, np.int64)
-    for j in range(min(3, len(lengths))):
-      diffs[:, j] = weights[:, j] - p_weights
-      self.offsets[j] = lengths[j] - p
-    self.lengths = lengths
-    self._cols = np.arange(self.size)
-    self._fweights = np.concatenate([p_weights[:, None], diffs], axis=1).astype(np.float64)
-    self._foffsets = self.offsets.astype(np.float64)
-
-  def match(self, buf: np.ndarray, pos: np.ndarray):
-    """(ok: bool array, or True when all match; P) of the entries at `pos`."""
-    head = np.take(buf, pos[:, None] + self._cols, mode="clip")
-    bad = (head & self.mask) != self.want
-    # Column 0: P; columns 1-3: each other length minus P, must be `offsets`.
-    vals = (head & 0x7F) @ self._fweights  # exact in float64: lengths < 2**28
-    off = vals[:, 1:] != self._foffsets
-    size = vals[:, 0].astype(np.int64)
-    if not (bad.any() or off.any()):
-      return True, size
-    return ~(bad.any(axis=1) | off.any(axis=1)), size
-
-
-def _learn(buf: np.ndarray, pos: int, prefix: np.ndarray, spec) -> Optional[_Template]:
-  """The template of the entry at buf[pos], if it is laid out as `_Template`
-  describes for (prefix, spec)."""
-  raw = buf[pos:pos + 64].tobytes()  # enough for any header
-  try:
-    if raw[0] != 0x0A:
-      return None
-    _, at = _varint(raw, 1)
-    if raw[at:at + prefix.size] != prefix.tobytes():
-      return None
-    feat, at = _varint(raw, at + prefix.size)
-    if spec is None:
-      payload = feat
-    else:
-      if raw[at] != _LIST_TAG[spec.dtype]:
-        return None
-      lst, at = _varint(raw, at + 1)
-      payload = 0
-      if lst:
-        if raw[at] != 0x0A:
-          return None
-        payload, at = _varint(raw, at + 1)
-  except IndexError:
-    return None
-  t = _Template(prefix, spec, payload)
-  return t if np.all(t.match(buf, np.array([pos]))[0]) else None
-
-
-
-
-def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, layout, templates: list):
-  """{feature: (payload starts, payload sizes)} of a batch walked with one
-  layout (see `ExampleDecoder.layout`), or None unless every record of the
-  batch is exactly that layout, every length consistent.
-
-  `templates[k]` caches entry k's `_Template`s (a few: one per set of
-  varint widths seen); records no cached one fits get one learned from
-  the first of them.
-  """
-  n, p, good = _varints_at(buf, starts + 1)
-  if not ((np.take(buf, starts, mode="clip") == 0x0A) & good & (p + n == ends)).all():
-    return None
-  found = {}
-  for (prefix, spec), known in zip(layout, templates):
-    ok = False
-    if known:  # the common case: every record has the last template seen
-      t = known[0]
-      ok, size = t.match(buf, p)
-      start = p + t.size
-    if ok is not True:
-      start, size = _walk_mixed(buf, p, prefix, spec, known)
-      if start is None:
-        return None
-    if spec is not None:
-      found[spec.name] = (start, size)
-    p = start + size
-  return found if (p == ends).all() else None
-
-
-def _walk_mixed(buf: np.ndarray, p: np.ndarray, prefix: np.ndarray, spec, known: list):
-  """(payload starts, sizes) of entries at `p` of several templates (learned
-  as needed, at most 8), or (None, None)."""
-  todo = np.arange(len(p))
-  start = np.empty_like(p)
-  size = np.empty_like(p)
-  tried = 0
-  while todo.size:
-    if tried == len(known):
-      t = _learn(buf, int(p[todo[0]]), prefix, spec)
-      if t is None or len(known) >= 8:
-        return None, None
-      known.append(t)
-    t = known[tried]
-    tried += 1
-    at = p[todo]
-    ok, got = t.match(buf, at)
-    if ok is True:
-      ok = np.ones(todo.shape, bool)
-    hit = todo[ok]
-    start[hit] = at[ok] + t.size
-    size[hit] = got[ok]
-    todo = todo[~ok]
-  return start, size
-
-
 def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
   """Indices of the concatenated ranges [starts[i], starts[i] + sizes[i]).
 
@@ -670,9 +479,3 @@ def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
   before = np.cumsum(sizes) - sizes
   return np.repeat(starts - before, sizes) + np.arange(total)
 
-
-def _gather_varints(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
-                    length: Optional[int]):
-  """(values int64, count per range) of the packed varints in each range
-  (`length`: the count every range must have, when fixed)."""
-  return _unpack(buf[_ranges(starts, sizes)], sizes, length)

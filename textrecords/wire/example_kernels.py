@@ -1,8 +1,8 @@
-"""Compiled kernels of the batched Example decoder (numba, the `fast` extra).
+"""Compiled kernels of the batched Example decoder (numba: the fast, cpu, grain, torch, jax extras).
 
-Two loops over a whole batch, for `example_decoder.ExampleDecoder`'s fast
-path when numba is installed (without it the decoder's numpy walk does the
-same work in array operations):
+Two loops over a whole batch, for `example_decoder.ExampleDecoder`'s
+compiled path when numba is installed (without it every batch takes the
+decoder's general Python path, the reference):
   * `walk`: every record checked against one entry layout (each entry's
     key bytes, tags and four lengths), each schema feature's packed payload
     located; any difference and the batch goes to the general path;
