@@ -718,15 +718,17 @@ def checks(results: list) -> list:
     small, big = runs[0], runs[-1]
     if engine != "local":
       top = max(big["steps"].items(), key=lambda kv: kv[1]["share"] or 0)
-      falling = len(runs) < 2 or top[1]["share"] <= (
+      falling = len(runs) >= 2 and top[1]["share"] <= (
           small["steps"].get(top[0], {}).get("share") or 0) + 1e-9
       passed = top[1]["share"] <= SHARE_LIMIT and falling
+      trend = (f"at {small['size_mb']:g} MB "
+               f"{100 * (small['steps'].get(top[0], {}).get('share') or 0):.1f}% "
+               f"({'falling' if falling else 'not falling'})" if len(runs) >= 2
+               else "one size only: no trend")
       lines.append(("PASS" if passed else "FAIL",
                     f"{gen}/{engine}: largest serial step at {big['size_mb']:g} MB is "
                     f"'{top[0]}' at {100 * top[1]['share']:.1f}% of the job's CPU "
-                    f"(<= {100 * SHARE_LIMIT:.0f}%), at {small['size_mb']:g} MB "
-                    f"{100 * (small['steps'].get(top[0], {}).get('share') or 0):.1f}% "
-                    f"({'falling' if falling else 'not falling'})"))
+                    f"(<= {100 * SHARE_LIMIT:.0f}%), {trend}"))
     if len(runs) >= 2:
       ratio = _ratio(big["worker_peak_mb"], small["worker_peak_mb"])
       lines.append(("PASS" if ratio is not None and ratio <= MEMORY_GROWTH_LIMIT else "FAIL",
@@ -865,6 +867,8 @@ def _parse():
   p.add_argument("--reuse", action="store_true", default=True,
                  help="Keep the successful runs of the same commit found in "
                       "<out>/bench_scale.json instead of running them again.")
+  p.add_argument("--report", action="store_true", default=False,
+                 help="Run nothing: the tables and checks of <out>/bench_scale.json.")
   p.add_argument("--timeout_s", type=float, default=7200.0, help="Per run.")
   p.add_argument("--job", help=script_args.SUPPRESS)  # main() reads it before parsing
   a = p.parse_args()
@@ -894,6 +898,8 @@ def main() -> int:
   a = _parse()
   import signal  # pylint: disable=import-outside-toplevel
   signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # cleanup runs on kill
+  if a.report:
+    return report(os.path.join(os.path.abspath(a.out), "bench_scale.json"))
   import shutil  # pylint: disable=import-outside-toplevel
   out = os.path.abspath(a.out)
   os.makedirs(os.path.join(out, "corpora"), exist_ok=True)
@@ -954,22 +960,30 @@ def main() -> int:
             s3.remove(spec["output"])
           else:
             shutil.rmtree(spec["output"], ignore_errors=True)
-          grow = growth(results)
-          with open(json_path, "w", encoding="utf-8") as f:
-            json.dump({"results": results, "growth": grow, "beam_options": BEAM_OPTIONS,
-                       "checks": [list(c) for c in checks(results)]}, f, indent=1)
+          _write_report(json_path, results)
   finally:
     if s3 is not None:
       s3.close()
-  grow = growth(results)
-  print_tables(results, grow)
-  lines = checks(results)
-  print("\n== issue 37 targets")
-  for status, line in lines:
-    print(f"{status} {line}")
+  _write_report(json_path, results)
+  return report(json_path)
+
+
+def _write_report(json_path: str, results: list) -> None:
   with open(json_path, "w", encoding="utf-8") as f:
-    json.dump({"results": results, "growth": grow, "beam_options": BEAM_OPTIONS,
-               "checks": [list(c) for c in lines]}, f, indent=1)
+    json.dump({"results": results, "growth": growth(results), "beam_options": BEAM_OPTIONS,
+               "checks": [list(c) for c in checks(results)]}, f, indent=1)
+
+
+def report(json_path: str) -> int:
+  """Prints the tables and checks of a results file (checks recomputed);
+  non-zero when a run did not finish."""
+  with open(json_path, encoding="utf-8") as f:
+    results = json.load(f)["results"]
+  _write_report(json_path, results)
+  print_tables(results, growth(results))
+  print("\n== issue 37 targets")
+  for status, line in checks(results):
+    print(f"{status} {line}")
   print(f"\nwrote {json_path}")
   return 0 if all(r.get("rc") == 0 for r in results) else 1
 
