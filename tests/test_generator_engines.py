@@ -31,6 +31,7 @@ from bert_data.config import BertConfig
 from mt_data import config as mt_config
 from mt_data import generator as mt_generator
 from textrecords.engine import EngineOptions, check_scheduler
+from textrecords.engine import generator_steps
 from textrecords.engine import protocol
 from textrecords.engine import record_runs
 from textrecords.errors import UserError
@@ -441,6 +442,34 @@ def test_record_runs_merge_in_key_order():
   got = [rec for r in record_runs.merged([b, c, a]) for rec in r.records()]
   assert got == sorted([*a.records(), *b.records(), *c.records()])
   assert list(record_runs.from_bytes(record_runs.to_bytes(b)).records()) == list(b.records())
+
+
+def test_staged_runs_merge_a_chunk_at_a_time(tmp_path, monkeypatch):
+  """A file's overlapping staged runs merge as the runs read whole would,
+  each read through ranged reads of about `chunk_bytes` (the budget over
+  the runs), never a whole run: the file writer's memory is bounded."""
+  monkeypatch.setattr(record_runs, "MERGE_BUDGET", 4096)
+  monkeypatch.setattr(record_runs, "MIN_CHUNK", 512)
+  runs = [record_runs.from_keyed(sorted((k * 7 % 1000, b"r%d-%d" % (u, k) * (k % 7 + 1))
+                                        for k in range(u, 3000, 5))) for u in range(5)]
+  entries = []
+  for u, run in enumerate(runs):
+    path = str(tmp_path / f"run-{u}")
+    with open(path, "wb") as f:
+      f.write(record_runs.to_bytes(run))
+    entries.append((0, path, *record_runs.bounds(run)))
+  got = [rec for r in generator_steps.merged_run(entries) for rec in r.records()]
+  assert got == sorted(rec for r in runs for rec in r.records())
+  blob = record_runs.to_bytes(runs[0])
+  reads = []
+
+  def read_at(a, b):
+    reads.append(b - a)
+    return blob[a:b]
+  chunk = record_runs.chunk_bytes(len(runs))
+  assert chunk == 819
+  assert list(record_runs.chunked_records(read_at, len(blob), chunk)) == list(runs[0].records())
+  assert len(reads) > 30 and max(reads) < 2 * chunk < len(blob) // 10
 
 
 # ---------------------------------------------------------------- bert_data

@@ -168,15 +168,37 @@ def keyed_runs(parts_dir: str, unit_index: int,
 
 def merged_run(entries: Sequence[RunEntry]) -> Iterable[record_runs.Run]:
   """The records of one file's runs in key order, as runs: runs whose key
-  ranges do not overlap are read one at a time, in order; others are all
-  read and merged record by record."""
+  ranges do not overlap are read one at a time, in order; others are merged
+  record by record, each read a chunk at a time (`record_runs.chunk_bytes`),
+  so the merge holds a bounded part of the file, not all of it."""
   order = record_runs.disjoint([(e[2], e[3]) for e in entries])
   if order or not entries:
     for i in order:
       yield record_runs.from_bytes(storage.read_bytes(entries[i][1]))
     return
-  yield from record_runs.merged(record_runs.from_bytes(storage.read_bytes(e[1]))
-                                for e in sorted(entries, key=lambda e: e[1]))
+  chunk = record_runs.chunk_bytes(len(entries))
+  yield from record_runs.merged_records(
+      [record_runs.chunked_records(_range_reader(e[1]), storage.size(e[1]), chunk)
+       for e in sorted(entries, key=lambda e: e[1])])
+
+
+def _range_reader(path: str):
+  """`read_at(start, end)`: bytes [start, end) of the object at `path`, one
+  ranged read each (no file kept open, no read-ahead cache)."""
+  if storage.is_url(path):
+    def read_at(start: int, end: int) -> bytes:
+      if start >= end:
+        return b""
+      with storage.reaching(path):
+        return storage.filesystem(path).cat_file(path, start=start, end=end)
+    return read_at
+  local = storage.local_path(path)
+
+  def read_local(start: int, end: int) -> bytes:
+    with open(local, "rb") as f:
+      f.seek(start)
+      return f.read(end - start)
+  return read_local
 
 
 # ---------------------------------------------------------------- finalize

@@ -15,11 +15,15 @@ single records (`protocol.Record`) are framed and sorted into one.
     usual case) are passed through whole; others are merged record by
     record, ties broken by the framed bytes, as sorting (key, bytes) pairs
     would.
+  * `chunked_records`, `merged_records`: a run as `to_bytes` wrote it, read
+    a chunk at a time through ranged reads, and such record streams merged
+    as `merged` merges runs: a file writer holds a chunk of each of its
+    runs (`chunk_bytes`: `MERGE_BUDGET` over them all), never the file.
 """
 
 import heapq
 import struct
-from typing import Iterable, Iterator, List, NamedTuple, Sequence, Tuple
+from typing import Callable, Iterable, Iterator, List, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
@@ -27,6 +31,8 @@ from textrecords.engine import protocol
 
 _COUNT = struct.Struct("<Q")
 MERGE_BATCH = 8192  # records per run a record-by-record merge yields
+MERGE_BUDGET = 32 << 20  # record bytes a streaming merge reads ahead over all its runs
+MIN_CHUNK = 64 << 10  # bytes per ranged read of a run, at least
 
 
 class Run(NamedTuple):
@@ -115,14 +121,51 @@ def merged(runs: Iterable[Run]) -> Iterator[Run]:
     for i in order:
       yield runs[i]
     return
+  yield from merged_records([r.records() for r in runs])
+
+
+def merged_records(streams: Sequence[Iterable[Tuple[int, bytes]]]) -> Iterator[Run]:
+  """(key, framed record) streams, each in order, merged record by record
+  (ties broken by the bytes) into runs of `MERGE_BATCH` records."""
   batch: List[Tuple[int, bytes]] = []
-  for item in heapq.merge(*(r.records() for r in runs)):
+  for item in heapq.merge(*streams):
     batch.append(item)
     if len(batch) >= MERGE_BATCH:
       yield from_keyed(batch)
       batch = []
   if batch:
     yield from_keyed(batch)
+
+
+def chunk_bytes(num_runs: int) -> int:
+  """The bytes of each ranged read when `num_runs` runs merge at once."""
+  return max(MIN_CHUNK, MERGE_BUDGET // max(1, num_runs))
+
+
+def chunked_records(read_at: Callable[[int, int], bytes], size: int,
+                    chunk: int) -> Iterator[Tuple[int, bytes]]:
+  """(key, framed record) pairs of a run `to_bytes` wrote (`size` bytes),
+  read through `read_at(start, end)` about `chunk` record bytes at a time.
+
+  >>> blob = to_bytes(from_keyed([(1, b"ab"), (2, b""), (7, b"cde")]))
+  >>> list(chunked_records(lambda a, b: blob[a:b], len(blob), 1))
+  [(1, b'ab'), (2, b''), (7, b'cde')]
+  """
+  n = _COUNT.unpack(read_at(0, _COUNT.size))[0]
+  keys_at, starts_at = _COUNT.size, _COUNT.size + 8 * n
+  data_at = starts_at + 8 * n
+  per_chunk = max(1, chunk * n // max(1, size - data_at))
+  for a in range(0, n, per_chunk):
+    b = min(n, a + per_chunk)
+    keys = np.frombuffer(read_at(keys_at + 8 * a, keys_at + 8 * b), "<i8").tolist()
+    starts = np.frombuffer(read_at(starts_at + 8 * a, starts_at + 8 * min(n, b + 1)),
+                           "<i8").tolist()
+    if len(starts) == b - a:
+      starts.append(size - data_at)
+    base = starts[0]
+    data = read_at(data_at + base, data_at + starts[-1])
+    for i, key in enumerate(keys):
+      yield key, data[starts[i] - base:starts[i + 1] - base]
 
 
 def concatenated(runs: Sequence[Run]) -> Run:
