@@ -26,6 +26,7 @@ new file is finished) or hidden names only, never metadata of its own. With
 or no `resume`, write every file again.
 """
 
+import array
 import hashlib
 import json
 import os
@@ -245,7 +246,7 @@ class StreamFile:
     self._raw = storage.open_write(self.tmp)
     self._hash = hashlib.sha256()
     self.size = self.records = 0
-    self._starts = []  # record offsets (uncompressed files)
+    self._starts = array.array("q")  # record offsets (uncompressed files): 8 bytes a record
     self._gz = atomic_file.gzip_writer(self) if compression == "GZIP" else None
 
   def write(self, data: bytes):
