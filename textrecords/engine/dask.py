@@ -151,10 +151,7 @@ def _partitioned_runs(client, gen, name: str, units, values: Dict[str, Any],
   done, flight = [], []
   for partition, part_units in sorted(by_partition.items()):
     parts = client.map(_map_unit, part_units, gen=gen, name=name, values=values, pure=False)
-    while len(parts) > 1:
-      parts = [client.submit(_merge, gen, name, *parts[i:i + TREE_FAN_IN], pure=False)
-               for i in range(0, len(parts), TREE_FAN_IN)]
-    value = client.submit(_finish, gen, name, parts[0], pure=False)
+    value = client.submit(_finish, gen, name, _merge_tree(client, gen, name, parts), pure=False)
     unit_values = dict(values, **{name: {partition: value}})
     flight.append([client.submit(_unit_runs, u, gen, unit_values, parts_dir, pure=False)
                    for u in part_units])
