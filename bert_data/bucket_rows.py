@@ -17,7 +17,7 @@ import numpy as np
 from textrecords.engine import record_runs
 from textrecords.files import tfrecord
 
-_HEADER, _FOOTER = 12, 4  # TFRecord framing: length and its crc; the data's crc
+_HEADER, _FOOTER = tfrecord.HEADER_BYTES, tfrecord.FOOTER_BYTES
 
 
 def packed_runs(runs: Iterable[record_runs.Run],

@@ -78,18 +78,19 @@ def scan(path: str, check_data: bool = False) -> np.ndarray:
   with _mapped(path) as m:
     pos = 0
     while pos < size:
-      if pos + 12 > size:
+      if pos + tfrecord.HEADER_BYTES > size:
         raise UserError(f"{path}: truncated record header at record {len(offsets)}")
       length, hcrc = _HEADER.unpack_from(m, pos)
       if masked_crc(m[pos:pos + 8]) != hcrc:
         raise UserError(f"{path}: corrupt record length at record {len(offsets)} "
                         f"(byte {pos}); not an uncompressed TFRecord file?")
-      end = pos + 16 + length
+      end = pos + tfrecord.FRAME_BYTES + length
       if end > size:
         raise UserError(f"{path}: truncated record {len(offsets)}")
       if check_data:
-        (dcrc,) = struct.unpack_from("<I", m, end - 4)
-        if masked_crc(m[pos + 12:end - 4]) != dcrc:
+        footer_at = end - tfrecord.FOOTER_BYTES
+        (dcrc,) = struct.unpack_from("<I", m, footer_at)
+        if masked_crc(m[pos + tfrecord.HEADER_BYTES:footer_at]) != dcrc:
           raise UserError(f"{path}: corrupt record {len(offsets)} (data checksum mismatch)")
       offsets.append(pos)
       pos = end

@@ -37,6 +37,12 @@ except ImportError:  # pragma: no cover - exercised only without the C module
 
 COMPRESSIONS = ("", "GZIP")
 
+# A framed record: its length (8 bytes) and the length's masked crc (4), the
+# data, then the data's masked crc (4).
+HEADER_BYTES = 12
+FOOTER_BYTES = 4
+FRAME_BYTES = HEADER_BYTES + FOOTER_BYTES  # framing added to each record
+
 
 def mask_crc(crc):
   """TFRecord's mask of a CRC32C: an int, or elementwise on a uint64 numpy array.
@@ -68,7 +74,7 @@ def frame_starts(data) -> list:
   unpack = struct.Struct("<Q").unpack_from
   while pos < size:
     starts.append(pos)
-    pos += 16 + unpack(data, pos)[0]
+    pos += FRAME_BYTES + unpack(data, pos)[0]
   return starts
 
 

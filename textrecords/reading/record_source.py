@@ -128,7 +128,7 @@ class RecordSource:
       raise UserError(f"cannot read {self.paths[f]}: {e.strerror}") from e
     problem = _check_framed(raw, stop - start)
     if problem is None:
-      return raw[12:-4]
+      return raw[tfrecord.HEADER_BYTES:-tfrecord.FOOTER_BYTES]
     msg = f"{self.paths[f]}: corrupt record {j} ({problem})"
     if not self.skip_corrupt:
       raise UserError(msg)
@@ -183,23 +183,26 @@ class RecordSource:
       # A short file or a bad record: record by record, for the exact
       # error (or the records skip_corrupt leaves).
       return example_decoder.RecordBatch.from_records(self.read(idx), epoch)
-    return example_decoder.RecordBatch(data, run_at + 12, run_at + size - 4, epoch)
+    return example_decoder.RecordBatch(data, run_at + tfrecord.HEADER_BYTES,
+                                       run_at + size - tfrecord.FOOTER_BYTES, epoch)
 
 
 def _frames_ok(data: bytes, at: np.ndarray, size: np.ndarray) -> bool:
   """Whether every frame data[at[i]:at[i] + size[i]] is intact: its length
   field says size - 16, both CRCs match."""
   buf = np.frombuffer(data, np.uint8)
-  head = buf[at[:, None] + np.arange(12)]
+  head = buf[at[:, None] + np.arange(tfrecord.HEADER_BYTES)]
   length = head[:, :8].copy().view("<u8")[:, 0]
-  if np.any(length != (size - 16).astype(np.uint64)):
+  if np.any(length != (size - tfrecord.FRAME_BYTES).astype(np.uint64)):
     return False
   want_head = head[:, 8:].copy().view("<u4")[:, 0]
-  want_data = buf[(at + size - 4)[:, None] + np.arange(4)].view("<u4")[:, 0]
+  foot, head_bytes = tfrecord.FOOTER_BYTES, tfrecord.HEADER_BYTES
+  want_data = buf[(at + size - foot)[:, None] + np.arange(foot)].view("<u4")[:, 0]
   crc, n = tfrecord.crc32c, len(at)
-  starts, stops = at.tolist(), (at + size - 4).tolist()
+  starts, stops = at.tolist(), (at + size - foot).tolist()
   got_head = np.fromiter((crc(data[a:a + 8]) for a in starts), np.uint64, n)
-  got_data = np.fromiter((crc(data[a + 12:b]) for a, b in zip(starts, stops)), np.uint64, n)
+  got_data = np.fromiter((crc(data[a + head_bytes:b]) for a, b in zip(starts, stops)),
+                         np.uint64, n)
   return bool((tfrecord.mask_crc(got_head) == want_head).all() and
               (tfrecord.mask_crc(got_data) == want_data).all())
 
@@ -211,9 +214,11 @@ def _check_framed(raw: bytes, size: int) -> Optional[str]:
   (length,) = struct.unpack_from("<Q", raw)
   if tfrecord.masked_crc(raw[:8]) != struct.unpack_from("<I", raw, 8)[0]:
     return "length checksum mismatch"
-  if length != size - 16:
+  if length != size - tfrecord.FRAME_BYTES:
     return "length differs from the index: stale index"
-  if tfrecord.masked_crc(raw[12:-4]) != struct.unpack_from("<I", raw, size - 4)[0]:
+  footer_at = size - tfrecord.FOOTER_BYTES
+  if tfrecord.masked_crc(raw[tfrecord.HEADER_BYTES:footer_at]) != struct.unpack_from(
+      "<I", raw, footer_at)[0]:
     return "data checksum mismatch"
   return None
 
