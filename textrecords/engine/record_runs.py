@@ -23,7 +23,7 @@ single records (`protocol.Record`) are framed and sorted into one.
 
 import heapq
 import struct
-from typing import Callable, Iterable, Iterator, List, NamedTuple, Sequence, Tuple
+from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -142,21 +142,25 @@ def chunk_bytes(num_runs: int) -> int:
   return max(MIN_CHUNK, MERGE_BUDGET // max(1, num_runs))
 
 
-def chunked_records(read_at: Callable[[int, int], bytes], size: int,
-                    chunk: int) -> Iterator[Tuple[int, bytes]]:
+def chunked_records(read_at: Callable[[int, int], bytes], size: int, chunk: int,
+                    span: Optional[Tuple[int, int]] = None) -> Iterator[Tuple[int, bytes]]:
   """(key, framed record) pairs of a run `to_bytes` wrote (`size` bytes),
-  read through `read_at(start, end)` about `chunk` record bytes at a time.
+  read through `read_at(start, end)` about `chunk` record bytes at a time;
+  `span`: only records [first, stop) of it (default: all).
 
   >>> blob = to_bytes(from_keyed([(1, b"ab"), (2, b""), (7, b"cde")]))
   >>> list(chunked_records(lambda a, b: blob[a:b], len(blob), 1))
   [(1, b'ab'), (2, b''), (7, b'cde')]
+  >>> list(chunked_records(lambda a, b: blob[a:b], len(blob), 1, (1, 3)))
+  [(2, b''), (7, b'cde')]
   """
   n = _COUNT.unpack(read_at(0, _COUNT.size))[0]
   keys_at, starts_at = _COUNT.size, _COUNT.size + 8 * n
   data_at = starts_at + 8 * n
   per_chunk = max(1, chunk * n // max(1, size - data_at))
-  for a in range(0, n, per_chunk):
-    b = min(n, a + per_chunk)
+  first, stop = span or (0, n)
+  for a in range(first, stop, per_chunk):
+    b = min(stop, a + per_chunk)
     keys = np.frombuffer(read_at(keys_at + 8 * a, keys_at + 8 * b), "<i8").tolist()
     starts = np.frombuffer(read_at(starts_at + 8 * a, starts_at + 8 * min(n, b + 1)),
                            "<i8").tolist()
