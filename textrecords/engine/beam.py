@@ -17,12 +17,17 @@ needs around them:
   * `finalize`: the last step of the pipeline: moves the finished files into
     place and writes the metadata strictly last (`DirectDataset.finalize`).
   * `run_generator`: any declared generator (`engine.protocol`): units ->
-    Reshuffle -> passes as global combines (small side inputs) -> examples
-    -> (file, a unit's sorted run of records) -> GroupByKey -> runs merged
-    in key order -> the generator's `finish_file` -> one writer per file
-    -> finalize (a generator that deals its groups over the files: each
-    group's lanes, the groups' counts as a side input, a second
-    GroupByKey per file: `engine.record_files`).
+    Reshuffle -> passes as global combines (small side inputs; a
+    partitioned pass's value staged once per partition and loaded by the
+    workers of its units) -> examples, each unit's sorted run per file
+    written as an object under the run's parts folder -> (file, a run's
+    reference) -> GroupByKey -> runs merged in key order a chunk at a
+    time (`generator_steps.merged_run`) -> the generator's `finish_file`
+    -> one writer per file -> finalize (a generator that deals its groups
+    over the files: each group's lanes staged as objects, the groups'
+    first ranks as a side input, a second GroupByKey of lane references
+    per file: `engine.record_files`). The shuffles carry references, not
+    records, as the Dask engine's tasks do.
 
 Outputs may be URLs or local paths on a mount every worker has; nothing goes
 through the launching machine's disk, so any runner works.
@@ -36,9 +41,12 @@ to download and start the Prism runner, which needs the network.
 `direct_num_workers` and `direct_running_mode` apply as usual.
 """
 
+import collections
+import pickle
 import re
+import threading
 import traceback
-from typing import Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 import apache_beam as beam
 
@@ -48,7 +56,6 @@ from textrecords.files import text_input
 from textrecords.engine import generator_steps
 from textrecords.engine import parse_pipeline_options, require_beam
 from textrecords.engine import record_files
-from textrecords.engine import record_runs
 from textrecords.engine import sharded_pass
 from textrecords.errors import UserError
 
@@ -359,52 +366,109 @@ class _TotalsCombine(beam.CombineFn):
 TOTALS = "totals"  # the tag of a unit's example statistics
 
 
-class _UnitRecords(beam.DoFn):
-  """A unit -> (file index, its records for the file as one sorted
-  `record_runs.Run`); its totals tagged apart."""
+def _staged_unit(gen, unit, values: Dict[str, Any], parts_dir: str):
+  """A unit's examples: its totals (tagged), then (file index, (file, path,
+  first key, last key)) of each run object written under `parts_dir`
+  (`generator_steps.keyed_runs`: named by file and unit, so a retried
+  bundle writes the same objects again)."""
+  by_file, totals = generator_steps.unit_records(gen, unit, values)
+  yield beam.pvalue.TaggedOutput(TOTALS, totals)
+  for entry in generator_steps.keyed_runs(parts_dir, unit.index, by_file):
+    yield entry[0], entry
 
-  def __init__(self, gen, names):
+
+class _UnitRecords(beam.DoFn):
+  """A unit -> `_staged_unit`: only references to its runs go on."""
+
+  def __init__(self, gen, names, parts_dir: str):
     super().__init__()
-    self.gen, self.names = gen, list(names)
+    self.gen, self.names, self.parts_dir = gen, list(names), parts_dir
 
   def process(self, unit, *values):
-    by_file, totals = generator_steps.unit_records(self.gen, unit, dict(zip(self.names, values)))
-    yield beam.pvalue.TaggedOutput(TOTALS, totals)
-    yield from by_file.items()
+    yield from _staged_unit(self.gen, unit, dict(zip(self.names, values)), self.parts_dir)
 
 
-class _PartitionRecords(beam.DoFn):
-  """(partition, {"units": [...], "value": [its value]}) -> each unit's
-  records as `_UnitRecords` gives them, one unit at a time: a partitioned
-  pass's value goes once to the worker of its partition, to no other."""
+VALUES_KEPT = 2  # partition values a worker process keeps loaded
+_LOADED: "collections.OrderedDict[str, Any]" = collections.OrderedDict()
+_LOADED_LOCK = threading.Lock()
 
-  def __init__(self, gen, names, partitioned: str):
-    super().__init__()
-    self.gen, self.names, self.partitioned = gen, list(names), partitioned
+
+def _loaded_value(path: str):
+  """The partition value staged at `path` (`_stage_value`); the last
+  `VALUES_KEPT` loaded in this process are kept, not every one."""
+  with _LOADED_LOCK:
+    if path in _LOADED:
+      _LOADED.move_to_end(path)
+      return _LOADED[path]
+  value = pickle.loads(storage.read_bytes(path))
+  with _LOADED_LOCK:
+    _LOADED[path] = value
+    while len(_LOADED) > VALUES_KEPT:
+      _LOADED.popitem(last=False)
+  return value
+
+
+class _PartitionRecords(_UnitRecords):
+  """((partition, slot), [(unit, its partition's value path)]) -> each
+  unit's `_staged_unit`, in unit order, the value loaded once
+  (`_loaded_value`): it reaches only the workers of its units, never every
+  worker as a side input."""
+
+  def __init__(self, gen, names, parts_dir: str, partitioned: str):
+    super().__init__(gen, names, parts_dir)
+    self.partitioned = partitioned
 
   def process(self, item, *values):
-    partition, grouped = item
+    (partition, _), pairs = item
     unit_values = dict(zip(self.names, values))
-    unit_values[self.partitioned] = {partition: list(grouped["value"])[0]}
-    for unit in sorted(grouped["units"], key=lambda u: u.index):
-      by_file, totals = generator_steps.unit_records(self.gen, unit, unit_values)
-      yield beam.pvalue.TaggedOutput(TOTALS, totals)
-      yield from by_file.items()
+    for unit, path in sorted(pairs, key=lambda x: x[0].index):
+      unit_values[self.partitioned] = {partition: _loaded_value(path)}
+      yield from _staged_unit(self.gen, unit, unit_values, self.parts_dir)
+
+  def teardown(self):
+    with _LOADED_LOCK:
+      _LOADED.clear()
 
 
-def _partition_records(spread, gen, ps, names, values):
+def _stage_value(item, parts_dir: str):
+  """(partition, its value) -> (partition, the path of the value pickled as
+  one object under the run's parts folder; named by partition, so a retry
+  writes the same object)."""
+  partition, value = item
+  path = storage.join(parts_dir, "value-p%06d" % partition)
+  storage.write_file(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+  return partition, path
+
+
+UNITS_PER_LOAD = 4  # consecutive units of a partition that one worker runs after one load
+
+
+def _unit_slots(item):
+  """(partition, {"units": [...], "value": [its path]}) -> ((partition,
+  slot), (unit, path)): `UNITS_PER_LOAD` consecutive units to a slot."""
+  partition, grouped = item
+  path, = list(grouped["value"])
+  for i, unit in enumerate(sorted(grouped["units"], key=lambda u: u.index)):
+    yield (partition, i // UNITS_PER_LOAD), (unit, path)
+
+
+def _partition_records(spread, gen, ps, names, values, parts_dir: str):
   """A partitioned pass (the last): units mapped, partials combined per
-  partition, each partition's value joined with its units, whose examples
-  run where the value is (`_PartitionRecords`)."""
+  partition, each partition's value staged once as an object; the units
+  and the value's path (a few bytes) joined by partition, spread in slots
+  over the workers, where each loads the value (`_PartitionRecords`)."""
   single = beam.pvalue.AsSingleton
   sides = [single(v) for v in values]
-  value = (spread
-           | f"{ps.name}: map" >> beam.Map(_map_keyed, gen, ps.name, list(names), *sides)
-           | f"{ps.name}: merge" >> beam.CombinePerKey(_PassCombine(gen, ps.name)))
+  staged = (spread
+            | f"{ps.name}: map" >> beam.Map(_map_keyed, gen, ps.name, list(names), *sides)
+            | f"{ps.name}: merge" >> beam.CombinePerKey(_PassCombine(gen, ps.name))
+            | f"{ps.name}: stage" >> beam.Map(_stage_value, parts_dir))
   return ({"units": spread | "key units" >> beam.Map(lambda u: (u.partition, u)),
-           "value": value}
-          | "group partitions" >> beam.CoGroupByKey()
-          | "examples" >> beam.ParDo(_PartitionRecords(gen, names, ps.name),
+           "value": staged}
+          | "join partitions" >> beam.CoGroupByKey()
+          | "unit slots" >> beam.FlatMap(_unit_slots)
+          | "spread slots" >> beam.GroupByKey()
+          | "examples" >> beam.ParDo(_PartitionRecords(gen, names, parts_dir, ps.name),
                                      *sides).with_outputs(TOTALS, main="records"))
 
 
@@ -418,16 +482,18 @@ def _map_keyed(unit, gen, name, names, *values):
 
 
 def _write_sorted(item, gen, datasets, files, names, *values):
-  """(file index, {"records": [...], "file": [...]}) -> (its dataset, the
-  file's info) (a file finished by the resumed run: nothing), its runs
-  merged in key order and through the generator's `finish_file`."""
+  """(file index, {"records": [run references], "file": [...]}) -> (its
+  dataset, the file's info) (a file finished by the resumed run: nothing),
+  its runs merged in key order a chunk at a time
+  (`generator_steps.merged_run`) and through the generator's
+  `finish_file`."""
   file_index, grouped = item
   target = files[file_index]
   dataset = datasets[target.dataset]
   if dataset.is_finished(target.path):
     return
   runs = generator_steps.file_runs(gen, file_index, dict(zip(names, values)),
-                                   record_runs.merged(grouped["records"]))
+                                   generator_steps.merged_run(list(grouped["records"])))
   yield target.dataset, generator_steps.write_file(
       dataset.open(target.path, target.compression), runs)
 
@@ -435,49 +501,54 @@ def _write_sorted(item, gen, datasets, files, names, *values):
 COUNTS = "counts"  # the tag of a dealt group's record count
 
 
-def _deal_group(item, gen, n_files: int, names, *values):
-  """(group, its runs) -> ((group, lane), lane's records) of each non-empty
-  lane (`record_files.lanes`); the group's count tagged apart."""
-  group, runs = item
+def _deal_group(item, gen, n_files: int, parts_dir: str, names, *values):
+  """(group, its run references) -> ((group, (lane, lane object's path)) of
+  each non-empty lane, staged (`record_files.stage_lanes`); the group's
+  count tagged apart."""
+  group, entries = item
   count, lanes = record_files.lanes(
-      generator_steps.file_runs(gen, group, dict(zip(names, values)), record_runs.merged(runs)),
-      n_files)
+      generator_steps.file_runs(gen, group, dict(zip(names, values)),
+                                generator_steps.merged_run(list(entries))), n_files)
   yield beam.pvalue.TaggedOutput(COUNTS, (group, count))
-  for lane, run in enumerate(lanes):
-    if len(run.keys):
-      yield group, (lane, run)
+  for lane, path in record_files.stage_lanes(parts_dir, group, lanes).items():
+    yield group, (lane, path)
 
 
-def _lane_to_file(item, n_files: int, counts: Dict[int, int]):
-  """(group, (lane, records)) -> (its record file, (group, records))."""
-  group, (lane, run) = item
-  first = record_files.first_ranks(counts)[group]
-  return record_files.file_of(first, lane, n_files), (group, run)
+def _lane_to_file(item, n_files: int, firsts: Dict[int, int]):
+  """(group, (lane, path)) -> (its record file, (group, path)); `firsts`:
+  each group's first rank (`record_files.first_ranks`, made once)."""
+  group, (lane, path) = item
+  return record_files.file_of(firsts[group], lane, n_files), (group, path)
 
 
 def _write_dealt(item, datasets, files):
-  """(file index, {"lanes": [(group, records)], "file": [...]}) -> (its
-  dataset, the file's info): its lanes written in group order."""
+  """(file index, {"lanes": [(group, lane path)], "file": [...]}) -> (its
+  dataset, the file's info): its lanes read one at a time in group order."""
   file_index, grouped = item
   target = files[file_index]
   dataset = datasets[target.dataset]
   if dataset.is_finished(target.path):
     return
-  runs = (run for _, run in sorted(grouped["lanes"], key=lambda x: x[0]))
+  paths = [path for _, path in sorted(grouped["lanes"])]
   yield target.dataset, generator_steps.write_file(
-      dataset.open(target.path, target.compression), runs)
+      dataset.open(target.path, target.compression), record_files.read_lanes(paths))
 
 
 def _dealt_files(recs, file_keys, gen, datasets, files, names, sides):
   """The files of a generator that deals (`deals_records`): each group's
-  runs merged and split into lanes by a worker, the groups' counts (a side
-  input) deciding each lane's file, one writer per file in group order."""
+  runs merged and split into lanes, staged as objects, by a worker; the
+  groups' first ranks (one small side input, made once from their counts)
+  deciding each lane's file; one writer per file reads its lanes in group
+  order. Only references go through the shuffles."""
+  parts_dir = datasets[0].parts_dir()
   dealt = (recs
            | "group records" >> beam.GroupByKey()
-           | "deal groups" >> beam.FlatMap(_deal_group, gen, len(files), names,
+           | "deal groups" >> beam.FlatMap(_deal_group, gen, len(files), parts_dir, names,
                                            *sides).with_outputs(COUNTS, main="lanes"))
+  firsts = (dealt[COUNTS] | "group counts" >> beam.combiners.ToDict()
+            | "first ranks" >> beam.Map(record_files.first_ranks))
   lanes = dealt.lanes | "lanes to files" >> beam.Map(
-      _lane_to_file, len(files), beam.pvalue.AsDict(dealt[COUNTS]))
+      _lane_to_file, len(files), beam.pvalue.AsSingleton(firsts))
   return ({"lanes": lanes, "file": file_keys}
           | "group lanes by file" >> beam.CoGroupByKey()
           | "write files" >> beam.FlatMap(_write_dealt, datasets, files))
@@ -495,16 +566,18 @@ def run_generator(gen, datasets: Sequence, options_text: str) -> None:
 
   Units are created and spread; each pass is a map and a global combine
   whose (small) value reaches later steps as a side input (a partitioned
-  pass: a combine per partition, joined with the partition's units, whose
-  examples then run where its value is); each unit's
-  records for a file go through the shuffle as one sorted run (one element
-  per unit and file, not per record), are merged in key order and written
-  by one worker per file (a generator that deals: `_dealt_files`); the last
-  step writes the metadata.
+  pass: a combine per partition, its value staged once as an object and
+  loaded by the workers of its units: `_partition_records`); each unit's
+  records for a file are written as one run object under the run's parts
+  folder, and only its reference (file, path, first key, last key) goes
+  through the shuffle; one worker per file merges its runs in key order a
+  chunk at a time and writes the file (a generator that deals:
+  `_dealt_files`); the last step writes the metadata.
   """
   units = gen.units()
   files = record_files.targets(gen)
   datasets = list(datasets)
+  parts_dir = datasets[0].parts_dir()
 
   def build(p):
     single = beam.pvalue.AsSingleton
@@ -512,14 +585,14 @@ def run_generator(gen, datasets: Sequence, options_text: str) -> None:
     names, values, recs = [], [], None
     for ps in gen.passes:
       if ps.partitioned:  # (the last pass: never a side input)
-        recs = _partition_records(spread, gen, ps, names, values)
+        recs = _partition_records(spread, gen, ps, names, values, parts_dir)
         break
       values.append(_pass_value(spread, gen, ps, names, values))
       names.append(ps.name)
     sides = [single(v) for v in values]
     if recs is None:
-      recs = spread | "examples" >> beam.ParDo(_UnitRecords(gen, names), *sides).with_outputs(
-          TOTALS, main="records")
+      recs = spread | "examples" >> beam.ParDo(_UnitRecords(gen, names, parts_dir),
+                                               *sides).with_outputs(TOTALS, main="records")
     totals = recs[TOTALS] | "totals" >> beam.CombineGlobally(_TotalsCombine(gen))
     file_keys = (p | "files" >> beam.Create(list(range(len(files))))
                  | "key files" >> beam.Map(lambda i: (i, None)))
