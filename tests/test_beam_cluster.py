@@ -12,7 +12,7 @@ leave no metadata; `--resume` then writes the uninterrupted run's bytes.
 
 The local job service runs jobs on Beam's FnApiRunner, which does not retry
 a bundle whose worker died: the job fails and `--resume` finishes it
-(`test_retried_file_step_writes_the_same_bytes` covers a retried bundle).
+(a retried bundle: `test_beam_engine.test_retried_steps_write_the_same_objects_and_only_references_travel`).
 Each pipeline costs ~15-30 s here, so the runs of one test go at once.
 """
 
@@ -373,24 +373,3 @@ def test_killed_worker_and_killed_pipeline_then_resume(cluster, launcher, s3_ser
   assert _contents(fs, prefix) == local_runs[("w2v", "s3")]
   assert _files_under(launcher) == []
 
-
-def test_retried_file_step_writes_the_same_bytes(tmp_path):
-  """A bundle that runs twice (Beam's retry, or a speculative copy) writes the
-  same parts and the same file: the second attempt's bytes replace the first's."""
-  from textrecords.datasets import direct_output  # pylint: disable=import-outside-toplevel
-  from textrecords.files import tfrecord  # pylint: disable=import-outside-toplevel
-  from textrecords.engine import beam as beam_engine  # pylint: disable=import-outside-toplevel
-  ds = direct_output.DirectDataset(str(tmp_path / "out" / "meta.json"), {"x": 1})
-  path = str(tmp_path / "out" / "r.tfrecord")
-  recs = [tfrecord.frame(b"r%d" % i) for i in range(5)]
-  parts = [(0, (1,), b"".join(recs[2:]), 3), (0, (0,), b"".join(recs[:2]), 2)]
-  infos = []
-  for _ in range(2):
-    staged = [beam_engine._write_part(p, ds) for p in parts]  # pylint: disable=protected-access
-    item = (0, {"parts": [s[1] for s in staged], "file": [None]})
-    infos += list(beam_engine._write_file(item, [ds], [path], "", frozenset()))  # pylint: disable=protected-access
-  assert infos[0] == infos[1] and infos[0]["records"] == 5
-  meta = ds.finalize([path], lambda files: {"files": files}, infos[1:])
-  assert open(path, "rb").read() == b"".join(recs)
-  assert [f["name"] for f in meta["files"]] == ["r.tfrecord", "r.tfrecord.index"]
-  assert sorted(os.listdir(tmp_path / "out")) == ["meta.json", "r.tfrecord", "r.tfrecord.index"]

@@ -8,6 +8,7 @@ second process; slower, so only one configuration each). No case may reach
 the network: Beam's DirectRunner would try to download Prism first.
 """
 
+import collections
 import hashlib
 import json
 import os
@@ -21,12 +22,19 @@ from conftest import REPO, SAMPLE_TEXT, TESTDATA, VOCAB, error_lines, run_cli, \
 pytest.importorskip("apache_beam")
 
 # pylint: disable=wrong-import-position
+import apache_beam as beam
+
 from bert_data import generator as bert_generator
 from bert_data.config import BertConfig
 from mt_data import config as mt_config
 from mt_data import generator as mt_generator
+from textrecords.datasets import direct_output
 from textrecords.engine import EngineOptions, parse_pipeline_options
+from textrecords.engine import protocol
+from textrecords.engine import record_files
 from textrecords.errors import UserError
+from textrecords.files import storage
+from textrecords.files import tfrecord
 from w2v_data import generator as w2v_generator
 from w2v_data.config import W2vConfig
 
@@ -362,3 +370,85 @@ def test_bert_beam_units_from_byte_ranges_like_local(tmp_path, monkeypatch):
     case.mkdir()
     local, beam = _both(case, run, IN_MEMORY)
     assert _without_indexes(local, False) == 3 and local == beam
+
+
+class _Interleaved(protocol.Generator):
+  """Three records per unit for each of two files, keys interleaved across
+  units (their runs overlap, so a writer merges them record by record)."""
+
+  def examples(self, unit, values, state=None):
+    return [(f, unit.index + 4 * k, b"f%d-u%d-k%d" % (f, unit.index, k))
+            for k in range(3) for f in (0, 1)], None
+
+  def merge_totals(self, partials):
+    return None
+
+
+def _outputs(items):
+  """A step's outputs, a tagged one as (tag, value)."""
+  return [(x.tag, x.value) if isinstance(x, beam.pvalue.TaggedOutput) else x for x in items]
+
+
+def _parts(ds):
+  folder = storage.local_path(ds.parts_dir())
+  return {n: open(os.path.join(folder, n), "rb").read() for n in sorted(os.listdir(folder))}
+
+
+def test_retried_steps_write_the_same_objects_and_only_references_travel(tmp_path):
+  """A bundle that runs twice (Beam's retry, or a speculative copy) writes
+  the same run objects, lane objects and file; what the examples and deal
+  steps hand on is a reference (path, first key, last key), not records."""
+  from textrecords.engine import beam as beam_engine  # pylint: disable=import-outside-toplevel
+  ds = direct_output.DirectDataset(str(tmp_path / "out" / "meta.json"), {"x": 1})
+  gen, units = _Interleaved(), [protocol.Unit(i, 0, "in.txt", i, i + 1) for i in range(3)]
+  attempts = []
+  for _ in range(2):
+    out = [x for u in units for x in beam_engine._staged_unit(gen, u, {}, ds.parts_dir())]  # pylint: disable=protected-access
+    attempts.append((_outputs(out), _parts(ds)))
+  assert attempts[0] == attempts[1]
+  refs = [x for x in attempts[0][0] if x[0] != beam_engine.TOTALS]
+  assert len(refs) == 6 and all(f == ref[0] and isinstance(ref[1], str) for f, ref in refs)
+  assert sorted(ref[2:4] for f, ref in refs if f == 0) == [(0, 8), (1, 9), (2, 10)]
+
+  paths = [str(tmp_path / "out" / n) for n in ("a.tfrecord", "b.tfrecord")]
+  files = [record_files.Target(0, p, "") for p in paths]
+  infos = []
+  for _ in range(2):
+    for f in (0, 1):
+      item = (f, {"records": [ref for g, ref in refs if g == f], "file": [None]})
+      infos += list(beam_engine._write_sorted(item, gen, [ds], files, []))  # pylint: disable=protected-access
+  assert infos[:2] == infos[2:] and all(info[1]["records"] == 9 for info in infos)
+  dealt = []
+  for _ in range(2):
+    item = (0, [ref for g, ref in refs if g == 0])
+    dealt.append((_outputs(beam_engine._deal_group(item, gen, 2, ds.parts_dir(), [])),  # pylint: disable=protected-access
+                  _parts(ds)))
+  assert dealt[0] == dealt[1]
+  assert dealt[0][0][0] == (beam_engine.COUNTS, (0, 9))
+  assert [(g, lane) for g, (lane, _) in dealt[0][0][1:]] == [(0, 0), (0, 1)]
+  ds.finalize(paths, lambda infos: {"files": infos}, [info for _, info in infos[2:]])
+  expected = sorted((u + 4 * k, b"f0-u%d-k%d" % (u, k)) for u in range(3) for k in range(3))
+  assert list(tfrecord.read_records(paths[0])) == [r for _, r in expected]
+  assert sorted(os.listdir(tmp_path / "out")) == [  # (finalize removes the parts folder)
+      "a.tfrecord", "a.tfrecord.index", "b.tfrecord", "b.tfrecord.index", "meta.json"]
+
+
+def test_partition_value_is_staged_once_and_loaded_a_slot_at_a_time(tmp_path, monkeypatch):
+  """A partitioned pass's value is one object per partition (the same path
+  on a retry); its units go in slots of `UNITS_PER_LOAD` consecutive units;
+  a worker process keeps the last `VALUES_KEPT` values it loaded."""
+  from textrecords.engine import beam as beam_engine  # pylint: disable=import-outside-toplevel
+  parts = str(tmp_path / "parts")
+  staged = [beam_engine._stage_value((p, {"value": p}), parts) for p in (0, 1, 2, 0)]  # pylint: disable=protected-access
+  assert staged[0] == staged[3] == (0, storage.join(parts, "value-p000000"))
+  units = [protocol.Unit(i, 0, "in.txt", i, i + 1, partition=2) for i in range(6)]
+  slots = list(beam_engine._unit_slots((2, {"units": units[::-1], "value": [staged[2][1]]})))  # pylint: disable=protected-access
+  n = beam_engine.UNITS_PER_LOAD
+  assert slots == [((2, i // n), (u, staged[2][1])) for i, u in enumerate(units)]
+  reads = []
+  real = storage.read_bytes
+  monkeypatch.setattr(storage, "read_bytes", lambda p: reads.append(p) or real(p))
+  monkeypatch.setattr(beam_engine, "_LOADED", collections.OrderedDict())
+  loaded = [beam_engine._loaded_value(staged[p][1])["value"] for p in (0, 0, 1, 0, 2, 1, 0)]  # pylint: disable=protected-access
+  assert loaded == [0, 0, 1, 0, 2, 1, 0] and beam_engine.VALUES_KEPT == 2
+  assert [os.path.basename(p) for p in reads] == ["value-p%06d" % p for p in (0, 1, 2, 1, 0)]

@@ -1,21 +1,11 @@
-"""The Beam engine: a generator's per-unit functions as an Apache Beam pipeline.
+"""The Beam engine: a declared generator (`engine.protocol`) as an Apache Beam pipeline.
 
-Each package builds its pipeline from the same pure functions its local run
-calls (its `units.py`), keyed the same way, so the record files and metadata
-are byte-identical to `--engine=local`. This module holds what every package
-needs around them:
+The pipeline runs the same engine-neutral steps as the local and Dask
+engines (`engine.generator_steps`, `engine.record_files`), so the record
+files and metadata are byte-identical to `--engine=local`:
 
   * `run`: pipeline options from `--beam_pipeline_options`, the run, and
     errors raised in workers turned back into the one-line `UserError`.
-  * `write_files`: records arrive as parts `(file, order, framed bytes,
-    count)`; each part is written as a hidden object under the output
-    location, then one worker per output file streams its parts in `order`
-    straight to the output location (`direct_output.DirectDataset`: same
-    gzip framing, sha256 and offset index as a local run) under a hidden
-    finished name. No step holds more than one part in memory, and an
-    output file with no part is still written (empty).
-  * `finalize`: the last step of the pipeline: moves the finished files into
-    place and writes the metadata strictly last (`DirectDataset.finalize`).
   * `run_generator`: any declared generator (`engine.protocol`): units ->
     Reshuffle -> passes as global combines (small side inputs; a
     partitioned pass's value staged once per partition and loaded by the
@@ -46,13 +36,11 @@ import pickle
 import re
 import threading
 import traceback
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, Sequence
 
 import apache_beam as beam
 
-from textrecords.datasets import vocab as core_vocab
 from textrecords.files import storage
-from textrecords.files import text_input
 from textrecords.engine import generator_steps
 from textrecords.engine import parse_pipeline_options, require_beam
 from textrecords.engine import record_files
@@ -108,191 +96,6 @@ def run(options_text: str, build: Callable) -> None:
     if m:
       raise UserError(m.group(1).strip()) from None
     raise
-
-
-# ---------------------------------------------------------------- reading
-
-def file_chunks(item, chunk_bytes: int):
-  """(file index, path) -> ((file index, chunk index), chunk) for byte ranges
-  of whole lines (`text_input.line_chunks`), in reading order: a large file
-  is read by many workers, as by the local engine's workers."""
-  file_index, path = item
-  for i, chunk in enumerate(text_input.line_chunks([path], chunk_bytes)):
-    yield (file_index, i), chunk
-
-
-# ---------------------------------------------------------------- writing
-
-def stage(dataset, name: str, data: bytes) -> str:
-  """Writes one intermediate object under the run's hidden parts folder of the
-  output location (`DirectDataset.parts_dir`); returns its path."""
-  path = storage.join(dataset.parts_dir(), name)
-  storage.write_file(path, data)
-  return path
-
-
-def _write_part(part, dataset):
-  file_index, order, data, count = part
-  name = "part-%06d-%s" % (file_index, "-".join(str(int(o)) for o in order))
-  return file_index, (tuple(order), stage(dataset, name, data), count)
-
-
-def _write_file(item, datasets, paths: Sequence[str], compression: str, skip: frozenset):
-  file_index, grouped = item
-  path = paths[file_index]
-  if path in skip:  # finished by the run being resumed
-    return
-  h = datasets[file_index].open(path, compression)
-  try:
-    for _, staged, count in sorted(grouped["parts"]):
-      h.write_framed(storage.read_bytes(staged), count)
-    info = h.commit()
-  except BaseException:
-    h.abort()
-    raise
-  yield info
-
-
-def write_files(parts, datasets, paths: Sequence[str], compression: str,
-                skip: Sequence[str] = (), label: str = "records"):
-  """Writes record files from parts, straight into the output location;
-  returns a PCollection of file infos.
-
-  Each part is an object under the run's parts folder (written by the worker
-  that made it); one worker per output file streams its parts in order
-  through `DirectDataset.open` (same bytes, sha256 and index as a local run).
-  A retried bundle writes the same bytes again.
-
-  Args:
-    parts: PCollection of (file index, order tuple, framed bytes, records).
-    datasets: the `DirectDataset` of each path (or one for all).
-    paths: the output files (index -> path); every one is written, even
-      with no part.
-    compression: "" or "GZIP".
-    skip: paths already finished (resume): their parts are dropped.
-  """
-  if not isinstance(datasets, (list, tuple)):
-    datasets = [datasets] * len(paths)
-  p = parts.pipeline
-  keyed = parts | f"{label}: stage parts" >> beam.Map(_write_part, datasets[0])
-  files = (p | f"{label}: files" >> beam.Create(list(range(len(paths))))
-           | f"{label}: key files" >> beam.Map(lambda i: (i, None)))
-  return ({"parts": keyed, "file": files}
-          | f"{label}: group parts" >> beam.CoGroupByKey()
-          | f"{label}: write files" >> beam.FlatMap(_write_file, list(datasets), list(paths),
-                                                     compression, frozenset(skip)))
-
-
-def _finalize(infos: List[dict], dataset, paths, small_files, build_meta, *sides):
-  names = {storage.basename(q) for q in paths}
-  infos = [i for i in infos if i["name"] in names]
-  for path, data in small_files(*sides).items():
-    if not dataset.is_finished(path):
-      infos.append(dataset.write_bytes(path, data))
-  dataset.finalize(list(paths), lambda file_infos: build_meta(file_infos, *sides), infos)
-  return True
-
-
-def finalize(infos, dataset, paths: Sequence[str], build_meta: Callable,
-             side_values: Sequence = (),
-             small_files: Callable[..., Dict[str, bytes]] = lambda *_: {},
-             label: str = "finalize"):
-  """The pipeline's last step: small files, then every file in place, metadata last.
-
-  Args:
-    infos: PCollection of file infos from `write_files` (those not in
-      `paths` are ignored: every dataset's step may wait for all files).
-    dataset: the run's `DirectDataset` (destination checked at launch).
-    paths: every file of the dataset, in metadata order.
-    build_meta: (file infos, *side values) -> metadata dict.
-    side_values: singleton PCollections (counts, vocab, ...) passed to
-      `build_meta` and `small_files`.
-    small_files: (*side values) -> {path: bytes} (vocab files, ...).
-  """
-  sides = [beam.pvalue.AsSingleton(s) for s in side_values]
-  return (infos
-          | f"{label}: all infos" >> beam.combiners.ToList()
-          | f"{label}: write metadata" >> beam.Map(_finalize, dataset, list(paths), small_files,
-                                                   build_meta, *sides))
-
-
-# ---------------------------------------------------------------- combiners
-
-class FirstSeenCounts(beam.CombineFn):
-  """Token counts whose iteration order is first occurrence, as a local Counter's.
-
-  Inputs are (order key, tokens) or (order key, distinct tokens, their
-  counts): one unit (sentence, pair side, file chunk) whose position in the
-  corpus is the sortable order key, tokens in their order in the unit. The
-  output Counter is filled in order of each token's first (key, position),
-  so a frequency vocabulary built from it breaks ties exactly as one built
-  from a Counter updated unit by unit in corpus order.
-
-  With `counter=False` the output is the accumulator itself (token ->
-  [count, first (key, position)]), which another `FirstSeenCounts` takes as
-  an input: counts combined per file where they are made, then globally.
-  """
-
-  def __init__(self, counter: bool = True):
-    super().__init__()
-    self.counter = counter
-
-  def create_accumulator(self):
-    return {}
-
-  def add_input(self, acc, element):
-    if isinstance(element, dict):
-      return self.merge_accumulators([acc, element])
-    return core_vocab.count_first_seen(acc, element[0], element[1],
-                                       element[2] if len(element) > 2 else None)
-
-  def merge_accumulators(self, accumulators):
-    return core_vocab.merge_first_seen(accumulators)
-
-  def extract_output(self, acc):
-    return core_vocab.first_seen_counter(acc) if self.counter else acc
-
-
-class SumTuples(beam.CombineFn):
-  """Element-wise sums (and maxima) of fixed-length tuples.
-
-  `ops` names each position's combination: "sum" or "max".
-  """
-
-  def __init__(self, ops: Sequence[str]):
-    super().__init__()
-    self.ops = tuple(ops)
-
-  def create_accumulator(self):
-    return [0] * len(self.ops)
-
-  def add_input(self, acc, element):
-    for i, (op, v) in enumerate(zip(self.ops, element)):
-      acc[i] = acc[i] + v if op == "sum" else max(acc[i], v)
-    return acc
-
-  def merge_accumulators(self, accumulators):
-    out = self.create_accumulator()
-    for acc in accumulators:
-      out = self.add_input(out, acc)
-    return out
-
-  def extract_output(self, acc):
-    return tuple(acc)
-
-
-DECODE_ERRORS = "decode_errors"  # the tag of a read step's (replaced, skipped) output
-
-
-def decode_error_counts(pairs, label: str = "decode errors"):
-  """(lines replaced, lines skipped) per read unit -> one `text_input.DecodeErrorCounts`.
-
-  A singleton PCollection (a side input for the summary): the same sums a
-  local run adds up from its workers' counts, so the metadata is equal.
-  """
-  return (pairs
-          | f"{label}: sum" >> beam.CombineGlobally(SumTuples(["sum", "sum"]))
-          | f"{label}: counts" >> beam.MapTuple(text_input.DecodeErrorCounts))
 
 
 # ---------------------------------------------------------------- declared generators
