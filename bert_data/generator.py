@@ -260,6 +260,15 @@ class BertGenerator(protocol.Generator):
       return runs
     return bucket_rows.packed_runs(runs, _BucketOf(self.num_buckets(values)), packer)
 
+  def cut_keys(self, file_index: int, values: Dict[str, Any]):
+    """Where a file may be cut into segments written apart: anywhere
+    without --pack_instances, else only where an order bucket starts (its
+    rows are packed from the whole bucket)."""
+    if units_lib.make_row_packer(self.config) is None:
+      return None
+    starts = _ShardOf(self.num_buckets(values), 1).starts
+    return (starts ^ np.uint64(_SIGN)).view(np.int64).tolist()
+
   def num_buckets(self, values: Dict[str, Any]) -> int:
     """The run's order buckets (several partitions: from the input's size)."""
     if "corpus" in values:

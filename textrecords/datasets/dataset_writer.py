@@ -21,8 +21,8 @@ from typing import Callable, Dict, List, Sequence
 from textrecords.files import atomic_file
 from textrecords.datasets import index
 from textrecords.datasets import metadata
+from textrecords.files import hashing
 from textrecords.files import storage
-from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 
@@ -159,7 +159,7 @@ class DatasetWriter:
         continue  # a line cut by the kill
       done = os.path.join(self.dir, f".{info['name']}.done")
       if (os.path.exists(done) and os.path.getsize(done) == info["bytes"]
-          and tfrecord.file_sha256(done) == info["sha256"]):
+          and hashing.content_matches(done, info)):
         self._finished[info["name"]] = info
         self._kept.add(info["name"])
 
@@ -278,6 +278,7 @@ class DatasetWriter:
                                      for p in indexes]
     paths = list(paths) + indexes
     meta.setdefault("fingerprint", self.fingerprint)
+    metadata.set_format(meta)
     old_files = self._old_listed_files()
     if os.path.exists(self.meta_path):
       os.remove(self.meta_path)

@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import secrets
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, Iterable, List, Sequence
 
 from textrecords.files import atomic_file
 from textrecords.datasets import index
@@ -133,6 +133,33 @@ class DirectDataset:
     """A writer for one file of the dataset; `.commit()` returns its info."""
     return StreamFile(self, storage.basename(path), compression)
 
+  def join(self, path: str, segments: Sequence[dict], index_chunks: Callable[[dict], Iterable[bytes]],
+           joined: dict) -> dict:
+    """A record file made of segment objects written apart (in order): all
+    checked there first, joined on the store's side under the finished
+    name, its offset index written from `index_chunks(info)`; returns its
+    info (`joined`, as `StreamFile.commit` returns one)."""
+    name = storage.basename(path)
+    info = dict(joined)
+    done = self.done_path(name)
+    storage.concatenate([s["path"] for s in segments if s["bytes"]], done)
+    if storage.size(done) != info["bytes"]:
+      storage.remove(done)
+      raise UserError(f"{done}: joined {storage.size(done)} bytes, expected {info['bytes']}")
+    if info["records"]:
+      h = StreamFile(self, storage.basename(index.index_path(name)))
+      try:
+        for chunk in index_chunks(info):
+          h.write(chunk)
+      except BaseException:
+        h.abort()
+        storage.remove(done)
+        raise
+      info["_index_info"] = h.commit()
+    storage.write_file(storage.join(self.dir, _info_name(name, self.run)),
+                       json.dumps(info, sort_keys=True).encode())
+    return info
+
   def write_bytes(self, path: str, data: bytes) -> dict:
     """Writes a small file (vocabulary, ...) of the dataset; returns its info."""
     h = self.open(path)
@@ -183,6 +210,7 @@ class DirectDataset:
     meta.setdefault("files", file_infos)
     meta["files"] = meta["files"] + [dict(i, role=metadata.ROLE_INDEX) for i in index_infos]
     meta.setdefault("fingerprint", self.fingerprint)
+    metadata.set_format(meta)
     self._publish(file_infos + index_infos, metadata.dumps(meta))
     return meta
 
@@ -232,7 +260,7 @@ def _leftover_of(name: str, ours) -> bool:
 
 
 def _public(info: dict) -> dict:
-  return {k: info[k] for k in ("name", "bytes", "sha256", "records")}
+  return {k: info[k] for k in ("name", "bytes", "sha256", "records", "segments") if k in info}
 
 
 class StreamFile:

@@ -127,12 +127,18 @@ def _mapped(path: str):
 
 def encode(offsets: np.ndarray, record_name: str, size: int, sha256: str) -> bytes:
   """The bytes of an index file for a record file of `size` bytes and `sha256`."""
+  return b"".join((header_bytes(record_name, size, sha256, len(offsets) - 1),
+                   memoryview(np.ascontiguousarray(offsets, "<u8")).cast("B")))
+
+
+def header_bytes(record_name: str, size: int, sha256: str, records: int) -> bytes:
+  """An index file's bytes before its offsets (magic, header, padding):
+  the offsets (`records + 1` of them, little-endian uint64) follow."""
   header = json.dumps({"format": FORMAT, "record_file": record_name, "bytes": int(size),
-                       "sha256": sha256, "records": int(len(offsets) - 1)},
+                       "sha256": sha256, "records": int(records)},
                       sort_keys=True).encode("utf-8")
   pad = b"\0" * (-(len(MAGIC) + 4 + len(header)) % 8)
-  return b"".join((MAGIC, struct.pack("<I", len(header)), header, pad,
-                   memoryview(np.ascontiguousarray(offsets, "<u8")).cast("B")))
+  return b"".join((MAGIC, struct.pack("<I", len(header)), header, pad))
 
 
 class RecordIndex:

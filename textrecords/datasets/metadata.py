@@ -10,6 +10,13 @@ One convention for every package (format "textrecords/2"):
    "splits": {"train": {"num_records": 42, "files": ["train.tfrecord"]}},
    ... package fields (schema, flags, counts, vocab hashes) ...}
 
+A record file written in segments by parallel workers (one over
+`engine.file_segments.SEGMENT_BYTES`, uncompressed) also lists them,
+"segments": [{"offset", "bytes", "sha256"}, ...] in file order, and its
+"sha256" is `hashing.segments_sha256` of that list (no worker read the
+whole file); such metadata is format "textrecords/3" (`set_format`), read
+by this version like format 2, refused by earlier ones.
+
 Every file of the dataset is in `files`, with its role ("records", "vocab",
 "tokenizer", ...); record files also name their split, and `splits` lists
 each split's record files in reading order with their total record count.
@@ -29,8 +36,8 @@ from typing import Dict, List, Optional, Union
 from textrecords.files import atomic_file
 from textrecords import __version__
 from textrecords.datasets import layout as layout_lib
+from textrecords.files import hashing
 from textrecords.files import storage
-from textrecords.files import tfrecord
 from textrecords.errors import UserError
 
 FORMAT_PREFIX = "textrecords/"
@@ -43,6 +50,21 @@ ROLE_INDEX = "index"          # a record file's offset index (textrecords.datase
 
 # verify="checksum" logs a line before hashing at least this many bytes.
 VERIFY_LOG_BYTES = 256 << 20
+
+
+SEGMENTED_FORMAT_VERSION = 3  # a record file listed with "segments" (written in parts)
+SEGMENTED_FORMAT = f"{FORMAT_PREFIX}{SEGMENTED_FORMAT_VERSION}"
+READABLE_FORMATS = (FORMAT, SEGMENTED_FORMAT)
+
+
+def set_format(meta: dict) -> dict:
+  """Marks metadata that lists a file written in segments (its "sha256" is
+  `hashing.segments_sha256` of its "segments") as format 3, so that an
+  earlier textrecords refuses it instead of finding its sha256 wrong;
+  other metadata keeps format 2, byte for byte. Returns `meta`."""
+  if any(f.get("segments") for f in meta.get("files", [])):
+    meta["format"] = SEGMENTED_FORMAT
+  return meta
 
 
 def dumps(meta: dict) -> bytes:
@@ -126,7 +148,7 @@ def load(path: str) -> dict:
     raise UserError(f"{path}: not a textrecords metadata file")
   if fmt == FORMAT_PREFIX + "1":
     meta = _from_format_1(meta)
-  elif fmt != FORMAT:
+  elif fmt not in READABLE_FORMATS:
     raise UserError(f"{path}: metadata format {fmt!r} written by textrecords "
                     f"{meta.get('version')}; this is textrecords {__version__} (format "
                     f"{FORMAT!r}): upgrade textrecords or rerun create")
@@ -307,7 +329,7 @@ def _sha_checked(checked: list, meta_path: str, log) -> list:
   bad = set()
   for p, i in todo:
     key = _sha_key(p, i["sha256"])
-    if tfrecord.file_sha256(p) == i["sha256"]:
+    if hashing.content_matches(p, i):
       _CHECKED[key] = True
     else:
       bad.add(p)

@@ -50,10 +50,15 @@ class EngineOptions:
     beam_pipeline_options: comma-separated key=value (Beam only).
     dask_scheduler: HOST:PORT of a running Dask scheduler (Dask only; empty:
       a local cluster of --num_workers processes).
+    segment_bytes: a record file over this many bytes of records is written
+      in segments by parallel workers, then joined (`engine.file_segments`;
+      its metadata lists them; its record bytes are the same). Every engine
+      cuts at the same keys; tests set a small value.
   """
   name: str = "local"
   beam_pipeline_options: str = ""
   dask_scheduler: str = ""
+  segment_bytes: int = 256 << 20
 
   @property
   def is_beam(self) -> bool:

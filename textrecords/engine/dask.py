@@ -18,7 +18,9 @@ DaskRunner).
      per record.
   3. Files: one task per record file merges its runs in key order, passes
      them through the generator's `finish_file` and streams the file in
-     place (`DirectDataset.open`); a generator that deals
+     place (`DirectDataset.open`); a file over `segment_bytes` of records
+     has a task per segment (a key range, `engine.file_segments`) and a
+     task joining them on the store's side; a generator that deals
      (`deals_records`) first has a task per group make its lanes
      (`engine.record_files`), then a task per file writes its lanes of
      every group in order. A last task writes the small files and each
@@ -39,6 +41,7 @@ from typing import Any, Dict, Iterator, List, Sequence
 
 import distributed
 
+from textrecords.engine import file_segments
 from textrecords.engine import generator_steps
 from textrecords.engine import record_files
 from textrecords.engine import sharded_pass
@@ -200,13 +203,48 @@ def _write_dealt(dataset, target: record_files.Target, lane_paths: Sequence[str]
       dataset.open(target.path, target.compression), record_files.read_lanes(lane_paths))
 
 
-def _write_files(client, gen, values, datasets, runs: Dict[int, List[tuple]]) -> List:
-  """One task per record file (after a task per group, for a generator that
-  deals); returns the futures of (dataset, info) or None."""
+def _write_segment(gen, values: Dict[str, Any], dataset, file_index: int,
+                   target: record_files.Target, bounds, runs: Sequence[tuple], path: str):
+  """One segment of a record file (`file_segments`), or None (kept by a resume)."""
+  if dataset.is_finished(target.path):
+    return None
+  return file_segments.write_file_segment(gen, values, file_index, bounds, runs, path)
+
+
+def _join(dataset, target: record_files.Target, *segments):
+  """A record file joined from its segments: (its dataset, its info), or
+  None (kept by a resume)."""
+  if dataset.is_finished(target.path):
+    return None
+  return target.dataset, file_segments.join_direct(dataset, target.path, segments)
+
+
+def _file_future(client, gen, values, dataset, file_index: int, target: record_files.Target,
+                 runs: Sequence[tuple], plan: Sequence[tuple]):
+  """The future of record file `file_index`: one task, or one task per
+  segment of its plan and a task joining them."""
+  if len(plan) == 1:
+    return client.submit(_write_file, gen, values, dataset, file_index, target, runs,
+                         pure=False)
+  segments = [client.submit(_write_segment, gen, values, dataset, file_index, target, bounds,
+                            file_segments.touching(runs, bounds),
+                            file_segments.segment_path(dataset.parts_dir(), file_index, j),
+                            pure=False) for j, bounds in enumerate(plan)]
+  return client.submit(_join, dataset, target, *segments, pure=False)
+
+
+def _write_files(client, gen, values, datasets, runs: Dict[int, List[tuple]],
+                 segment_bytes: int = file_segments.SEGMENT_BYTES) -> List:
+  """One task per record file, or per segment of a large one and a task
+  joining them (after a task per group, for a generator that deals: a
+  file each); returns the futures of (dataset, info) or None."""
   files = record_files.targets(gen)
   if not gen.deals_records:
-    return [client.submit(_write_file, gen, values, datasets[t.dataset], f, t, runs.get(f, []),
-                          pure=False) for f, t in enumerate(files)]
+    plans = _results(client, [client.submit(file_segments.file_plan, gen, values, f,
+                                            runs.get(f, []), t.compression, segment_bytes,
+                                            pure=False) for f, t in enumerate(files)])
+    return [_file_future(client, gen, values, datasets[t.dataset], f, t, runs.get(f, []),
+                         plans[f]) for f, t in enumerate(files)]
   parts_dir = datasets[0].parts_dir()
   dealt = _results(client, [client.submit(_deal_group, gen, values, g, runs[g], len(files),
                                           parts_dir, pure=False) for g in sorted(runs)])
@@ -220,10 +258,11 @@ def _finalize(gen, datasets, values, totals, infos):
   return True
 
 
-def run_generator(gen, datasets: Sequence, scheduler: str, num_workers: int) -> None:
+def run_generator(gen, datasets: Sequence, scheduler: str, num_workers: int,
+                  segment_bytes: int = file_segments.SEGMENT_BYTES) -> None:
   """Runs a declared generator on a Dask cluster; workers write `datasets`
   (a `DirectDataset` per dataset of `gen.datasets()`) in place, each
-  dataset's metadata last."""
+  dataset's metadata last; a record file over `segment_bytes` in segments."""
   units = gen.units()
   with client_for(scheduler, num_workers) as client:
     values: Dict[str, Any] = {}
@@ -242,7 +281,7 @@ def run_generator(gen, datasets: Sequence, scheduler: str, num_workers: int) -> 
     for _, unit_runs in done:
       for entry in unit_runs:
         runs.setdefault(entry[0], []).append(entry)
-    infos = _write_files(client, gen, shared, datasets, runs)
+    infos = _write_files(client, gen, shared, datasets, runs, segment_bytes)
     _results(client, infos)
     _results(client, [client.submit(_finalize, gen, datasets, values, totals, infos,
                                     pure=False)])

@@ -145,7 +145,7 @@ def write_file(handle, runs: Iterable[record_runs.Run]) -> dict:
 
 # ---------------------------------------------------------------- runs on the store
 
-RunEntry = Tuple[int, str, int, int]  # (file index, path, first key, last key)
+RunEntry = Tuple[int, str, int, int, int]  # (file index, path, first key, last key, data bytes)
 
 
 def run_path(parts_dir: str, file_index: int, unit_index: int) -> str:
@@ -156,13 +156,13 @@ def run_path(parts_dir: str, file_index: int, unit_index: int) -> str:
 def keyed_runs(parts_dir: str, unit_index: int,
                by_file: Dict[int, record_runs.Run]) -> List[RunEntry]:
   """Writes each file's run of a unit as one object; returns [(file index,
-  path, first key, last key)]."""
+  path, first key, last key, bytes of its framed records)]."""
   out = []
   for file_index in sorted(by_file):
     path = run_path(parts_dir, file_index, unit_index)
     run = by_file[file_index]
     storage.write_file(path, record_runs.to_bytes(run))
-    out.append((file_index, path, *record_runs.bounds(run)))
+    out.append((file_index, path, *record_runs.bounds(run), len(run.data)))
   return out
 
 
@@ -178,11 +178,11 @@ def merged_run(entries: Sequence[RunEntry]) -> Iterable[record_runs.Run]:
     return
   chunk = record_runs.chunk_bytes(len(entries))
   yield from record_runs.merged_records(
-      [record_runs.chunked_records(_range_reader(e[1]), storage.size(e[1]), chunk)
+      [record_runs.chunked_records(range_reader(e[1]), storage.size(e[1]), chunk)
        for e in sorted(entries, key=lambda e: e[1])])
 
 
-def _range_reader(path: str):
+def range_reader(path: str):
   """`read_at(start, end)`: bytes [start, end) of the object at `path`, one
   ranged read each (no file kept open, no read-ahead cache)."""
   if storage.is_url(path):

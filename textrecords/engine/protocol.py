@@ -38,6 +38,13 @@ A package says *what* is computed; an engine (`local`, `beam`, `dask`) says
     the same on every engine. Keep memory bounded: hold one slice of the
     ordered records at a time (bert: one order bucket), never the file.
     With `deals_records` it is called per group, before the dealing.
+    A large file is written in segments (`engine.file_segments`): its
+    records are cut at keys that `cut_keys(file_index, values)` allows
+    and each slice goes through its own `finish_file` call, so
+    `finish_file` must give, for slices cut there, the runs it gives for
+    the whole file, slice by slice (bert: cut only between order
+    buckets, as it packs a bucket at a time). Without `cut_keys` a
+    generator that overrides `finish_file` is never cut.
   * `layout()`, `outputs()`, `fingerprint()`, `small_files(values)`,
     `metadata(values, totals, infos)`: the files of the run and the
     metadata written last. A run of several datasets (one metadata each)
@@ -289,6 +296,15 @@ class Generator:
     (see the module doc): `record_runs.Run`s of framed records in key order
     in, runs out; by default the runs as given."""
     return runs
+
+  def cut_keys(self, file_index: int,  # pylint: disable=unused-argument
+               values: Dict[str, Any]) -> Optional[Sequence[int]]:
+    """The keys at which record file `file_index`'s sorted records may be
+    cut into segments written apart (`engine.file_segments`), each slice
+    through its own `finish_file` call: None for any key (the default
+    without a `finish_file`), else the allowed keys, sorted (the default
+    with one: [], never cut)."""
+    return None if not finishes_files(self) else []
 
   def small_files(self, values: Dict[str, Any]) -> Dict[str, bytes]:
     """Path -> bytes of the files that are not records."""

@@ -62,7 +62,7 @@ def _run_engine(gen, options, engine, run) -> List[dict]:
       # deferred: the dask extra
       from textrecords.engine import dask as dask_engine  # pylint: disable=import-outside-toplevel
       dask_engine.run_generator(gen, datasets, engine.dask_scheduler,
-                                options.num_workers)
+                                options.num_workers, engine.segment_bytes)
   except UserError:
     for d, (_, out) in zip(datasets, gen.datasets()):
       d.discard(out.paths)
