@@ -261,12 +261,16 @@ class BertGenerator(protocol.Generator):
     return bucket_rows.packed_runs(runs, _BucketOf(self.num_buckets(values)), packer)
 
   def cut_keys(self, file_index: int, values: Dict[str, Any]):
-    """Where a file may be cut into segments written apart: anywhere
-    without --pack_instances, else only where an order bucket starts (its
-    rows are packed from the whole bucket)."""
-    if units_lib.make_row_packer(self.config) is None:
-      return None
-    starts = _ShardOf(self.num_buckets(values), 1).starts
+    """Where record file `file_index` may be cut into segments written
+    apart: where one of its order buckets but the first starts (rows are
+    packed from whole buckets; this machine's `ordered_run` writes a
+    bucket at a time); nowhere with several --output_file (dealt)."""
+    if self.deals_records:
+      return []
+    num_buckets = self.num_buckets(values)
+    per_shard = num_buckets // self.config.num_shards
+    starts = _ShardOf(num_buckets, 1).starts[file_index * per_shard:
+                                            (file_index + 1) * per_shard - 1]
     return (starts ^ np.uint64(_SIGN)).view(np.int64).tolist()
 
   def num_buckets(self, values: Dict[str, Any]) -> int:
@@ -420,7 +424,7 @@ def create(config: BertConfig,
     vocab_sha = storage.sha256(config.tokenizer_file)
     gen = BertGenerator(config, tok, vocab_sha)
     if engine.name == "local":
-      return ordered_run.create(gen)
+      return ordered_run.create(gen, engine.segment_bytes)
     return generate.create(gen, config, engine, flag="--output_file")
   finally:
     _CACHE.clear()

@@ -30,13 +30,14 @@ The bytes are those every earlier release wrote. No TensorFlow here.
 import itertools
 import os
 import random
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
 from bert_data import reference_mode
 from bert_data import units
 from textrecords.datasets.layout import DatasetLayout
+from textrecords.engine import file_segments
 from textrecords.engine import generator_steps
 from textrecords.engine import local as local_engine
 from textrecords.engine import parallel
@@ -56,9 +57,11 @@ def datasets(config) -> List[run_lib.DatasetFiles]:
           for lay in map(DatasetLayout.for_file, config.output_files)]
 
 
-def create(gen) -> run_lib.RunResult:
+def create(gen, segment_bytes: int = file_segments.SEGMENT_BYTES) -> run_lib.RunResult:
   """Runs generator `gen` (a `generator.BertGenerator`) on this machine,
-  its output ordered here; returns the run's result."""
+  its output ordered here; returns the run's result. A record file over
+  `segment_bytes` gets the metadata of its segments as Dask and Beam write
+  them (`_segments`)."""
   config = gen.config
   progress = cli.Progress(config.quiet)
   outputs = datasets(config)
@@ -69,12 +72,13 @@ def create(gen) -> run_lib.RunResult:
                       "inputs and flags", force=True)
       return run.result()
     try:
-      return run.result(_run(gen, run, progress))
+      return run.result(_run(gen, run, progress, segment_bytes))
     finally:
       _STATE.clear()
 
 
-def _run(gen, run: run_lib.GeneratorRun, progress: cli.Progress) -> List[dict]:
+def _run(gen, run: run_lib.GeneratorRun, progress: cli.Progress,
+         segment_bytes: int = file_segments.SEGMENT_BYTES) -> List[dict]:
   """The run inside the GeneratorRun; returns each dataset's metadata written."""
   config = gen.config
   compression = tfrecord.check_compression(config.compression)
@@ -88,7 +92,7 @@ def _run(gen, run: run_lib.GeneratorRun, progress: cli.Progress) -> List[dict]:
                                        rng, run.scratch_dir(), targets, compression, progress)
     stats = gen.stats(value)
   else:
-    count, stats = _write_ordered(gen, run, targets, compression, progress)
+    count, stats = _write_ordered(gen, run, targets, compression, progress, segment_bytes)
   run.mark("write")
   build = gen.meta_builder(stats, count)
   metas = run.finalize([build] * len(run.datasets))
@@ -118,7 +122,7 @@ def _spill_task(task):
   for key, rec in zip(keys.tolist(), records):
     writer.add(key, rec)
   writer.close()
-  return writer.bucket_counts
+  return writer.bucket_counts, writer.bucket_bytes
 
 
 def _frame_bucket(task):
@@ -149,13 +153,14 @@ def _frame_bucket(task):
 
 
 def _write_ordered(gen, run: run_lib.GeneratorRun, targets, compression: str,
-                   progress: cli.Progress):
+                   progress: cli.Progress, segment_bytes: int = file_segments.SEGMENT_BYTES):
   """Every instance spilled to the order buckets, partition by partition,
   then the buckets sorted, framed (packed into rows with --pack_instances)
   and written; returns (the number of instances, the corpus counts summed
   over the partitions: `BertGenerator.stats`)."""
   config = gen.config
   per_bucket, stats = None, np.zeros(4, np.int64)
+  bucket_bytes = None
   partitions = itertools.groupby(gen.units(), key=lambda u: u.partition)
   for _, part_units in partitions:
     value = _corpus_value(gen, list(part_units), config.num_workers)
@@ -163,12 +168,15 @@ def _write_ordered(gen, run: run_lib.GeneratorRun, targets, compression: str,
       run.mark("read")  # (the pass's finish said what it read)
     if per_bucket is None:  # (every partition's value has the run's bucket count)
       per_bucket = np.zeros(value["buckets"], np.int64)
+      bucket_bytes = np.zeros(value["buckets"], np.int64)
       _STATE.update(gen=gen, spill_dir=run.scratch_dir(), num_buckets=value["buckets"])
     _STATE["value"] = value
     stats += gen.stats(value)
     tasks = gen.all_tasks(value)
-    for n, counts in enumerate(parallel.ordered_map(_spill_task, tasks, config.num_workers)):
+    for n, (counts, nbytes) in enumerate(parallel.ordered_map(_spill_task, tasks,
+                                                              config.num_workers)):
       per_bucket += counts
+      bucket_bytes += nbytes
       progress.update(
           lambda: f"instances: {int(per_bucket.sum()):,} ({n + 1}/{len(tasks)} tasks)")
     _STATE["value"] = value = None  # (one partition's corpus held at a time)
@@ -178,13 +186,49 @@ def _write_ordered(gen, run: run_lib.GeneratorRun, targets, compression: str,
   total = int(per_bucket.sum()) if per_bucket is not None else 0
   gen.check_counts(stats, total, len(targets))
   _STATE["row_packer"] = units.make_row_packer(config)
+  cuts = ({} if compression or per_bucket is None else
+          _segments(gen, per_bucket, bucket_bytes, len(targets), segment_bytes))
   _write_buckets(config.num_workers, targets, per_bucket, compression,
-                 len(config.output_files) > 1, progress)
+                 len(config.output_files) > 1, progress, cuts)
   return total, stats
 
 
+def _segments(gen, per_bucket: np.ndarray, bucket_bytes: np.ndarray, n_files: int,
+              segment_bytes: int) -> Dict[int, List[int]]:
+  """{file: the buckets its segments start at, after its first} of the
+  record files Dask and Beam write in segments (`file_segments.plan`:
+  from the file's framed records' bytes and `BertGenerator.cut_keys`);
+  a file whose cuts are not where this run's buckets start (a bucket
+  count other than theirs) is left whole."""
+  if gen.deals_records:
+    return {}
+  nb = len(per_bucket)
+  per_shard = nb // n_files
+  framed = bucket_bytes + tfrecord.FRAME_BYTES * per_bucket
+  starts = {int(k): j for j, k in enumerate(spill_bucket_starts(nb), start=1)}
+  out = {}
+  for f in range(n_files):
+    total = int(framed[f * per_shard:(f + 1) * per_shard].sum())
+    keys = file_segments.allowed_cuts(total, gen.cut_keys(f, {}), segment_bytes)
+    buckets = [starts.get(k + (1 << 63)) for k in keys]
+    if buckets and None not in buckets:
+      out[f] = buckets
+  return out
+
+
+def spill_bucket_starts(num_buckets: int) -> List[int]:
+  """The first uint64 order key of buckets 1 .. num_buckets - 1 (`spill`'s
+  bucket (key * num_buckets) >> 64).
+
+  >>> spill_bucket_starts(4) == [1 << 62, 2 << 62, 3 << 62]
+  True
+  """
+  return [-(-(j << 64) // num_buckets) for j in range(1, num_buckets)]
+
+
 def _write_buckets(num_workers: int, targets, per_bucket: np.ndarray, compression: str,
-                   round_robin: bool, progress: cli.Progress) -> None:
+                   round_robin: bool, progress: cli.Progress,
+                   cuts: Optional[Dict[int, List[int]]] = None) -> None:
   """Sorts and frames the spilled buckets in workers; writer processes append them.
 
   Args:
@@ -193,7 +237,11 @@ def _write_buckets(num_workers: int, targets, per_bucket: np.ndarray, compressio
     per_bucket: records in each bucket.
     round_robin: instances go to the files round-robin (several
       --output_file), else file i holds the i-th range of buckets (shards).
+    cuts: {file: the buckets where its segments start} (`_segments`).
   """
+  cuts = cuts or {}
+  written = [0] * len(targets)  # bytes appended to each file so far
+  at: Dict[int, List[int]] = {f: [] for f in cuts}  # byte offsets of those buckets
   nb, n_files = len(per_bucket), len(targets)
   per_shard = 0 if round_robin else nb // n_files
   firsts = np.concatenate([[0], np.cumsum(per_bucket)[:-1]]).tolist()
@@ -201,6 +249,10 @@ def _write_buckets(num_workers: int, targets, per_bucket: np.ndarray, compressio
 
   def part_lists():
     for b, parts in enumerate(parallel.ordered_map(_frame_bucket, tasks, num_workers)):
+      if not round_robin and b in cuts.get(b // per_shard, ()):
+        at[b // per_shard].append(written[b // per_shard])
+      for p in parts:
+        written[p.file] += os.path.getsize(p.data)
       if round_robin:
         finished = range(n_files) if b == nb - 1 else ()
       else:
@@ -208,4 +260,7 @@ def _write_buckets(num_workers: int, targets, per_bucket: np.ndarray, compressio
       yield parts, finished
       progress.update(lambda: f"written {int(per_bucket[:b + 1].sum()):,} records")
 
-  local_engine.append_parts(part_lists(), targets, compression, num_workers)
+  local_engine.append_parts(
+      part_lists(), targets, compression, num_workers,
+      lambda f, info: (local_engine.segmented_info(info, at[f], num_workers) if f in at
+                       else info))

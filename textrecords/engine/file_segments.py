@@ -27,6 +27,7 @@ worker ever reads the whole file. GZIP files are one stream: one writer
 each, never segments.
 """
 
+import bisect
 import hashlib
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -54,102 +55,102 @@ def plan(entries: Sequence[tuple], allowed: Optional[Sequence[int]],
   """The key ranges of one file's segments, in order.
 
   Args:
-    entries: the file's runs as `generator_steps.RunEntry`s (only their
-      first key, last key and bytes are used: [2], [3], [4]).
-    allowed: the keys a segment may start at (`Generator.cut_keys`), or
-      None for any key.
+    entries: the file's runs as `generator_steps.RunEntry`s.
+    allowed: the keys inside the file a segment may start at
+      (`Generator.cut_keys`), or None for any key.
     segment_bytes: the run bytes a segment aims at.
   Returns:
     `WHOLE` when the runs hold under two segments' worth or no cut is
-    allowed; else ceil(bytes / segment_bytes) ranges or fewer. Runs whose
-    key ranges do not overlap (units in key order) are cut between runs,
-    at the boundary nearest each equal share of the bytes; overlapping
-    runs at the key where the bytes, taken as spread evenly over each
-    run's key range, reach it (snapped to an allowed key).
+    possible; else n = ceil(bytes / segment_bytes) ranges or fewer, cut
+    where only the records decide, never the units (whose sizes may follow
+    the worker count): with `allowed`, at evenly spaced allowed keys
+    (`even_cuts`: the generator's slices, e.g. order buckets, taken as of
+    equal size); with any key allowed and runs whose key ranges do not
+    overlap (keys in unit order), at the first record starting at or after
+    each equal share of the bytes (`share_offsets`; its run's keys and
+    starts read); overlapping runs without `allowed`: whole.
 
   >>> e = [(0, "", 0, 9, 100), (0, "", 10, 19, 100), (0, "", 20, 29, 100)]
-  >>> plan(e, None, 150), plan(e, None, 300)
-  ([(None, 10), (10, None)], [(None, None)])
-  >>> plan([(0, "", 0, 99, 100), (0, "", 0, 99, 100)], [20, 60], 100)
-  [(None, 60), (60, None)]
+  >>> plan(e, None, 100), plan(e, None, 300)
+  ([(None, 10), (10, 20), (20, None)], [(None, None)])
+  >>> plan([(0, "", 0, 99, 100), (0, "", 0, 99, 100)], None, 100)
+  [(None, None)]
+  >>> plan(e, [5, 12, 18, 25], 100)
+  [(None, 12), (12, 18), (18, None)]
   """
   total = sum(int(e[4]) for e in entries)
-  n = -(-total // max(1, segment_bytes))
-  if n < 2:
-    return WHOLE
-  bounds = [(int(e[2]), int(e[3])) for e in entries]
-  order = record_runs.disjoint(bounds)
-  if order:
-    cuts = _run_cuts([entries[i] for i in order], allowed, n, total)
+  if allowed is not None:
+    cuts = allowed_cuts(total, allowed, segment_bytes)
   else:
-    cuts = _spread_cuts(entries, allowed, n, total)
+    order = record_runs.disjoint([(int(e[2]), int(e[3])) for e in entries])
+    cuts = _byte_cuts([entries[i] for i in order], total, segment_bytes) if order else []
   if not cuts:
     return WHOLE
   ends: List[Optional[int]] = [None, *cuts, None]
   return list(zip(ends[:-1], ends[1:]))
 
 
-def _run_cuts(ordered: Sequence[tuple], allowed, n: int, total: int) -> List[int]:
-  """Cut keys between runs laid end to end in key order: for each share
-  j * total / n, the allowed boundary nearest it (ties: the earlier)."""
-  candidates = []  # (bytes before, cut key)
-  before = 0
-  for prev, run in zip(ordered, ordered[1:]):
-    before += int(prev[4])
-    key = _allowed_in(allowed, int(prev[3]) + 1, int(run[2]))
-    if key is not None:
-      candidates.append((before, key))
-  if not candidates:
-    return []
+def segment_count(total: int, segment_bytes: int) -> int:
+  """How many segments `total` bytes of runs aim at: ceil(total / segment_bytes)."""
+  return -(-total // max(1, segment_bytes))
+
+
+def share_offsets(total: int, segment_bytes: int) -> List[int]:
+  """The byte offsets j * total // n, j = 1 .. n - 1 (n: `segment_count`),
+  each followed by the first record starting at or after it.
+
+  >>> share_offsets(300, 100), share_offsets(300, 300)
+  ([100, 200], [])
+  """
+  n = segment_count(total, segment_bytes)
+  return [j * total // n for j in range(1, n)] if n >= 2 else []
+
+
+def allowed_cuts(total: int, allowed: Sequence[int], segment_bytes: int) -> List[int]:
+  """The cut keys of a file of `total` bytes of runs whose generator
+  allows cuts only at `allowed` (`even_cuts`; none under two segments)."""
+  n = segment_count(total, segment_bytes)
+  return even_cuts(allowed, n) if n >= 2 else []
+
+
+def even_cuts(allowed: Sequence[int], n: int) -> List[int]:
+  """n - 1 cut keys (fewer where they coincide) from the m allowed keys
+  inside a file, which cut it into m + 1 slices: the allowed key before
+  slice round(j * (m + 1) / n), j = 1 .. n - 1.
+
+  >>> even_cuts([10, 20, 30, 40, 50], 3), even_cuts([10], 4), even_cuts([], 2)
+  ([20, 40], [10], [])
+  """
+  m = len(allowed)
+  picks = {min(m, max(1, (2 * j * (m + 1) + n) // (2 * n))) - 1 for j in range(1, n)}
+  return [int(allowed[i]) for i in sorted(picks)] if m else []
+
+
+def _byte_cuts(ordered: Sequence[tuple], total: int, segment_bytes: int) -> List[int]:
+  """Cut keys of runs laid end to end in key order: the key of the first
+  record starting at or after each of `share_offsets` (the keys and starts
+  of the run it falls in read from its object)."""
+  befores = np.cumsum([0] + [int(e[4]) for e in ordered]).tolist()
   cuts = set()
-  for j in range(1, n):
-    share = j * total // n
-    cuts.add(min(candidates, key=lambda c: (abs(c[0] - share), c[0]))[1])
-  return sorted(cuts)
-
-
-def _allowed_in(allowed, lo: int, hi: int) -> Optional[int]:
-  """The key to cut at between keys lo - 1 and hi: hi when any key is
-  allowed, else the first allowed key in [lo, hi], or None."""
-  if allowed is None:
-    return hi
-  i = int(np.searchsorted(np.asarray(allowed, np.int64), lo, side="left"))
-  return int(allowed[i]) if i < len(allowed) and allowed[i] <= hi else None
-
-
-def _spread_cuts(entries: Sequence[tuple], allowed, n: int, total: int) -> List[int]:
-  """Cut keys for runs whose key ranges overlap (hashed keys): the key
-  where the estimated bytes before it reach each share (integers only, so
-  every machine finds the same), snapped to the nearest allowed key."""
-  spans = [(int(e[2]), int(e[3]) - int(e[2]) + 1, int(e[4])) for e in entries]
-  lo = min(s[0] for s in spans)
-  hi = max(s[0] + s[1] for s in spans)  # one past the last key
-
-  def before(key: int) -> int:
-    return sum(size * min(max(key - first, 0), length) // length
-               for first, length, size in spans)
-
-  cuts = set()
-  for j in range(1, n):
-    share = j * total // n
-    a, b = lo, hi
-    while a < b:  # the smallest key with before(key) >= share
-      mid = (a + b) // 2
-      if before(mid) >= share:
-        b = mid
-      else:
-        a = mid + 1
-    key = a if allowed is None else _nearest(allowed, a)
-    if key is not None and lo < key < hi:
+  for at in share_offsets(total, segment_bytes):
+    r = bisect.bisect_right(befores, at) - 1
+    key = _key_at(ordered[r], at - befores[r]) if at > befores[r] else int(ordered[r][2])
+    if key is None and r + 1 < len(ordered):
+      key = int(ordered[r + 1][2])
+    if key is not None and key > int(ordered[0][2]):
       cuts.add(key)
   return sorted(cuts)
 
 
-def _nearest(allowed: Sequence[int], key: int) -> Optional[int]:
-  """The allowed key nearest `key` (ties: the smaller), or None."""
-  if not len(allowed):
-    return None
-  return min((int(k) for k in allowed), key=lambda k: (abs(k - key), k))
+def _key_at(entry: tuple, offset: int) -> Optional[int]:
+  """The key of the run's first record starting at or after byte `offset`
+  of its records (None: none does)."""
+  read_at = generator_steps.range_reader(entry[1])
+  n = int(np.frombuffer(read_at(0, 8), "<u8")[0])
+  index_bytes = read_at(8, 8 + 16 * n)
+  starts = np.frombuffer(index_bytes, "<i8", n, 8 * n)
+  i = int(np.searchsorted(starts, offset, side="left"))
+  return int(np.frombuffer(index_bytes, "<i8", 1, 8 * i)[0]) if i < n else None
 
 
 # ---------------------------------------------------------------- a segment's records

@@ -38,11 +38,16 @@ from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequenc
 
 import numpy as np
 
+from textrecords.engine import file_segments
 from textrecords.engine import generator_steps
 from textrecords.engine import parallel
 from textrecords.engine import protocol
 from textrecords.engine import record_files
 from textrecords.engine import record_runs
+from textrecords.datasets import index
+from textrecords.files import atomic_file
+from textrecords.files import hashing
+from textrecords.files import storage
 
 _LENGTH = struct.Struct("<Q")
 
@@ -204,7 +209,8 @@ def _route(msg) -> int:
 
 
 def append_parts(part_lists: Iterable, targets: Sequence, compression: str,
-                 num_workers: int) -> None:
+                 num_workers: int,
+                 amend: Optional[Callable[[int, dict], dict]] = None) -> None:
   """Appends parts to the outputs in writer processes; records the finished files.
 
   This process only passes parts along (scratch file names, start offsets):
@@ -215,6 +221,8 @@ def append_parts(part_lists: Iterable, targets: Sequence, compression: str,
     part_lists: yields ([Part], [file indexes now complete]).
     targets: per output file, (DatasetWriter, path), or None if finished.
     compression: "" or "GZIP".
+    amend: (file index, the info of its written file) -> the info to
+      record (`segmented_info`), or None.
   """
   def messages():
     for parts, finished in part_lists:
@@ -239,7 +247,7 @@ def append_parts(part_lists: Iterable, targets: Sequence, compression: str,
   for f, t in enumerate(targets):
     if t is not None:
       writer, path = t
-      writer.record_finished(path, infos[f])
+      writer.record_finished(path, infos[f] if amend is None else amend(f, infos[f]))
 
 
 # ---------------------------------------------------------------- declared generators
@@ -366,16 +374,23 @@ def _file_writer(gen, writers) -> PartWriter:
   return PartWriter(open_file)
 
 
-def _write_records(gen, writers, runs: dict, values: dict):
+def _write_records(gen, writers, runs: dict, values: dict, spill_dir: str, num_workers: int,
+                   segment_bytes: int):
   """Each record file from its runs merged in key order and through the
   generator's `finish_file`, a run a part (finished files of a resumed run
-  are kept); a generator that deals (`deals_records`) has its groups dealt."""
+  are kept), a file over `segment_bytes` in segments written by the worker
+  processes and joined (`_write_segmented`); a generator that deals
+  (`deals_records`) has its groups dealt."""
   files = record_files.targets(gen)
+  segmented = {} if gen.deals_records else _write_segmented(
+      gen, writers, runs, values, spill_dir, num_workers, segment_bytes)
   out = _file_writer(gen, writers)
   try:
     if gen.deals_records:
       _deal_groups(gen, out, runs, values, len(files))
     for f, t in enumerate(files):
+      if f in segmented:
+        continue
       if not gen.deals_records and not writers[t.dataset].is_finished(t.path):
         for run in generator_steps.file_runs(gen, f, values,
                                              generator_steps.merged_run(runs.get(f, []))):
@@ -383,6 +398,56 @@ def _write_records(gen, writers, runs: dict, values: dict):
       out.finish(f)
   finally:
     out.abort()
+
+
+def _segment(item):
+  """Worker: one segment of a record file (`file_segments`); its info."""
+  f, bounds, entries, path = item
+  return file_segments.write_file_segment(_GEN["gen"], _GEN["values"], f, bounds, entries, path)
+
+
+def _write_segmented(gen, writers, runs: dict, values: dict, spill_dir: str,
+                     num_workers: int, segment_bytes: int) -> set:
+  """The record files whose runs hold over `segment_bytes` (as Dask and
+  Beam cut them, `file_segments.file_plan`): every segment written by the
+  worker processes into the scratch folder, then each file joined in the
+  kernel (`storage.concatenate`) and recorded; returns their indexes."""
+  files = record_files.targets(gen)
+  plans = {}
+  for f, t in enumerate(files):
+    if not writers[t.dataset].is_finished(t.path):
+      plan = file_segments.file_plan(gen, values, f, runs.get(f, []), t.compression,
+                                     segment_bytes)
+      if len(plan) > 1:
+        plans[f] = plan
+  items = [(f, bounds, file_segments.touching(runs.get(f, []), bounds),
+            file_segments.segment_path(spill_dir, f, j))
+           for f, plan in sorted(plans.items()) for j, bounds in enumerate(plan)]
+  done = iter(parallel.ordered_map(_segment, items, num_workers, initializer=_init_generator,
+                                   initargs=(gen, values, spill_dir)))
+  for f, plan in sorted(plans.items()):
+    segments = [next(done) for _ in plan]
+    _join_segments(writers[files[f].dataset], files[f].path, segments)
+  return set(plans)
+
+
+def _join_segments(writer, path: str, segments: Sequence[dict]) -> None:
+  """A record file of a `DatasetWriter` joined from its segments (each
+  checked first) under a temp name and recorded with its offset index."""
+  name = os.path.basename(path)
+  file_segments.check_segments(name, segments)
+  info = file_segments.joined_info(name, segments)
+  tmp = atomic_file.temp_path_for(path)
+  storage.concatenate([s["path"] for s in segments if s["bytes"]], tmp)
+  info["_tmp"] = tmp
+  if info["records"]:
+    info["_index"] = b"".join(file_segments.index_chunks(info, segments))
+  try:
+    writer.record_finished(path, info)
+  except BaseException:
+    storage.remove(tmp)
+    raise
+  file_segments.remove_segments(segments)
 
 
 def _deal_groups(gen, out: PartWriter, runs: dict, values: dict, n_files: int):
@@ -426,17 +491,19 @@ def _unit_parts(item):
 
 
 def _stream_records(gen, writers, units, values, spill_dir: Optional[str], num_workers: int,
-                    carried: _Carried):
+                    carried: _Carried, segment_bytes: int = file_segments.SEGMENT_BYTES):
   """For a generator whose keys follow its units (`keys_follow_units`):
   each unit's records appended to their files as the units come, in unit
   order (nothing sorted or spilled across units); returns the merged totals.
+  A file whose units hold over `segment_bytes` is written whole here, and
+  its segments (where Dask and Beam cut it) hashed after (`_streamed_segments`).
 
   Raises:
     RuntimeError: a unit's records come before records already written (the
       declaration is wrong).
   """
   out = _file_writer(gen, writers)
-  totals, last = None, {}
+  totals, last, sizes = None, {}, {}
   items = ((u, carried.pop(u.index)) for u in units)
   try:
     for partial, parts in parallel.ordered_map(_unit_parts, items, num_workers,
@@ -449,12 +516,54 @@ def _stream_records(gen, writers, units, values, spill_dir: Optional[str], num_w
           raise RuntimeError(f"{gen.package}: keys_follow_units is declared, but a unit's "
                              f"records come before earlier ones in record file {f}")
         last[f] = end
+        sizes[f] = sizes.get(f, 0) + (len(p.data) if isinstance(p.data, bytes)
+                                      else os.path.getsize(p.data))
         out.append(p)
-    for f in range(len(record_files.targets(gen))):
-      out.finish(f)
+    for f, t in enumerate(record_files.targets(gen)):
+      if (t.compression or gen.cut_keys(f, values) is not None
+          or not file_segments.share_offsets(sizes.get(f, 0), segment_bytes)):
+        out.finish(f)
+        continue
+      info = out.finish(f, commit=False)
+      if info is not None:
+        writers[t.dataset].record_finished(
+            t.path, _streamed_segments(info, segment_bytes, num_workers))
   finally:
     out.abort()
   return totals
+
+
+def _range_sha256(item) -> str:
+  return hashing.range_sha256(*item)
+
+
+def _streamed_segments(info: dict, segment_bytes: int, num_workers: int) -> dict:
+  """`segmented_info` of a file written whole, of unique keys in unit
+  order, cut as `file_segments.plan` cuts such runs: at the first record
+  starting at or after each of `file_segments.share_offsets` (from the
+  file's offset index)."""
+  offsets = index.decode(info["_index"], info["name"]).offsets
+  at = np.searchsorted(offsets, file_segments.share_offsets(info["bytes"], segment_bytes))
+  cuts = sorted({int(offsets[i]) for i in at} - {0, info["bytes"]})
+  return segmented_info(info, cuts, num_workers)
+
+
+def segmented_info(info: dict, cuts: Sequence[int], num_workers: int) -> dict:
+  """The info (`FileHandle.finish`'s) of a file written whole, made that of
+  its segments, which start at byte offsets `cuts` (after the first, at 0),
+  as Dask and Beam write them (`file_segments.joined_info`): their
+  sha256s, hashed in the worker processes, and the offset index's header
+  to match."""
+  offsets = [0, *cuts, info["bytes"]]
+  ranges = [(info["_tmp"], a, b - a) for a, b in zip(offsets, offsets[1:])]
+  shas = parallel.ordered_map(_range_sha256, ranges, num_workers)
+  out = file_segments.joined_info(info["name"], [
+      {"bytes": n, "sha256": sha, "records": 0} for (_, _, n), sha in zip(ranges, shas)])
+  out.update(records=info["records"], _tmp=info["_tmp"])
+  if info.get("_index") is not None:
+    offsets = index.decode(info["_index"], info["name"]).offsets
+    out["_index"] = index.encode(offsets, info["name"], out["bytes"], out["sha256"])
+  return out
 
 
 def _say_kept(gen, writers, options) -> None:
@@ -466,9 +575,11 @@ def _say_kept(gen, writers, options) -> None:
           file=sys.stderr, flush=True)
 
 
-def run_generator(gen, run, num_workers: int) -> List[dict]:
+def run_generator(gen, run, num_workers: int,
+                  segment_bytes: int = file_segments.SEGMENT_BYTES) -> List[dict]:
   """Runs a declared generator inside `run` (a `GeneratorRun`); returns each
-  dataset's metadata written."""
+  dataset's metadata written; a record file over `segment_bytes` in
+  segments, as every engine cuts it (`engine.file_segments`)."""
   writers = run.writers
   _say_kept(gen, writers, run.options)
   units = gen.units()
@@ -482,7 +593,8 @@ def run_generator(gen, run, num_workers: int) -> List[dict]:
     if (gen.keys_follow_units and not protocol.finishes_files(gen)
         and not gen.deals_records):
       totals = _stream_records(gen, writers, units, values,
-                               spill_dir if num_workers > 1 else None, num_workers, carried)
+                               spill_dir if num_workers > 1 else None, num_workers, carried,
+                               segment_bytes)
       runs = None
     else:
       totals, runs = _spill_records(gen, units, values, spill_dir, num_workers, carried)
@@ -495,6 +607,6 @@ def run_generator(gen, run, num_workers: int) -> List[dict]:
     if not w.is_finished(path):
       w.write_bytes(path, data)
   if runs is not None:
-    _write_records(gen, writers, runs, values)
+    _write_records(gen, writers, runs, values, spill_dir, num_workers, segment_bytes)
   run.mark("write")
   return run.finalize([lambda infos: gen.metadata(values, totals, infos)] * len(writers))

@@ -32,6 +32,7 @@ class SpillWriter:
     self.compress = compress
     self.count = 0
     self.bucket_counts = [0] * num_buckets  # records added per bucket
+    self.bucket_bytes = [0] * num_buckets  # their bytes
 
   def add(self, key: int, record: bytes):
     b = (key * self.num_buckets) >> 64
@@ -40,6 +41,7 @@ class SpillWriter:
     self._sizes[b] += len(chunk)
     self.count += 1
     self.bucket_counts[b] += 1
+    self.bucket_bytes[b] += len(record)
     if self._sizes[b] >= self._limit:
       self._flush(b)
 

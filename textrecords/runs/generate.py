@@ -51,7 +51,7 @@ def create(gen, options, engine, *, flag: str,
 def _run_engine(gen, options, engine, run) -> List[dict]:
   """The engine's run inside `run`; returns each dataset's metadata written."""
   if engine.name == "local":
-    return local.run_generator(gen, run, options.num_workers)
+    return local.run_generator(gen, run, options.num_workers, engine.segment_bytes)
   datasets = list(run.writers)
   try:
     if engine.name == "beam":
