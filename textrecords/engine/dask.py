@@ -6,9 +6,11 @@ of `--num_workers` processes. dask.distributed is used directly (not Beam's
 DaskRunner).
 
   1. Passes: each unit mapped in a task, the partials merged in a tree of
-     tasks (`TREE_FAN_IN` at a time); the small value goes to later tasks as
-     an argument. A sharded pass's partials are split by token shard, each
-     shard merged in its own tree and selected before the global tree
+     tasks (`TREE_FAN_IN` at a time) that grows as the maps finish, a few
+     groups of units mapped ahead (`MAP_GROUPS_IN_FLIGHT`), so workers never
+     hold every unit's partial; the small value goes to later tasks as an
+     argument. A sharded pass's groups are split by token shard, each shard
+     merged in its own tree and selected before the global tree
      (`engine.sharded_pass`). A partitioned pass: per partition a tree and
      a finishing task, whose value (a future) goes only to its units' tasks,
      a few partitions at a time (`_partitioned_runs`).
@@ -65,13 +67,18 @@ def client_for(scheduler: str, num_workers: int) -> Iterator["distributed.Client
     yield client
 
 
-def _results(client, futures: Sequence) -> List[Any]:
-  """The futures' results in order; the first failed one's error (in list
-  order) raised as itself."""
+def _raise_failed(futures: Sequence) -> None:
+  """Waits for the futures; the first failed one's error (in list order)
+  raised as itself."""
   distributed.wait(futures)
   for f in futures:
     if f.status == "error":
       raise f.exception()
+
+
+def _results(client, futures: Sequence) -> List[Any]:
+  """The futures' results in order (`_raise_failed` first)."""
+  _raise_failed(futures)
   return client.gather(list(futures))
 
 
@@ -99,37 +106,84 @@ def _merge_tree(client, gen, name: str, futures: List):
   return futures[0] if futures else None
 
 
-def _selected_shards(client, gen, name: str, futures: List) -> List:
-  """A sharded pass's partials merged `TREE_FAN_IN` at a time and split by
-  token shard; each shard merged in its own tree and selected (a future
-  per shard)."""
-  splits = [client.submit(_merge_split, gen, name, *futures[i:i + TREE_FAN_IN], pure=False)
-            for i in range(0, len(futures), TREE_FAN_IN)]
-  out = []
-  for s in range(generator_steps.pass_named(gen, name).shards):
-    pieces = [client.submit(operator.getitem, x, s, pure=False) for x in splits]
-    out.append(client.submit(_select, gen, name, _merge_tree(client, gen, name, pieces),
-                             pure=False))
-  return out
-
-
 def _scattered(client, values: Dict[str, Any]):
   """The values as one future, sent to the workers once: `client.map` would
   make a keyword argument over 100 kB a data task named after it, which
-  distributed 2026.11 fails to send (AssertionError: TaskState 'values')."""
-  shared, = client.scatter([values])
+  distributed 2026.11 fails to send (AssertionError: TaskState 'values').
+  Under a key of its own (`hash=False`): equal values scattered again would
+  share the key, and the release of the earlier future could drop it while
+  the later one's tasks wait for it ("lost dependencies")."""
+  shared, = client.scatter([values], hash=False)
   return shared
 
 
+class _GrowingTree:
+  """A merge tree fed a future at a time: each `TREE_FAN_IN` futures of a
+  level merge in a task into one of the next level, so it holds fewer than
+  `TREE_FAN_IN` futures a level, not every partial of the corpus."""
+
+  def __init__(self, client, gen, name: str):
+    self.client, self.gen, self.name = client, gen, name
+    self.levels: List[List[Any]] = []
+
+  def add(self, future) -> None:
+    """Adds one partial (a future), merging full levels."""
+    level = 0
+    while True:
+      if level == len(self.levels):
+        self.levels.append([])
+      self.levels[level].append(future)
+      if len(self.levels[level]) < TREE_FAN_IN:
+        return
+      future = self.client.submit(_merge, self.gen, self.name, *self.levels[level], pure=False)
+      self.levels[level] = []
+      level += 1
+
+  def merged(self):
+    """Every partial added, merged: one future, or None."""
+    return _merge_tree(self.client, self.gen, self.name,
+                       [f for level in self.levels for f in level])
+
+
+MAP_GROUPS_IN_FLIGHT = 3  # groups of TREE_FAN_IN units mapped before the oldest's merge is waited for
+
+
+def _merged_pass(client, gen, name: str, units, values: Dict[str, Any]):
+  """One pass's partials merged (a future, or None): units mapped
+  `TREE_FAN_IN` at a time, each group merged (a sharded pass's: merged and
+  split by token shard) into a `_GrowingTree` (one per shard), at most
+  `MAP_GROUPS_IN_FLIGHT` groups before the oldest's merge is waited for,
+  so workers hold a few groups' partials, not every unit's; a sharded
+  pass's shards then selected and merged. A failed map's error is raised
+  in unit order."""
+  sharded = sharded_pass.is_sharded(generator_steps.pass_named(gen, name))
+  trees = [_GrowingTree(client, gen, name)
+           for _ in range(generator_steps.pass_named(gen, name).shards if sharded else 1)]
+  shared = _scattered(client, values)
+  flight: List[List[Any]] = []
+  for i in range(0, len(units), TREE_FAN_IN):
+    maps = client.map(_map_unit, units[i:i + TREE_FAN_IN], gen=gen, name=name, values=shared,
+                      pure=False)
+    group = client.submit(_merge_split if sharded else _merge, gen, name, *maps, pure=False)
+    if sharded:
+      for s, tree in enumerate(trees):
+        tree.add(client.submit(operator.getitem, group, s, pure=False))
+    else:
+      trees[0].add(group)
+    flight.append(maps + [group])
+    if len(flight) >= MAP_GROUPS_IN_FLIGHT:
+      _raise_failed(flight.pop(0))
+  for futures in flight:
+    _raise_failed(futures)
+  if not sharded:
+    return trees[0].merged()
+  return _merge_tree(client, gen, name, [client.submit(_select, gen, name, t.merged(), pure=False)
+                                         for t in trees])
+
+
 def _pass_value(client, gen, name: str, units, values: Dict[str, Any]):
-  """One pass: units mapped, partials merged in a tree (a sharded pass's per
-  shard first), the value finished here."""
-  futures = client.map(_map_unit, units, gen=gen, name=name,
-                       values=_scattered(client, values), pure=False)
-  _results(client, futures)
-  if sharded_pass.is_sharded(generator_steps.pass_named(gen, name)):
-    futures = _selected_shards(client, gen, name, futures)
-  merged = _merge_tree(client, gen, name, futures)
+  """One pass (`_merged_pass`), its value finished here."""
+  merged = _merged_pass(client, gen, name, units, values)
   merged = _results(client, [merged])[0] if merged is not None else None
   return generator_steps.finish_pass(gen, name, merged)
 
