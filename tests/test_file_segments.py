@@ -36,6 +36,7 @@ from w2v_data import reader as w2v_reader
 from w2v_data.config import W2vConfig
 
 W2V_TINY = os.path.join(TESTDATA, "w2v_tiny.txt")
+MULTI = "runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"
 
 
 def _files(out) -> dict:
@@ -182,6 +183,17 @@ def test_bert_packed_rows_cut_between_order_buckets_local_and_dask(tmp_path, mon
   assert _records_only(local) == _records_only(_files(tmp_path / "whole"))
   assert _files(tmp_path / "dask") == local
   assert _segmented(local["t.tfrecord.meta.json"])
+
+
+def test_w2v_beam_segmented_equals_local(tmp_path):
+  """Beam's multi-processing runner: the local run's segmented file,
+  index and metadata."""
+  pytest.importorskip("apache_beam")
+  _w2v(tmp_path / "local", EngineOptions(segment_bytes=2000))
+  _w2v(tmp_path / "beam", EngineOptions("beam", MULTI, segment_bytes=2000))
+  local = _files(tmp_path / "local")
+  assert _segmented(local["meta.json"])
+  assert _files(tmp_path / "beam") == local
 
 
 # ---------------------------------------------------------------- failures and reading

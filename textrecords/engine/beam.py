@@ -41,8 +41,10 @@ from typing import Any, Callable, Dict, Sequence
 import apache_beam as beam
 
 from textrecords.files import storage
+from textrecords.engine import file_segments
 from textrecords.engine import generator_steps
 from textrecords.engine import parse_pipeline_options, require_beam
+from textrecords.engine import protocol
 from textrecords.engine import record_files
 from textrecords.engine import sharded_pass
 from textrecords.errors import UserError
@@ -131,13 +133,14 @@ def _split_partial(partial, gen, name: str):
   return sharded_pass.keyed_pieces(generator_steps.pass_named(gen, name), partial)
 
 
-def _pass_value(spread, gen, ps, names, values):
-  """A pass's value (a singleton): units mapped, partials merged globally;
-  a sharded pass's partials first split by token shard, merged per shard
-  (CombinePerKey) and selected, so the global merge sees selections only."""
-  single = beam.pvalue.AsSingleton
-  partials = spread | f"{ps.name}: map" >> beam.Map(_map_unit, gen, ps.name, list(names),
-                                                      *[single(v) for v in values])
+def _pass_value(spread, gen, ps, names, values, partials=None):
+  """A pass's value (a singleton): units mapped (unless `partials` are
+  given: `_carrying_map`), partials merged globally; a sharded pass's
+  partials first split by token shard, merged per shard (CombinePerKey) and
+  selected, so the global merge sees selections only."""
+  if partials is None:
+    partials = spread | f"{ps.name}: map" >> beam.Map(
+        _map_unit, gen, ps.name, list(names), *[beam.pvalue.AsSingleton(v) for v in values])
   if sharded_pass.is_sharded(ps):
     partials = (partials
                 | f"{ps.name}: split" >> beam.FlatMap(_split_partial, gen, ps.name)
@@ -166,29 +169,52 @@ class _TotalsCombine(beam.CombineFn):
     return acc
 
 
+STATES = "states"  # the tag of (unit, the path of its carried state or None)
+
+
+def _carrying_map(unit, gen, name: str, names, parts_dir: str, *values):
+  """The last pass's map of one unit: its partial, and (unit, the path of
+  its `protocol.Carry` state pickled as an object under `parts_dir`, or
+  None) tagged apart, for the unit's examples (which then skip the work
+  the state holds, as on the local engine; the bytes are the same)."""
+  partial, state, _ = protocol.split_carry(
+      generator_steps.map_pass_carry(gen, name, unit, dict(zip(names, values))))
+  path = None
+  if state is not None:
+    path = storage.join(parts_dir, "state-u%08d" % unit.index)
+    storage.write_file(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+  yield beam.pvalue.TaggedOutput(STATES, (unit, path))
+  yield partial
+
+
 TOTALS = "totals"  # the tag of a unit's example statistics
 
 
-def _staged_unit(gen, unit, values: Dict[str, Any], parts_dir: str):
-  """A unit's examples: its totals (tagged), then (file index, (file, path,
-  first key, last key)) of each run object written under `parts_dir`
-  (`generator_steps.keyed_runs`: named by file and unit, so a retried
-  bundle writes the same objects again)."""
-  by_file, totals = generator_steps.unit_records(gen, unit, values)
+def _staged_unit(gen, unit, values: Dict[str, Any], parts_dir: str, state: Any = None):
+  """A unit's examples (`state`: its carried state or None): its totals
+  (tagged), then (file index, (file, path, first key, last key)) of each
+  run object written under `parts_dir` (`generator_steps.keyed_runs`:
+  named by file and unit, so a retried bundle writes the same objects
+  again)."""
+  by_file, totals = generator_steps.unit_records(gen, unit, values, state)
   yield beam.pvalue.TaggedOutput(TOTALS, totals)
   for entry in generator_steps.keyed_runs(parts_dir, unit.index, by_file):
     yield entry[0], entry
 
 
 class _UnitRecords(beam.DoFn):
-  """A unit -> `_staged_unit`: only references to its runs go on."""
+  """(unit, its carried state's path or None) -> `_staged_unit`: only
+  references to its runs go on."""
 
   def __init__(self, gen, names, parts_dir: str):
     super().__init__()
     self.gen, self.names, self.parts_dir = gen, list(names), parts_dir
 
-  def process(self, unit, *values):
-    yield from _staged_unit(self.gen, unit, dict(zip(self.names, values)), self.parts_dir)
+  def process(self, item, *values):
+    unit, state_path = item
+    state = None if state_path is None else pickle.loads(storage.read_bytes(state_path))
+    yield from _staged_unit(self.gen, unit, dict(zip(self.names, values)), self.parts_dir,
+                            state)
 
 
 VALUES_KEPT = 2  # partition values a worker process keeps loaded
@@ -284,21 +310,57 @@ def _map_keyed(unit, gen, name, names, *values):
   return unit.partition, _map_unit(unit, gen, name, names, *values)
 
 
-def _write_sorted(item, gen, datasets, files, names, *values):
-  """(file index, {"records": [run references], "file": [...]}) -> (its
-  dataset, the file's info) (a file finished by the resumed run: nothing),
-  its runs merged in key order a chunk at a time
-  (`generator_steps.merged_run`) and through the generator's
-  `finish_file`."""
+def _plan_segments(item, gen, datasets, files, segment_bytes: int, names, *values):
+  """(file index, {"records": [run references], "file": [...]}) -> (file
+  index, (segment, segments, key range, its run references)) for each
+  segment of the file's plan (`file_segments.file_plan`: one for a file
+  under `segment_bytes`); nothing for a file finished by the resumed run."""
   file_index, grouped = item
   target = files[file_index]
-  dataset = datasets[target.dataset]
-  if dataset.is_finished(target.path):
+  if datasets[target.dataset].is_finished(target.path):
     return
-  runs = generator_steps.file_runs(gen, file_index, dict(zip(names, values)),
-                                   generator_steps.merged_run(list(grouped["records"])))
-  yield target.dataset, generator_steps.write_file(
-      dataset.open(target.path, target.compression), runs)
+  entries = list(grouped["records"])
+  plan = file_segments.file_plan(gen, dict(zip(names, values)), file_index, entries,
+                                 target.compression, segment_bytes)
+  for j, bounds in enumerate(plan):
+    yield file_index, (j, len(plan), bounds, file_segments.touching(entries, bounds))
+
+
+def _write_sorted(item, gen, datasets, files, names, *values):
+  """(file index, (segment, segments, key range, run references)) -> (file
+  index, (segment, segments, info)): a file of one segment written in place
+  (its runs merged in key order a chunk at a time,
+  `generator_steps.merged_run`, through the generator's `finish_file`),
+  else the segment as a hidden object (`file_segments.write_file_segment`)."""
+  file_index, (j, count, bounds, entries) = item
+  target = files[file_index]
+  dataset = datasets[target.dataset]
+  values = dict(zip(names, values))
+  if count == 1:
+    runs = generator_steps.file_runs(gen, file_index, values, generator_steps.merged_run(entries))
+    info = generator_steps.write_file(dataset.open(target.path, target.compression), runs)
+  else:
+    info = file_segments.write_file_segment(
+        gen, values, file_index, bounds, entries,
+        file_segments.segment_path(dataset.parts_dir(), file_index, j))
+  return file_index, (j, count, info)
+
+
+def _joined_file(item, datasets, files):
+  """(file index, [(segment, segments, info)]) -> (its dataset, the file's
+  info): a file of several segments joined (`file_segments.join_direct`)."""
+  file_index, parts = item
+  target = files[file_index]
+  parts = sorted(parts, key=lambda x: x[0])
+  count = parts[0][1]
+  if count == 1:
+    yield target.dataset, parts[0][2]
+    return
+  if [x[0] for x in parts] != list(range(count)):
+    raise UserError(f"{target.path}: {len(parts)} of its {count} segments written; "
+                    "rerun with --resume")
+  yield target.dataset, file_segments.join_direct(datasets[target.dataset], target.path,
+                                                  [x[2] for x in parts])
 
 
 COUNTS = "counts"  # the tag of a dealt group's record count
@@ -362,7 +424,8 @@ def _finalize_generator(infos, gen, datasets, names, totals, *values):
   return True
 
 
-def run_generator(gen, datasets: Sequence, options_text: str) -> None:
+def run_generator(gen, datasets: Sequence, options_text: str,
+                  segment_bytes: int = file_segments.SEGMENT_BYTES) -> None:
   """Runs a declared generator (`engine.protocol`) as a Beam pipeline whose
   workers write `datasets` (a `DirectDataset` per dataset of
   `gen.datasets()`) in place, each dataset's metadata last.
@@ -374,8 +437,9 @@ def run_generator(gen, datasets: Sequence, options_text: str) -> None:
   records for a file are written as one run object under the run's parts
   folder, and only its reference (file, path, first key, last key) goes
   through the shuffle; one worker per file merges its runs in key order a
-  chunk at a time and writes the file (a generator that deals:
-  `_dealt_files`); the last step writes the metadata.
+  chunk at a time and writes the file, or one worker per segment of a file
+  over `segment_bytes` (`engine.file_segments`) and one joining them (a
+  generator that deals: `_dealt_files`); the last step writes the metadata.
   """
   units = gen.units()
   files = record_files.targets(gen)
@@ -386,16 +450,23 @@ def run_generator(gen, datasets: Sequence, options_text: str) -> None:
     single = beam.pvalue.AsSingleton
     spread = (p | "units" >> beam.Create(units) | "spread units" >> beam.Reshuffle())
     names, values, recs = [], [], None
-    for ps in gen.passes:
+    carried = spread | "no states" >> beam.Map(lambda u: (u, None))
+    for i, ps in enumerate(gen.passes):
       if ps.partitioned:  # (the last pass: never a side input)
         recs = _partition_records(spread, gen, ps, names, values, parts_dir)
         break
-      values.append(_pass_value(spread, gen, ps, names, values))
+      partials = None
+      if i == len(gen.passes) - 1:  # (the last pass's states go to the examples)
+        mapped = spread | f"{ps.name}: map" >> beam.FlatMap(
+            _carrying_map, gen, ps.name, list(names), parts_dir,
+            *[single(v) for v in values]).with_outputs(STATES, main="partials")
+        partials, carried = mapped.partials, mapped[STATES]
+      values.append(_pass_value(spread, gen, ps, names, values, partials))
       names.append(ps.name)
     sides = [single(v) for v in values]
     if recs is None:
-      recs = spread | "examples" >> beam.ParDo(_UnitRecords(gen, names, parts_dir),
-                                               *sides).with_outputs(TOTALS, main="records")
+      recs = carried | "examples" >> beam.ParDo(_UnitRecords(gen, names, parts_dir),
+                                                *sides).with_outputs(TOTALS, main="records")
     totals = recs[TOTALS] | "totals" >> beam.CombineGlobally(_TotalsCombine(gen))
     file_keys = (p | "files" >> beam.Create(list(range(len(files))))
                  | "key files" >> beam.Map(lambda i: (i, None)))
@@ -404,8 +475,12 @@ def run_generator(gen, datasets: Sequence, options_text: str) -> None:
     else:
       infos = ({"records": recs.records, "file": file_keys}
                | "group by file" >> beam.CoGroupByKey()
-               | "write files" >> beam.FlatMap(_write_sorted, gen, datasets, files, names,
-                                               *sides))
+               | "plan segments" >> beam.FlatMap(_plan_segments, gen, datasets, files,
+                                                 segment_bytes, names, *sides)
+               | "spread segments" >> beam.Reshuffle()
+               | "write files" >> beam.Map(_write_sorted, gen, datasets, files, names, *sides)
+               | "group segments" >> beam.GroupByKey()
+               | "join segments" >> beam.FlatMap(_joined_file, datasets, files))
     _ = (infos | "all infos" >> beam.combiners.ToList()
          | "finalize" >> beam.Map(_finalize_generator, gen, datasets, names, single(totals),
                                   *sides))

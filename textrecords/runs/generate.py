@@ -57,7 +57,7 @@ def _run_engine(gen, options, engine, run) -> List[dict]:
     if engine.name == "beam":
       # deferred: the beam extra
       from textrecords.engine import beam  # pylint: disable=import-outside-toplevel
-      beam.run_generator(gen, datasets, engine.beam_pipeline_options)
+      beam.run_generator(gen, datasets, engine.beam_pipeline_options, engine.segment_bytes)
     else:
       # deferred: the dask extra
       from textrecords.engine import dask as dask_engine  # pylint: disable=import-outside-toplevel
