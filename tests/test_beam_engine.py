@@ -452,3 +452,27 @@ def test_partition_value_is_staged_once_and_loaded_a_slot_at_a_time(tmp_path, mo
   loaded = [beam_engine._loaded_value(staged[p][1])["value"] for p in (0, 0, 1, 0, 2, 1, 0)]  # pylint: disable=protected-access
   assert loaded == [0, 0, 1, 0, 2, 1, 0] and beam_engine.VALUES_KEPT == 2
   assert [os.path.basename(p) for p in reads] == ["value-p%06d" % p for p in (0, 1, 2, 1, 0)]
+
+
+def test_beam_examples_reuse_the_pass_reading(tmp_path, monkeypatch):
+  """Every pair kept (mt): the counting pass's carried state (each unit's
+  tokenized pairs) reaches the unit's examples as an object under the parts
+  folder, so Beam reads each unit once, as the local engine does; the bytes
+  are the local ones."""
+  reads = []
+  chunk = protocol.Unit.chunk
+  monkeypatch.setattr(protocol.Unit, "chunk", lambda u: reads.append(u.index) or chunk(u))
+  monkeypatch.setattr(mt_generator, "UNIT_BYTES", 200)
+  inputs = os.path.join(TESTDATA, "mt_pairs.txt")
+  n_units = len(protocol.units_from_sizes([inputs], 200))
+
+  def run(out, engine):
+    mt_generator.create(mt_config.MTConfig(input_file=inputs, output_dir=str(out), num_train=0,
+                                           num_val=7, num_shards=2, num_workers=1),
+                        log=lambda _: None, engine=engine)
+
+  run(tmp_path / "local", LOCAL)
+  reads.clear()
+  run(tmp_path / "beam", EngineOptions("beam", IN_MEMORY))
+  assert n_units > 3 and sorted(reads) == list(range(n_units))
+  assert _digests(tmp_path / "local") == _digests(tmp_path / "beam")
