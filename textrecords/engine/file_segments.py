@@ -29,6 +29,7 @@ each, never segments.
 
 import bisect
 import hashlib
+import itertools
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -177,13 +178,21 @@ def segment_records(entries: Sequence[tuple], lo: Optional[int],
 
 def _ranged_merge(entries: Sequence[tuple], lo: Optional[int],
                   hi: Optional[int]) -> Iterator[record_runs.Run]:
-  chunk = record_runs.chunk_bytes(len(entries))
+  """Runs whose key ranges do not overlap are read one after another in
+  key order, a chunk of `MERGE_BUDGET` at a time (one chunk held, not one
+  of each: a heap merge reads every stream's first chunk at once); others
+  merged record by record."""
+  order = record_runs.disjoint([(int(e[2]), int(e[3])) for e in entries])
+  ordered = [entries[i] for i in order] if order else sorted(entries, key=lambda e: e[1])
+  chunk = record_runs.chunk_bytes(1 if order else len(entries))
   streams = []
-  for e in sorted(entries, key=lambda e: e[1]):
+  for e in ordered:
     read_at = generator_steps.range_reader(e[1])
     size = storage.size(e[1])
     span = None if _inside(e, lo, hi) else _span(read_at, lo, hi)
     streams.append(record_runs.chunked_records(read_at, size, chunk, span))
+  if order:
+    streams = [itertools.chain.from_iterable(streams)]
   yield from record_runs.merged_records(streams)
 
 
