@@ -41,6 +41,7 @@ from typing import Any, Callable, Dict, Sequence
 import apache_beam as beam
 
 from textrecords.files import storage
+from textrecords.engine import file_segments
 from textrecords.engine import generator_steps
 from textrecords.engine import parse_pipeline_options, require_beam
 from textrecords.engine import protocol
@@ -309,21 +310,57 @@ def _map_keyed(unit, gen, name, names, *values):
   return unit.partition, _map_unit(unit, gen, name, names, *values)
 
 
-def _write_sorted(item, gen, datasets, files, names, *values):
-  """(file index, {"records": [run references], "file": [...]}) -> (its
-  dataset, the file's info) (a file finished by the resumed run: nothing),
-  its runs merged in key order a chunk at a time
-  (`generator_steps.merged_run`) and through the generator's
-  `finish_file`."""
+def _plan_segments(item, gen, datasets, files, segment_bytes: int, names, *values):
+  """(file index, {"records": [run references], "file": [...]}) -> (file
+  index, (segment, segments, key range, its run references)) for each
+  segment of the file's plan (`file_segments.file_plan`: one for a file
+  under `segment_bytes`); nothing for a file finished by the resumed run."""
   file_index, grouped = item
   target = files[file_index]
-  dataset = datasets[target.dataset]
-  if dataset.is_finished(target.path):
+  if datasets[target.dataset].is_finished(target.path):
     return
-  runs = generator_steps.file_runs(gen, file_index, dict(zip(names, values)),
-                                   generator_steps.merged_run(list(grouped["records"])))
-  yield target.dataset, generator_steps.write_file(
-      dataset.open(target.path, target.compression), runs)
+  entries = list(grouped["records"])
+  plan = file_segments.file_plan(gen, dict(zip(names, values)), file_index, entries,
+                                 target.compression, segment_bytes)
+  for j, bounds in enumerate(plan):
+    yield file_index, (j, len(plan), bounds, file_segments.touching(entries, bounds))
+
+
+def _write_sorted(item, gen, datasets, files, names, *values):
+  """(file index, (segment, segments, key range, run references)) -> (file
+  index, (segment, segments, info)): a file of one segment written in place
+  (its runs merged in key order a chunk at a time,
+  `generator_steps.merged_run`, through the generator's `finish_file`),
+  else the segment as a hidden object (`file_segments.write_file_segment`)."""
+  file_index, (j, count, bounds, entries) = item
+  target = files[file_index]
+  dataset = datasets[target.dataset]
+  values = dict(zip(names, values))
+  if count == 1:
+    runs = generator_steps.file_runs(gen, file_index, values, generator_steps.merged_run(entries))
+    info = generator_steps.write_file(dataset.open(target.path, target.compression), runs)
+  else:
+    info = file_segments.write_file_segment(
+        gen, values, file_index, bounds, entries,
+        file_segments.segment_path(dataset.parts_dir(), file_index, j))
+  return file_index, (j, count, info)
+
+
+def _joined_file(item, datasets, files):
+  """(file index, [(segment, segments, info)]) -> (its dataset, the file's
+  info): a file of several segments joined (`file_segments.join_direct`)."""
+  file_index, parts = item
+  target = files[file_index]
+  parts = sorted(parts, key=lambda x: x[0])
+  count = parts[0][1]
+  if count == 1:
+    yield target.dataset, parts[0][2]
+    return
+  if [x[0] for x in parts] != list(range(count)):
+    raise UserError(f"{target.path}: {len(parts)} of its {count} segments written; "
+                    "rerun with --resume")
+  yield target.dataset, file_segments.join_direct(datasets[target.dataset], target.path,
+                                                  [x[2] for x in parts])
 
 
 COUNTS = "counts"  # the tag of a dealt group's record count
@@ -387,7 +424,8 @@ def _finalize_generator(infos, gen, datasets, names, totals, *values):
   return True
 
 
-def run_generator(gen, datasets: Sequence, options_text: str) -> None:
+def run_generator(gen, datasets: Sequence, options_text: str,
+                  segment_bytes: int = file_segments.SEGMENT_BYTES) -> None:
   """Runs a declared generator (`engine.protocol`) as a Beam pipeline whose
   workers write `datasets` (a `DirectDataset` per dataset of
   `gen.datasets()`) in place, each dataset's metadata last.
@@ -399,8 +437,9 @@ def run_generator(gen, datasets: Sequence, options_text: str) -> None:
   records for a file are written as one run object under the run's parts
   folder, and only its reference (file, path, first key, last key) goes
   through the shuffle; one worker per file merges its runs in key order a
-  chunk at a time and writes the file (a generator that deals:
-  `_dealt_files`); the last step writes the metadata.
+  chunk at a time and writes the file, or one worker per segment of a file
+  over `segment_bytes` (`engine.file_segments`) and one joining them (a
+  generator that deals: `_dealt_files`); the last step writes the metadata.
   """
   units = gen.units()
   files = record_files.targets(gen)
@@ -436,8 +475,12 @@ def run_generator(gen, datasets: Sequence, options_text: str) -> None:
     else:
       infos = ({"records": recs.records, "file": file_keys}
                | "group by file" >> beam.CoGroupByKey()
-               | "write files" >> beam.FlatMap(_write_sorted, gen, datasets, files, names,
-                                               *sides))
+               | "plan segments" >> beam.FlatMap(_plan_segments, gen, datasets, files,
+                                                 segment_bytes, names, *sides)
+               | "spread segments" >> beam.Reshuffle()
+               | "write files" >> beam.Map(_write_sorted, gen, datasets, files, names, *sides)
+               | "group segments" >> beam.GroupByKey()
+               | "join segments" >> beam.FlatMap(_joined_file, datasets, files))
     _ = (infos | "all infos" >> beam.combiners.ToList()
          | "finalize" >> beam.Map(_finalize_generator, gen, datasets, names, single(totals),
                                   *sides))
