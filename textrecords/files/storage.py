@@ -497,10 +497,11 @@ def concatenate(sources: Sequence[str], dst: str):
     scheme = split_scheme(dst)[0]
     with reaching(dst):
       sizes = [int(fs.size(p)) for p in sources]
+      keys = [fs._strip_protocol(p) for p in sources]  # pylint: disable=protected-access
       if scheme == "s3" and sources and all(n >= S3_MIN_PART for n in sizes[:-1]):
-        fs.merge(dst, list(sources))
+        fs.merge(dst, keys)
       elif scheme == "gs" and sources:
-        _compose(fs, list(sources), dst)
+        _compose(fs, keys, dst)
       else:
         with fs.open(dst, "wb") as out:
           for p in sources:
