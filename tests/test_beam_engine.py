@@ -416,7 +416,9 @@ def test_retried_steps_write_the_same_objects_and_only_references_travel(tmp_pat
   for _ in range(2):
     for f in (0, 1):
       item = (f, {"records": [ref for g, ref in refs if g == f], "file": [None]})
-      infos += list(beam_engine._write_sorted(item, gen, [ds], files, []))  # pylint: disable=protected-access
+      segments = list(beam_engine._plan_segments(item, gen, [ds], files, 1 << 20, []))  # pylint: disable=protected-access
+      written = [beam_engine._write_sorted(x, gen, [ds], files, []) for x in segments]  # pylint: disable=protected-access
+      infos += list(beam_engine._joined_file((f, [x[1] for x in written]), [ds], files))  # pylint: disable=protected-access
   assert infos[:2] == infos[2:] and all(info[1]["records"] == 9 for info in infos)
   dealt = []
   for _ in range(2):
