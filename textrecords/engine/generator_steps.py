@@ -161,7 +161,7 @@ def keyed_runs(parts_dir: str, unit_index: int,
   for file_index in sorted(by_file):
     path = run_path(parts_dir, file_index, unit_index)
     run = by_file[file_index]
-    storage.write_file(path, record_runs.to_bytes(run))
+    storage.write_staged(path, record_runs.to_bytes(run))
     out.append((file_index, path, *record_runs.bounds(run), len(run.data)))
   return out
 
