@@ -321,7 +321,8 @@ def reopen(meta_path: str):
   files = [f for f in meta.get("files", [])
            if isinstance(f, dict) and "/" not in f.get("name", "/")]
   lines = [{"fingerprint": meta.get("fingerprint")}]
-  lines += [{k: f[k] for k in ("name", "bytes", "sha256", "records") if k in f} for f in files]
+  kept = ("name", "bytes", "sha256", "records", "segments")
+  lines += [{k: f[k] for k in kept if k in f} for f in files]
   w = atomic_file.AtomicWriter(os.path.join(d, f".{os.path.basename(meta_path)}.progress"))
   w.write("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines).encode())
   w.commit()
