@@ -244,6 +244,11 @@ def _patch_steps(m) -> None:
   _patch(m, "finalize_direct", "finalize")
 
 
+def _patch_segments(m) -> None:
+  _patch(m, "write_file_segment", "write files")  # a segment of a file (its own task)
+  _patch(m, "join_direct", "join segments")
+
+
 def _patch_local(m) -> None:
   _patch(m, "_write", "write files")
   _patch(m, "_write_records", "write files")
@@ -266,6 +271,7 @@ _TARGETS = {
     "textrecords.engine.protocol": _patch_protocol,
     "textrecords.engine.generator_steps": _patch_steps,
     "textrecords.engine.local": _patch_local,
+    "textrecords.engine.file_segments": _patch_segments,
     "bert_data.ordered_run": _patch_ordered,
     "bert_data.generator": functools.partial(_patch_class, "BertGenerator"),
     "w2v_data.generator": functools.partial(_patch_class, "W2vGenerator"),
