@@ -200,7 +200,8 @@ def _runs_bytes(_args, result):
 
 
 def _spill_records(_args, result):
-  return {"records": int(sum(result))}
+  counts = result[0] if isinstance(result, tuple) else result  # (counts, bytes) per bucket
+  return {"records": int(sum(counts))}
 
 
 def _patch(module, name: str, step, measure=None, lazy=False) -> None:
