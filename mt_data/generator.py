@@ -283,6 +283,10 @@ class MTGenerator(protocol.Generator):
     pair kept, word tokenizer), or None to read the unit."""
     plan, vocab = self._plan_of(values), self._vocab(values)
     totals = [0] * _TOTALS
+    if state is None and self.passes[0].name == "counts":
+      # An engine that carries nothing (Dask, Beam) reads the unit as pass
+      # "counts" did and maps ids per distinct token, as the local engine.
+      state = preprocess.read_block(unit.chunk(), self.cfg.on_decode_error)
     if state is not None and vocab["bpe"] is None:
       first = plan["first"][unit.index]
       sides = self._block_sides(state, first, plan, vocab, totals)
