@@ -27,6 +27,7 @@ however large the input.
 The bytes are those every earlier release wrote. No TensorFlow here.
 """
 
+import bisect
 import itertools
 import os
 import random
@@ -132,9 +133,12 @@ def _frame_bucket(task):
   Args:
     task: (bucket, its first record's index in the whole output order,
       number of round-robin output files or 0 for shards by bucket range,
-      buckets per shard).
+      buckets per shard, the uint64 keys in it where segments start).
+  Returns:
+    (the parts, the byte offset in the bucket's part of each cut key: of
+    its first record with a key at or after it).
   """
-  b, first, round_robin, per_shard = task
+  b, first, round_robin, per_shard, cuts = task
   spill_dir = _STATE["spill_dir"]
   items = spill.read_bucket(spill_dir, b)
   for path in spill.bucket_files(spill_dir, b):
@@ -149,7 +153,10 @@ def _frame_bucket(task):
     groups = local_engine.split_round_robin(framed, first, round_robin)
   else:
     groups = [(b // per_shard, framed)]
-  return local_engine.spill_parts(spill_dir, f"framed-{b:05d}", groups)
+  ends = np.cumsum([0] + [len(x) for x in framed]).tolist()
+  keys = [key for key, _ in items]
+  offsets = [ends[bisect.bisect_left(keys, k)] for k in cuts]
+  return local_engine.spill_parts(spill_dir, f"framed-{b:05d}", groups), offsets
 
 
 def _write_ordered(gen, run: run_lib.GeneratorRun, targets, compression: str,
@@ -186,33 +193,39 @@ def _write_ordered(gen, run: run_lib.GeneratorRun, targets, compression: str,
   total = int(per_bucket.sum()) if per_bucket is not None else 0
   gen.check_counts(stats, total, len(targets))
   _STATE["row_packer"] = units.make_row_packer(config)
+  # What the engines' file steps get of the pass (global when not partitioned),
+  # as far as `BertGenerator.cut_keys` reads it: the run's bucket count.
+  file_values = generator_steps.global_values(gen, {"corpus": {"buckets": len(per_bucket)}}
+                                              if per_bucket is not None else {})
   cuts = ({} if compression or per_bucket is None else
-          _segments(gen, per_bucket, bucket_bytes, len(targets), segment_bytes))
+          _segments(gen, file_values, per_bucket, bucket_bytes, len(targets), segment_bytes))
   _write_buckets(config.num_workers, targets, per_bucket, compression,
                  len(config.output_files) > 1, progress, cuts)
   return total, stats
 
 
-def _segments(gen, per_bucket: np.ndarray, bucket_bytes: np.ndarray, n_files: int,
+def _segments(gen, values, per_bucket: np.ndarray, bucket_bytes: np.ndarray, n_files: int,
               segment_bytes: int) -> Dict[int, List[int]]:
-  """{file: the buckets its segments start at, after its first} of the
-  record files Dask and Beam write in segments (`file_segments.plan`:
-  from the file's framed records' bytes and `BertGenerator.cut_keys`);
-  a file whose cuts are not where this run's buckets start (a bucket
-  count other than theirs) is left whole."""
+  """{file: the uint64 order keys its segments start at, after its first}
+  of the record files Dask and Beam write in segments (`file_segments.plan`:
+  from the file's framed records' bytes and `BertGenerator.cut_keys` of
+  `values`, what their file steps get). With --pack_instances a file whose
+  cuts are not where this run's buckets start is left whole (a check: they
+  are)."""
   if gen.deals_records:
     return {}
   nb = len(per_bucket)
   per_shard = nb // n_files
   framed = bucket_bytes + tfrecord.FRAME_BYTES * per_bucket
-  starts = {int(k): j for j, k in enumerate(spill_bucket_starts(nb), start=1)}
+  starts = set(spill_bucket_starts(nb))
+  packed = _STATE.get("row_packer") is not None
   out = {}
   for f in range(n_files):
     total = int(framed[f * per_shard:(f + 1) * per_shard].sum())
-    keys = file_segments.allowed_cuts(total, gen.cut_keys(f, {}), segment_bytes)
-    buckets = [starts.get(k + (1 << 63)) for k in keys]
-    if buckets and None not in buckets:
-      out[f] = buckets
+    keys = [k + (1 << 63) for k in
+            file_segments.allowed_cuts(total, gen.cut_keys(f, values), segment_bytes)]
+    if keys and not (packed and not starts.issuperset(keys)):
+      out[f] = keys
   return out
 
 
@@ -237,20 +250,26 @@ def _write_buckets(num_workers: int, targets, per_bucket: np.ndarray, compressio
     per_bucket: records in each bucket.
     round_robin: instances go to the files round-robin (several
       --output_file), else file i holds the i-th range of buckets (shards).
-    cuts: {file: the buckets where its segments start} (`_segments`).
+    cuts: {file: the uint64 order keys where its segments start} (`_segments`).
   """
   cuts = cuts or {}
   written = [0] * len(targets)  # bytes appended to each file so far
-  at: Dict[int, List[int]] = {f: [] for f in cuts}  # byte offsets of those buckets
+  at: Dict[int, List[int]] = {f: [] for f in cuts}  # the byte offsets of those keys
   nb, n_files = len(per_bucket), len(targets)
   per_shard = 0 if round_robin else nb // n_files
   firsts = np.concatenate([[0], np.cumsum(per_bucket)[:-1]]).tolist()
-  tasks = [(b, firsts[b], n_files if round_robin else 0, per_shard) for b in range(nb)]
+  in_bucket: Dict[int, List[int]] = {}
+  for keys in cuts.values():
+    for k in keys:
+      in_bucket.setdefault((k * nb) >> 64, []).append(k)
+  tasks = [(b, firsts[b], n_files if round_robin else 0, per_shard, in_bucket.get(b, []))
+           for b in range(nb)]
 
   def part_lists():
-    for b, parts in enumerate(parallel.ordered_map(_frame_bucket, tasks, num_workers)):
-      if not round_robin and b in cuts.get(b // per_shard, ()):
-        at[b // per_shard].append(written[b // per_shard])
+    for b, (parts, offsets) in enumerate(parallel.ordered_map(_frame_bucket, tasks,
+                                                              num_workers)):
+      if offsets:
+        at[b // per_shard].extend(written[b // per_shard] + o for o in offsets)
       for p in parts:
         written[p.file] += os.path.getsize(p.data)
       if round_robin:
