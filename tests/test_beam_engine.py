@@ -12,6 +12,7 @@ import collections
 import hashlib
 import json
 import os
+import pickle
 import shutil
 
 import pytest
@@ -435,24 +436,38 @@ def test_retried_steps_write_the_same_objects_and_only_references_travel(tmp_pat
       "a.tfrecord", "a.tfrecord.index", "b.tfrecord", "b.tfrecord.index", "meta.json"]
 
 
+class _UnitList(protocol.Generator):
+  """A partitioned pass whose value is its partition's unit indexes."""
+  passes = (protocol.Pass("index", lambda unit, values: [unit.index],
+                          lambda parts: sorted(sum(parts, [])), lambda merged: {"units": merged},
+                          partitioned=True),)
+
+
 def test_partition_value_is_staged_once_and_loaded_a_slot_at_a_time(tmp_path, monkeypatch):
-  """A partitioned pass's value is one object per partition (the same path
-  on a retry); its units go in slots of `UNITS_PER_LOAD` consecutive units;
-  a worker process keeps the last `VALUES_KEPT` values it loaded."""
+  """A partitioned pass: each unit's partial and each partition's value are
+  one object (the same on a retry), only paths go on; the units go in slots
+  of `UNITS_PER_LOAD` consecutive units; a worker process keeps the last
+  `VALUES_KEPT` values it loaded."""
   from textrecords.engine import beam as beam_engine  # pylint: disable=import-outside-toplevel
-  parts = str(tmp_path / "parts")
-  staged = [beam_engine._stage_value((p, {"value": p}), parts) for p in (0, 1, 2, 0)]  # pylint: disable=protected-access
-  assert staged[0] == staged[3] == (0, storage.join(parts, "value-p000000"))
+  gen, parts = _UnitList(), str(tmp_path / "parts")
   units = [protocol.Unit(i, 0, "in.txt", i, i + 1, partition=2) for i in range(6)]
-  slots = list(beam_engine._unit_slots((2, {"units": units[::-1], "value": [staged[2][1]]})))  # pylint: disable=protected-access
-  n = beam_engine.UNITS_PER_LOAD
-  assert slots == [((2, i // n), (u, staged[2][1])) for i, u in enumerate(units)]
+  staged = [beam_engine._staged_partial(u, gen, "index", [], parts) for u in units]  # pylint: disable=protected-access
+  assert staged[1] == (2, (units[1], storage.join(parts, "partial-u00000001")))
+  attempts = [list(beam_engine._partition_value((2, [x for _, x in staged[::-1]]), gen, "index",  # pylint: disable=protected-access
+                                                parts)) for _ in range(2)]
+  path, n = storage.join(parts, "value-p000002"), beam_engine.UNITS_PER_LOAD
+  assert attempts[0] == attempts[1] == [((2, i // n), (u, path)) for i, u in enumerate(units)]
+  assert pickle.loads(storage.read_bytes(path)) == {"units": list(range(6))}
+
+  paths = [storage.join(parts, "value-p%06d" % p) for p in range(3)]
+  for p in (0, 1):
+    storage.write_file(paths[p], pickle.dumps({"units": [p]}))
   reads = []
   real = storage.read_bytes
   monkeypatch.setattr(storage, "read_bytes", lambda p: reads.append(p) or real(p))
   monkeypatch.setattr(beam_engine, "_LOADED", collections.OrderedDict())
-  loaded = [beam_engine._loaded_value(staged[p][1])["value"] for p in (0, 0, 1, 0, 2, 1, 0)]  # pylint: disable=protected-access
-  assert loaded == [0, 0, 1, 0, 2, 1, 0] and beam_engine.VALUES_KEPT == 2
+  loaded = [beam_engine._loaded_value(paths[p])["units"][0] for p in (0, 0, 1, 0, 2, 1, 0)]  # pylint: disable=protected-access
+  assert loaded == [0, 0, 1, 0, 0, 1, 0] and beam_engine.VALUES_KEPT == 2
   assert [os.path.basename(p) for p in reads] == ["value-p%06d" % p for p in (0, 1, 2, 1, 0)]
 
 

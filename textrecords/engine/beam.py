@@ -223,7 +223,7 @@ _LOADED_LOCK = threading.Lock()
 
 
 def _loaded_value(path: str):
-  """The partition value staged at `path` (`_stage_value`); the last
+  """The partition value staged at `path` (`_partition_value`); the last
   `VALUES_KEPT` loaded in this process are kept, not every one."""
   with _LOADED_LOCK:
     if path in _LOADED:
@@ -259,43 +259,49 @@ class _PartitionRecords(_UnitRecords):
       _LOADED.clear()
 
 
-def _stage_value(item, parts_dir: str):
-  """(partition, its value) -> (partition, the path of the value pickled as
-  one object under the run's parts folder; named by partition, so a retry
-  writes the same object)."""
-  partition, value = item
-  path = storage.join(parts_dir, "value-p%06d" % partition)
-  storage.write_file(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-  return partition, path
+def _staged_partial(unit, gen, name: str, names, parts_dir: str, *values):
+  """A partitioned pass's map of one unit, its partial pickled as an object
+  under `parts_dir` (named by unit: a retry writes the same object) ->
+  (partition, (unit, the partial's path)): the shuffle carries references,
+  not partials."""
+  path = storage.join(parts_dir, "partial-u%08d" % unit.index)
+  storage.write_file(path, pickle.dumps(_map_unit(unit, gen, name, names, *values),
+                                        protocol=pickle.HIGHEST_PROTOCOL))
+  return unit.partition, (unit, path)
 
 
 UNITS_PER_LOAD = 4  # consecutive units of a partition that one worker runs after one load
 
 
-def _unit_slots(item):
-  """(partition, {"units": [...], "value": [its path]}) -> ((partition,
-  slot), (unit, path)): `UNITS_PER_LOAD` consecutive units to a slot."""
-  partition, grouped = item
-  path, = list(grouped["value"])
-  for i, unit in enumerate(sorted(grouped["units"], key=lambda u: u.index)):
+def _partition_value(item, gen, name: str, parts_dir: str):
+  """(partition, [(unit, its partial's path)]) -> ((partition, slot), (unit,
+  the value's path)) for each unit: the partition's partials merged in unit
+  order, its value finished and pickled once as an object under
+  `parts_dir` (named by partition), its units in slots of `UNITS_PER_LOAD`
+  consecutive units."""
+  partition, pairs = item
+  pairs = sorted(pairs, key=lambda x: x[0].index)
+  merged = generator_steps.merge_pass(
+      gen, name, [pickle.loads(storage.read_bytes(path)) for _, path in pairs])
+  path = storage.join(parts_dir, "value-p%06d" % partition)
+  storage.write_file(path, pickle.dumps(generator_steps.finish_pass(gen, name, merged),
+                                        protocol=pickle.HIGHEST_PROTOCOL))
+  for i, (unit, _) in enumerate(pairs):
     yield (partition, i // UNITS_PER_LOAD), (unit, path)
 
 
 def _partition_records(spread, gen, ps, names, values, parts_dir: str):
-  """A partitioned pass (the last): units mapped, partials combined per
-  partition, each partition's value staged once as an object; the units
-  and the value's path (a few bytes) joined by partition, spread in slots
-  over the workers, where each loads the value (`_PartitionRecords`)."""
-  single = beam.pvalue.AsSingleton
-  sides = [single(v) for v in values]
-  staged = (spread
-            | f"{ps.name}: map" >> beam.Map(_map_keyed, gen, ps.name, list(names), *sides)
-            | f"{ps.name}: merge" >> beam.CombinePerKey(_PassCombine(gen, ps.name))
-            | f"{ps.name}: stage" >> beam.Map(_stage_value, parts_dir))
-  return ({"units": spread | "key units" >> beam.Map(lambda u: (u.partition, u)),
-           "value": staged}
-          | "join partitions" >> beam.CoGroupByKey()
-          | "unit slots" >> beam.FlatMap(_unit_slots)
+  """A partitioned pass (the last): each unit's partial staged as an
+  object, the references grouped by partition, where one worker merges
+  them and stages the partition's value once (`_partition_value`); its
+  units and the value's path (a few bytes) spread in slots over the
+  workers, each loading the value (`_PartitionRecords`)."""
+  sides = [beam.pvalue.AsSingleton(v) for v in values]
+  return (spread
+          | f"{ps.name}: map" >> beam.Map(_staged_partial, gen, ps.name, list(names), parts_dir,
+                                          *sides)
+          | f"{ps.name}: group partitions" >> beam.GroupByKey()
+          | f"{ps.name}: value" >> beam.FlatMap(_partition_value, gen, ps.name, parts_dir)
           | "spread slots" >> beam.GroupByKey()
           | "examples" >> beam.ParDo(_PartitionRecords(gen, names, parts_dir, ps.name),
                                      *sides).with_outputs(TOTALS, main="records"))
@@ -303,11 +309,6 @@ def _partition_records(spread, gen, ps, names, values, parts_dir: str):
 
 def _map_unit(unit, gen, name, names, *values):
   return generator_steps.map_pass(gen, name, unit, dict(zip(names, values)))
-
-
-def _map_keyed(unit, gen, name, names, *values):
-  """A partitioned pass's map of one unit, keyed by the unit's partition."""
-  return unit.partition, _map_unit(unit, gen, name, names, *values)
 
 
 def _plan_segments(item, gen, datasets, files, segment_bytes: int, names, *values):
