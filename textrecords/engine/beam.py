@@ -9,7 +9,8 @@ files and metadata are byte-identical to `--engine=local`:
   * `run_generator`: any declared generator (`engine.protocol`): units ->
     Reshuffle -> passes as global combines (small side inputs; a
     partitioned pass's value staged once per partition and loaded by the
-    workers of its units) -> examples, each unit's sorted run per file
+    workers of its units; the last pass's carried states staged for the
+    examples) -> examples, each unit's sorted run per file
     written as an object under the run's parts folder -> (file, a run's
     reference) -> GroupByKey -> runs merged in key order a chunk at a
     time (`generator_steps.merged_run`) -> the generator's `finish_file`
@@ -433,8 +434,10 @@ def run_generator(gen, datasets: Sequence, options_text: str,
 
   Units are created and spread; each pass is a map and a global combine
   whose (small) value reaches later steps as a side input (a partitioned
-  pass: a combine per partition, its value staged once as an object and
-  loaded by the workers of its units: `_partition_records`); each unit's
+  pass: its partials staged as objects and merged per partition, its value
+  staged once as an object and loaded by the workers of its units:
+  `_partition_records`; the last pass's carried states staged for the
+  units' examples: `_carrying_map`); each unit's
   records for a file are written as one run object under the run's parts
   folder, and only its reference (file, path, first key, last key) goes
   through the shuffle; one worker per file merges its runs in key order a
