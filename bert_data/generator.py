@@ -48,6 +48,7 @@ the other engines refuse. No TensorFlow here.
 
 import os
 import sys
+import weakref
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -80,6 +81,27 @@ _SIGN = 1 << 63  # order keys are uint64; engines sort int64 keys (key - 2**63: 
 # Per process: the tokenizer and record encoders of a config, and the task
 # context of the last corpus value (workers build them once).
 _CACHE: Dict[Any, Any] = {}
+
+
+class CorpusValue(dict):
+  """A partition's corpus value (pass "corpus"): a dict that a weak
+  reference can follow, so a worker's cached task context (`context`) is
+  dropped with the value when the engine drops it (a Dask worker moving on
+  to the next partition holds one corpus, not two)."""
+
+
+def _forget_context(ref) -> None:
+  cached = _CACHE.get("ctx")
+  if cached is not None and cached[0] is ref:
+    del _CACHE["ctx"]
+
+
+def _held_by_engine(value):
+  """A callable giving `value` while something else holds it (a weak
+  reference that clears the cached context with it); a plain dict is held."""
+  if isinstance(value, CorpusValue):
+    return weakref.ref(value, _forget_context)
+  return lambda: value
 
 
 def tokenizer(config: BertConfig):
@@ -174,10 +196,10 @@ class BertGenerator(protocol.Generator):
     if not config.quiet:  # (where the pass finishes: this process, or a worker)
       print(f"bert_data: {where}read {corpus.num_docs:,} documents, "
             f"{corpus.num_tokens:,} tokens", file=sys.stderr, flush=True)
-    return {"corpus": corpus, "units": len(merged), "decode_errors": (replaced, skipped),
-            "first_unit": min(merged) if merged else 0, "partition": partition,
-            "clean": units_lib.is_clean(corpus, self.mask),
-            "packed": units_lib.pack(config, corpus), "buckets": buckets}
+    return CorpusValue(corpus=corpus, units=len(merged), decode_errors=(replaced, skipped),
+                       first_unit=min(merged) if merged else 0, partition=partition,
+                       clean=units_lib.is_clean(corpus, self.mask),
+                       packed=units_lib.pack(config, corpus), buckets=buckets)
 
   def stats(self, value: dict) -> tuple:
     """A corpus value's counts: (documents, tokens, lines replaced, skipped)."""
@@ -188,14 +210,14 @@ class BertGenerator(protocol.Generator):
   def context(self, value: dict) -> units_lib.TaskContext:
     """The task context of a corpus value (built once per process and value)."""
     cached = _CACHE.get("ctx")
-    if cached is not None and cached[0] is value:
+    if cached is not None and cached[0]() is value:
       return cached[1]
     config = self.config
     ctx = units_lib.TaskContext(
         config, value["corpus"], self.mask, _encoder(config, self.vocab_size),
         clean=value["clean"], packed=value["packed"],
         dynamic=units_lib.make_dynamic_encoder(config), partition=value["partition"])
-    _CACHE["ctx"] = (value, ctx)
+    _CACHE["ctx"] = (_held_by_engine(value), ctx)
     return ctx
 
   def tasks(self, unit: protocol.Unit, value: dict) -> List[tuple]:

@@ -1,6 +1,7 @@
 """The Dask engine's pass merge (`textrecords.engine.dask._merged_pass`):
-a tree that grows as the maps finish, a few groups of units mapped ahead,
-so workers hold a bounded number of partials, whatever the corpus.
+each group of units' merge folded into a running merge as it comes, a few
+groups mapped ahead, so workers hold a bounded number of partials,
+whatever the corpus.
 
 The generators' bytes on Dask are tested in test_generator_engines.py and
 test_sharded_pass.py."""
@@ -44,16 +45,14 @@ class _EagerClient:
     return fn(*args)
 
 
-def test_growing_tree_holds_fewer_than_fan_in_per_level_and_merges_all():
+def test_fold_holds_one_running_merge_and_merges_all():
   gen, client = _gen(), _EagerClient()
-  tree = dask_engine._GrowingTree(client, gen, "ids")
-  n = 1000
-  for i in range(n):
-    tree.add([i])
-    assert all(len(level) < dask_engine.TREE_FAN_IN for level in tree.levels)
-  assert len(tree.levels) <= 4  # log_8(1000) levels, not one future per partial
-  assert tree.merged() == list(range(n))
-  assert client.tasks < n / (dask_engine.TREE_FAN_IN - 1) + len(tree.levels)
+  fold = dask_engine._Fold(client, gen, "ids")
+  assert fold.merged is None
+  for i in range(100):
+    fold.add([i])
+    assert fold.merged == list(range(i + 1))  # one value held, whatever was added
+  assert client.tasks == 99
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +62,7 @@ def client():
 
 
 def test_merged_pass_of_many_units_equals_one_merge(client, monkeypatch):
-  monkeypatch.setattr(dask_engine, "TREE_FAN_IN", 3)  # several levels and groups in flight
+  monkeypatch.setattr(dask_engine, "TREE_FAN_IN", 3)  # many groups, several in flight
   units = list(range(100))
   assert dask_engine._pass_value(client, _gen(), "ids", units, {}) == units
   assert dask_engine._pass_value(client, _gen(), "ids", [], {}) is None

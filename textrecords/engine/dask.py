@@ -5,15 +5,15 @@ the scheduler named by `--dask_scheduler=HOST:PORT`, or else a local cluster
 of `--num_workers` processes. dask.distributed is used directly (not Beam's
 DaskRunner).
 
-  1. Passes: each unit mapped in a task, the partials merged in a tree of
-     tasks (`TREE_FAN_IN` at a time) that grows as the maps finish, a few
-     groups of units mapped ahead (`MAP_GROUPS_IN_FLIGHT`), so workers never
-     hold every unit's partial; the small value goes to later tasks as an
-     argument. A sharded pass's groups are split by token shard, each shard
-     merged in its own tree and selected before the global tree
+  1. Passes: each unit mapped in a task, `TREE_FAN_IN` units a group, each
+     group's partials merged in a task and folded into a running merge as
+     it comes, a few groups mapped ahead (`MAP_GROUPS_IN_FLIGHT`), so
+     workers never hold every unit's partial; the small value goes to later
+     tasks as an argument. A sharded pass's groups are split by token
+     shard, each shard folded on its own and selected before a global tree
      (`engine.sharded_pass`). A partitioned pass: per partition a tree and
      a finishing task, whose value (a future) goes only to its units' tasks,
-     a few partitions at a time (`_partitioned_runs`).
+     a partition at a time (`PARTITIONS_IN_FLIGHT`, `_partitioned_runs`).
   2. Examples: each unit's records, framed and sorted by key, written as one
      run object per output file it touches under the run's parts folder
      (`DirectDataset.parts_dir`): a few large objects per unit, never one
@@ -126,32 +126,21 @@ def _scattered(client, values: Dict[str, Any]):
   return shared
 
 
-class _GrowingTree:
-  """A merge tree fed a future at a time: each `TREE_FAN_IN` futures of a
-  level merge in a task into one of the next level, so it holds fewer than
-  `TREE_FAN_IN` futures a level, not every partial of the corpus."""
+class _Fold:
+  """Partials (futures) merged as they come, each into the running merge by
+  one task: the cluster holds that merge and the partials not yet added,
+  whatever the corpus. (A tree fed this way holds up to `TREE_FAN_IN` - 1
+  futures a level: for token counts split into 32 shards, most of the
+  corpus' partials at 100 MB.)"""
 
   def __init__(self, client, gen, name: str):
     self.client, self.gen, self.name = client, gen, name
-    self.levels: List[List[Any]] = []
+    self.merged = None  # a future, or None before the first partial
 
   def add(self, future) -> None:
-    """Adds one partial (a future), merging full levels."""
-    level = 0
-    while True:
-      if level == len(self.levels):
-        self.levels.append([])
-      self.levels[level].append(future)
-      if len(self.levels[level]) < TREE_FAN_IN:
-        return
-      future = self.client.submit(_merge, self.gen, self.name, *self.levels[level], pure=False)
-      self.levels[level] = []
-      level += 1
-
-  def merged(self):
-    """Every partial added, merged: one future, or None."""
-    return _merge_tree(self.client, self.gen, self.name,
-                       [f for level in self.levels for f in level])
+    """Merges one more partial (a future) into the running merge."""
+    self.merged = future if self.merged is None else self.client.submit(
+        _merge, self.gen, self.name, self.merged, future, pure=False)
 
 
 MAP_GROUPS_IN_FLIGHT = 3  # groups of TREE_FAN_IN units mapped before the oldest's merge is waited for
@@ -160,13 +149,13 @@ MAP_GROUPS_IN_FLIGHT = 3  # groups of TREE_FAN_IN units mapped before the oldest
 def _merged_pass(client, gen, name: str, units, values: Dict[str, Any]):
   """One pass's partials merged (a future, or None): units mapped
   `TREE_FAN_IN` at a time, each group merged (a sharded pass's: merged and
-  split by token shard) into a `_GrowingTree` (one per shard), at most
+  split by token shard) into a `_Fold` (one per shard), at most
   `MAP_GROUPS_IN_FLIGHT` groups before the oldest's merge is waited for,
   so workers hold a few groups' partials, not every unit's; a sharded
   pass's shards then selected and merged. A failed map's error is raised
   in unit order."""
   sharded = sharded_pass.is_sharded(generator_steps.pass_named(gen, name))
-  trees = [_GrowingTree(client, gen, name)
+  folds = [_Fold(client, gen, name)
            for _ in range(generator_steps.pass_named(gen, name).shards if sharded else 1)]
   shared = _scattered(client, values)
   flight: List[List[Any]] = []
@@ -175,19 +164,19 @@ def _merged_pass(client, gen, name: str, units, values: Dict[str, Any]):
                       pure=False)
     group = client.submit(_merge_split if sharded else _merge, gen, name, *maps, pure=False)
     if sharded:
-      for s, tree in enumerate(trees):
-        tree.add(client.submit(operator.getitem, group, s, pure=False))
+      for s, fold in enumerate(folds):
+        fold.add(client.submit(operator.getitem, group, s, pure=False))
     else:
-      trees[0].add(group)
+      folds[0].add(group)
     flight.append(maps + [group])
     if len(flight) >= MAP_GROUPS_IN_FLIGHT:
       _raise_failed(flight.pop(0))
   for futures in flight:
     _raise_failed(futures)
   if not sharded:
-    return trees[0].merged()
-  return _merge_tree(client, gen, name, [client.submit(_select, gen, name, t.merged(), pure=False)
-                                         for t in trees])
+    return folds[0].merged
+  return _merge_tree(client, gen, name, [client.submit(_select, gen, name, f.merged, pure=False)
+                                         for f in folds])
 
 
 def _pass_value(client, gen, name: str, units, values: Dict[str, Any]):
@@ -201,7 +190,8 @@ def _finish(gen, name: str, merged):
   return generator_steps.finish_pass(gen, name, merged)
 
 
-PARTITIONS_IN_FLIGHT = 2  # a partitioned pass's partitions whose values the cluster holds
+PARTITIONS_IN_FLIGHT = 1  # a partitioned pass's partitions submitted at once: with 2, a
+# worker finishing partition k + 1 still held partition k's value (~50 MB at 32 MiB)
 
 
 def _partitioned_runs(client, gen, name: str, units, values: Dict[str, Any],
