@@ -170,6 +170,18 @@ class _TotalsCombine(beam.CombineFn):
     return acc
 
 
+def _put(path: str, obj: Any) -> str:
+  """Writes `obj` pickled as one object at `path` (under the run's parts
+  folder); returns the path."""
+  storage.write_file(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+  return path
+
+
+def _get(path: str) -> Any:
+  """The object `_put` wrote at `path`."""
+  return pickle.loads(storage.read_bytes(path))
+
+
 STATES = "states"  # the tag of (unit, the path of its carried state or None)
 
 
@@ -180,10 +192,8 @@ def _carrying_map(unit, gen, name: str, names, parts_dir: str, *values):
   the state holds, as on the local engine; the bytes are the same)."""
   partial, state, _ = protocol.split_carry(
       generator_steps.map_pass_carry(gen, name, unit, dict(zip(names, values))))
-  path = None
-  if state is not None:
-    path = storage.join(parts_dir, "state-u%08d" % unit.index)
-    storage.write_file(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+  path = None if state is None else _put(storage.join(parts_dir, "state-u%08d" % unit.index),
+                                         state)
   yield beam.pvalue.TaggedOutput(STATES, (unit, path))
   yield partial
 
@@ -213,7 +223,7 @@ class _UnitRecords(beam.DoFn):
 
   def process(self, item, *values):
     unit, state_path = item
-    state = None if state_path is None else pickle.loads(storage.read_bytes(state_path))
+    state = None if state_path is None else _get(state_path)
     yield from _staged_unit(self.gen, unit, dict(zip(self.names, values)), self.parts_dir,
                             state)
 
@@ -230,7 +240,7 @@ def _loaded_value(path: str):
     if path in _LOADED:
       _LOADED.move_to_end(path)
       return _LOADED[path]
-  value = pickle.loads(storage.read_bytes(path))
+  value = _get(path)
   with _LOADED_LOCK:
     _LOADED[path] = value
     while len(_LOADED) > VALUES_KEPT:
@@ -265,9 +275,8 @@ def _staged_partial(unit, gen, name: str, names, parts_dir: str, *values):
   under `parts_dir` (named by unit: a retry writes the same object) ->
   (partition, (unit, the partial's path)): the shuffle carries references,
   not partials."""
-  path = storage.join(parts_dir, "partial-u%08d" % unit.index)
-  storage.write_file(path, pickle.dumps(_map_unit(unit, gen, name, names, *values),
-                                        protocol=pickle.HIGHEST_PROTOCOL))
+  path = _put(storage.join(parts_dir, "partial-u%08d" % unit.index),
+              _map_unit(unit, gen, name, names, *values))
   return unit.partition, (unit, path)
 
 
@@ -282,11 +291,9 @@ def _partition_value(item, gen, name: str, parts_dir: str):
   consecutive units."""
   partition, pairs = item
   pairs = sorted(pairs, key=lambda x: x[0].index)
-  merged = generator_steps.merge_pass(
-      gen, name, [pickle.loads(storage.read_bytes(path)) for _, path in pairs])
-  path = storage.join(parts_dir, "value-p%06d" % partition)
-  storage.write_file(path, pickle.dumps(generator_steps.finish_pass(gen, name, merged),
-                                        protocol=pickle.HIGHEST_PROTOCOL))
+  merged = generator_steps.merge_pass(gen, name, [_get(path) for _, path in pairs])
+  path = _put(storage.join(parts_dir, "value-p%06d" % partition),
+              generator_steps.finish_pass(gen, name, merged))
   for i, (unit, _) in enumerate(pairs):
     yield (partition, i // UNITS_PER_LOAD), (unit, path)
 
