@@ -29,7 +29,6 @@ each, never segments.
 
 import bisect
 import hashlib
-import itertools
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -178,22 +177,43 @@ def segment_records(entries: Sequence[tuple], lo: Optional[int],
 
 def _ranged_merge(entries: Sequence[tuple], lo: Optional[int],
                   hi: Optional[int]) -> Iterator[record_runs.Run]:
-  """Runs whose key ranges do not overlap are read one after another in
-  key order, a chunk of `MERGE_BUDGET` at a time (one chunk held, not one
-  of each: a heap merge reads every stream's first chunk at once); others
-  merged record by record."""
+  """Runs whose key ranges do not overlap (w2v, mt) come one after another
+  in key order, each as its records in the range (`_run_in_range`: a run
+  held at a time, as `generator_steps.merged_run` holds one); others are
+  merged record by record, each read a chunk at a time."""
   order = record_runs.disjoint([(int(e[2]), int(e[3])) for e in entries])
-  ordered = [entries[i] for i in order] if order else sorted(entries, key=lambda e: e[1])
-  chunk = record_runs.chunk_bytes(1 if order else len(entries))
+  if order:
+    for i in order:
+      yield _run_in_range(entries[i], lo, hi)
+    return
+  chunk = record_runs.chunk_bytes(len(entries))
   streams = []
-  for e in ordered:
+  for e in sorted(entries, key=lambda e: e[1]):
     read_at = generator_steps.range_reader(e[1])
     size = storage.size(e[1])
     span = None if _inside(e, lo, hi) else _span(read_at, lo, hi)
     streams.append(record_runs.chunked_records(read_at, size, chunk, span))
-  if order:
-    streams = [itertools.chain.from_iterable(streams)]
   yield from record_runs.merged_records(streams)
+
+
+def _run_in_range(entry: tuple, lo: Optional[int], hi: Optional[int]) -> record_runs.Run:
+  """The records of one run object with keys in [lo, hi), as a run: the
+  whole object when its keys all are, else that slice (ranged reads)."""
+  if _inside(entry, lo, hi):
+    return record_runs.from_bytes(storage.read_bytes(entry[1]))
+  read_at = generator_steps.range_reader(entry[1])
+  first, stop = _span(read_at, lo, hi)
+  if stop <= first:
+    return record_runs.Run(np.zeros(0, np.int64), np.zeros(0, np.int64), b"")
+  n = int(np.frombuffer(read_at(0, 8), "<u8")[0])
+  starts_at, data_at = 8 + 8 * n, 8 + 16 * n
+  keys = np.frombuffer(read_at(8 + 8 * first, 8 + 8 * stop), "<i8").astype(np.int64)
+  starts = np.frombuffer(read_at(starts_at + 8 * first, starts_at + 8 * min(n, stop + 1)),
+                         "<i8").astype(np.int64)
+  end = int(starts[stop - first]) if stop < n else storage.size(entry[1]) - data_at
+  base = int(starts[0])
+  return record_runs.Run(keys, starts[:stop - first] - base,
+                         read_at(data_at + base, data_at + end))
 
 
 def _span(read_at, lo: Optional[int], hi: Optional[int]) -> Tuple[int, int]:
