@@ -239,22 +239,20 @@ def starts_path(path: str) -> str:
 
 def write_segment(path: str, runs: Iterable[record_runs.Run]) -> dict:
   """Writes framed records (in the order given) as the object `path` and
-  their starts beside it; returns {"path", "bytes", "sha256", "records"}.
+  their starts beside it, a run at a time (the segment's starts are never
+  held: 8 bytes a record); returns {"path", "bytes", "sha256", "records"}.
   A rerun (a retried task) writes the same bytes."""
   h = hashlib.sha256()
   size = records = 0
-  starts = []
-  with storage.open_write(path) as out:
+  with storage.open_write(path) as out, storage.open_write(starts_path(path)) as starts:
     for run in runs:
       if not len(run.keys):
         continue
       out.write(run.data)
       h.update(run.data)
-      starts.append(np.asarray(run.starts, np.int64) + size)
+      starts.write((np.asarray(run.starts, np.int64) + size).astype("<i8").tobytes())
       size += len(run.data)
       records += len(run.keys)
-  all_starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
-  storage.write_file(starts_path(path), all_starts.astype("<i8").tobytes())
   return {"path": path, "bytes": size, "sha256": h.hexdigest(), "records": records}
 
 
