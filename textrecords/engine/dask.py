@@ -14,6 +14,9 @@ DaskRunner).
      (`engine.sharded_pass`). A partitioned pass: per partition a tree and
      a finishing task, whose value (a future) goes only to its units' tasks,
      a partition at a time (`PARTITIONS_IN_FLIGHT`, `_partitioned_runs`).
+  A map's `protocol.Carry` state is staged as one object under the run's
+  parts folder and read back by its unit's examples
+  (`generator_steps.map_pass_staged` / `staged_state`).
   2. Examples: each unit's records, framed and sorted by key, written as one
      run object per output file it touches under the run's parts folder
      (`DirectDataset.parts_dir`): a few large objects per unit, never one
@@ -91,7 +94,11 @@ def _results(client, futures: Sequence) -> List[Any]:
   return client.gather(list(futures))
 
 
-def _map_unit(unit, gen, name: str, values: Dict[str, Any]):
+def _map_unit(unit, gen, name: str, values: Dict[str, Any], parts_dir: str = ""):
+  """A unit's partial; with `parts_dir`, its `Carry` state staged there for
+  its examples (`generator_steps.map_pass_staged`)."""
+  if parts_dir:
+    return generator_steps.map_pass_staged(gen, name, unit, values, parts_dir)
   return generator_steps.map_pass(gen, name, unit, values)
 
 
@@ -146,7 +153,7 @@ class _Fold:
 MAP_GROUPS_IN_FLIGHT = 3  # groups of TREE_FAN_IN units mapped before the oldest's merge is waited for
 
 
-def _merged_pass(client, gen, name: str, units, values: Dict[str, Any]):
+def _merged_pass(client, gen, name: str, units, values: Dict[str, Any], parts_dir: str = ""):
   """One pass's partials merged (a future, or None): units mapped
   `TREE_FAN_IN` at a time, each group merged (a sharded pass's: merged and
   split by token shard) into a `_Fold` (one per shard), at most
@@ -161,7 +168,7 @@ def _merged_pass(client, gen, name: str, units, values: Dict[str, Any]):
   flight: List[List[Any]] = []
   for i in range(0, len(units), TREE_FAN_IN):
     maps = client.map(_map_unit, units[i:i + TREE_FAN_IN], gen=gen, name=name, values=shared,
-                      pure=False)
+                      parts_dir=parts_dir, pure=False)
     group = client.submit(_merge_split if sharded else _merge, gen, name, *maps, pure=False)
     if sharded:
       for s, fold in enumerate(folds):
@@ -179,9 +186,10 @@ def _merged_pass(client, gen, name: str, units, values: Dict[str, Any]):
                                          for f in folds])
 
 
-def _pass_value(client, gen, name: str, units, values: Dict[str, Any]):
-  """One pass (`_merged_pass`), its value finished here."""
-  merged = _merged_pass(client, gen, name, units, values)
+def _pass_value(client, gen, name: str, units, values: Dict[str, Any], parts_dir: str = ""):
+  """One pass (`_merged_pass`, carried states staged in `parts_dir`), its
+  value finished here."""
+  merged = _merged_pass(client, gen, name, units, values, parts_dir)
   merged = _results(client, [merged])[0] if merged is not None else None
   return generator_steps.finish_pass(gen, name, merged)
 
@@ -222,7 +230,8 @@ def _partitioned_runs(client, gen, name: str, units, values: Dict[str, Any],
 def _unit_runs(unit, gen, values: Dict[str, Any], parts_dir: str):
   """A unit's records as run objects per output file; returns (totals,
   [(file, path, first key, last key)])."""
-  by_file, totals = generator_steps.unit_records(gen, unit, values)
+  by_file, totals = generator_steps.unit_records(
+      gen, unit, values, generator_steps.staged_state(gen, parts_dir, unit))
   return totals, generator_steps.keyed_runs(parts_dir, unit.index, by_file)
 
 
@@ -324,7 +333,8 @@ def run_generator(gen, datasets: Sequence, scheduler: str, num_workers: int,
       if p.partitioned:  # (the last pass)
         done = _partitioned_runs(client, gen, p.name, units, values, datasets[0].parts_dir())
         break
-      values = dict(values, **{p.name: _pass_value(client, gen, p.name, units, values)})
+      values = dict(values, **{p.name: _pass_value(client, gen, p.name, units, values,
+                                                   datasets[0].parts_dir())})
     shared = _scattered(client, values)  # sent once, not with each task
     if done is None:
       done = _results(client, client.map(_unit_runs, units, gen=gen, values=shared,

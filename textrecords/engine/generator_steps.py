@@ -22,6 +22,7 @@ are made by the same code whichever engine runs them:
     metadata last, for the engines whose workers write the outputs in place.
 """
 
+import pickle
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 from textrecords.engine import protocol
@@ -199,6 +200,33 @@ def range_reader(path: str):
       f.seek(start)
       return f.read(end - start)
   return read_local
+
+
+def carry_path(parts_dir: str, name: str, unit_index: int) -> str:
+  """Where pass `name`'s `protocol.Carry` state of a unit is staged."""
+  return storage.join(parts_dir, "carry-%s-u%08d" % (name, unit_index))
+
+
+def map_pass_staged(gen: protocol.Generator, name: str, unit: protocol.Unit,
+                    values: Dict[str, Any], parts_dir: str) -> Any:
+  """`map_pass`, its `Carry` state (if any) staged as one object for the
+  unit's examples (`staged_state`), as the local engine's workers stage
+  theirs in files: reading it back costs less than redoing the work (mt:
+  a 1 MiB unit's parse 0.2 s, its state 1.5 MB)."""
+  partial, state, _ = protocol.split_carry(map_pass_carry(gen, name, unit, values))
+  if state is not None:
+    storage.write_staged(carry_path(parts_dir, name, unit.index),
+                         pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+  return partial
+
+
+def staged_state(gen: protocol.Generator, parts_dir: str, unit: protocol.Unit) -> Any:
+  """The unit's state staged by the last pass's `map_pass_staged` (a later
+  pass's state replaces an earlier one's, as on the local engine), or None."""
+  if not gen.passes:
+    return None
+  data = storage.read_bytes_if_any(carry_path(parts_dir, gen.passes[-1].name, unit.index))
+  return None if data is None else pickle.loads(data)
 
 
 # ---------------------------------------------------------------- finalize

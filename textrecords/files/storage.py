@@ -397,6 +397,25 @@ def read_bytes(path: str) -> bytes:
       raise UserError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from e
 
 
+def read_bytes_if_any(path: str) -> Optional[bytes]:
+  """`read_bytes`, or None where nothing is at `path` (one request on a URL)."""
+  try:
+    if not is_url(path):
+      with open(local_path(path), "rb") as f:
+        return f.read()
+    with reaching(path):
+      fs = filesystem(path)
+      if split_scheme(path)[0] in ("s3", "s3a"):
+        return fs.cat_file(path, max_concurrency=1)
+      return fs.cat_file(path)
+  except FileNotFoundError:
+    return None
+  except OSError as e:
+    if is_unreachable_error(e):
+      raise
+    raise UserError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from e
+
+
 # -- one-file outputs (a vocab, a model): checked first, written whole
 
 def _nearest_existing(path: str) -> str:
