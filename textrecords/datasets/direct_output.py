@@ -33,6 +33,8 @@ import os
 import secrets
 from typing import Callable, Dict, Iterable, List, Sequence
 
+import numpy as np
+
 from textrecords.files import atomic_file
 from textrecords.datasets import index
 from textrecords.datasets import metadata
@@ -308,10 +310,12 @@ class StreamFile:
     info = {"name": self.name, "bytes": self.size, "sha256": self._hash.hexdigest(),
             "records": self.records}
     if self._gz is None and self.records:
-      offsets = index.offsets_from_starts([(0, self._starts)], self.size)
       iname = storage.basename(index.index_path(self.name))
       h = StreamFile(self.dataset, iname)
-      h.write(index.encode(offsets, self.name, self.size, info["sha256"]))
+      h.write(index.header_bytes(self.name, self.size, info["sha256"], len(self._starts)))
+      # the record starts as they are (no copy of the index: 8 bytes a record)
+      h.write(memoryview(np.frombuffer(self._starts, np.int64).astype("<u8", copy=False)).cast("B"))
+      h.write(np.asarray([self.size], "<u8").tobytes())
       info["_index_info"] = h.commit()
     storage.move(self.tmp, self.dataset.done_path(self.name))
     storage.write_file(storage.join(self.dataset.dir, _info_name(self.name, self.dataset.run)),
