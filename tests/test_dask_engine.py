@@ -72,3 +72,18 @@ def test_merged_pass_raises_the_first_failed_unit_in_order(client, monkeypatch):
   monkeypatch.setattr(dask_engine, "TREE_FAN_IN", 3)
   with pytest.raises(UserError, match="^unit 40: bad$"):
     dask_engine._pass_value(client, _gen(fail_at=(95, 40, 41)), "ids", list(range(100)), {})
+
+
+def test_released_results_in_order_and_futures_dropped(client, monkeypatch):
+  monkeypatch.setattr(dask_engine, "RESULTS_AT_ONCE", 4)
+  futures = client.map(lambda x: x * x, range(10), pure=False)
+  assert dask_engine._released_results(client, futures) == [x * x for x in range(10)]
+  assert futures == [None] * 10
+
+  def square_but_3_and_7(x):
+    if x in (7, 3):
+      raise UserError(f"unit {x}: bad")
+    return x * x
+
+  with pytest.raises(UserError, match="^unit 3: bad$"):
+    dask_engine._released_results(client, client.map(square_but_3_and_7, range(10), pure=False))

@@ -94,6 +94,21 @@ def _results(client, futures: Sequence) -> List[Any]:
   return client.gather(list(futures))
 
 
+RESULTS_AT_ONCE = 16  # futures gathered (and released) together by `_released_results`
+
+
+def _released_results(client, futures: List) -> List[Any]:
+  """`_results`, gathered `RESULTS_AT_ONCE` at a time in order, each
+  future dropped from `futures` once its result is here, so workers forget
+  finished tasks while later ones run (the first failed one's error, in
+  list order, raised as itself)."""
+  out: List[Any] = []
+  for i in range(0, len(futures), RESULTS_AT_ONCE):
+    out.extend(_results(client, futures[i:i + RESULTS_AT_ONCE]))
+    futures[i:i + RESULTS_AT_ONCE] = [None] * len(futures[i:i + RESULTS_AT_ONCE])
+  return out
+
+
 def _map_unit(unit, gen, name: str, values: Dict[str, Any], parts_dir: str = ""):
   """A unit's partial; with `parts_dir`, its `Carry` state staged there for
   its examples (`generator_steps.map_pass_staged`)."""
@@ -221,9 +236,9 @@ def _partitioned_runs(client, gen, name: str, units, values: Dict[str, Any],
                    for u in part_units])
     del parts, value, unit_values  # (the futures held only by the tasks in flight)
     if len(flight) >= PARTITIONS_IN_FLIGHT:
-      done.extend(_results(client, flight.pop(0)))
+      done.extend(_released_results(client, flight.pop(0)))
   for futures in flight:
-    done.extend(_results(client, futures))
+    done.extend(_released_results(client, futures))
   return done
 
 
@@ -337,8 +352,9 @@ def run_generator(gen, datasets: Sequence, scheduler: str, num_workers: int,
                                                    datasets[0].parts_dir())})
     shared = _scattered(client, values)  # sent once, not with each task
     if done is None:
-      done = _results(client, client.map(_unit_runs, units, gen=gen, values=shared,
-                                         parts_dir=datasets[0].parts_dir(), pure=False))
+      done = _released_results(client, client.map(_unit_runs, units, gen=gen, values=shared,
+                                                  parts_dir=datasets[0].parts_dir(),
+                                                  pure=False))
     totals = generator_steps.merge_totals(gen, [t for t, _ in done])
     runs: Dict[int, List[tuple]] = {}
     for _, unit_runs in done:
