@@ -283,6 +283,9 @@ def check_segments(name: str, segments: Sequence[dict]) -> None:
                       "rerun with --resume")
 
 
+INDEX_CHUNK_BYTES = 8 << 20  # record starts read at a time by `index_chunks`
+
+
 def index_chunks(info: dict, segments: Sequence[dict]) -> Iterator[bytes]:
   """The offset index of the joined file, a segment at a time: the header,
   each segment's record starts shifted by its offset, the file size."""
@@ -290,11 +293,15 @@ def index_chunks(info: dict, segments: Sequence[dict]) -> Iterator[bytes]:
   base = 0
   for s in segments:
     if s["records"]:
-      starts = np.frombuffer(storage.read_bytes(starts_path(s["path"])), "<i8")
-      if len(starts) != s["records"]:
-        raise UserError(f"{starts_path(s['path'])}: {len(starts)} record starts, "
+      path = starts_path(s["path"])
+      size = storage.size(path)
+      if size != 8 * s["records"]:
+        raise UserError(f"{path}: {size // 8} record starts, "
                         f"expected {s['records']}; rerun with --resume")
-      yield (starts + base).astype("<u8").tobytes()
+      read_at = generator_steps.range_reader(path)
+      for a in range(0, size, INDEX_CHUNK_BYTES):  # (a segment's starts never held whole)
+        yield (np.frombuffer(read_at(a, min(size, a + INDEX_CHUNK_BYTES)), "<i8")
+               + base).astype("<u8").tobytes()
     base += s["bytes"]
   yield np.asarray([base], "<u8").tobytes()
 
