@@ -45,7 +45,6 @@ from textrecords.files import storage
 from textrecords.engine import file_segments
 from textrecords.engine import generator_steps
 from textrecords.engine import parse_pipeline_options, require_beam
-from textrecords.engine import protocol
 from textrecords.engine import record_files
 from textrecords.engine import sharded_pass
 from textrecords.errors import UserError
@@ -136,7 +135,7 @@ def _split_partial(partial, gen, name: str):
 
 def _pass_value(spread, gen, ps, names, values, partials=None):
   """A pass's value (a singleton): units mapped (unless `partials` are
-  given: `_carrying_map`), partials merged globally; a sharded pass's
+  given: `_staging_map`), partials merged globally; a sharded pass's
   partials first split by token shard, merged per shard (CombinePerKey) and
   selected, so the global merge sees selections only."""
   if partials is None:
@@ -173,7 +172,7 @@ class _TotalsCombine(beam.CombineFn):
 def _put(path: str, obj: Any) -> str:
   """Writes `obj` pickled as one object at `path` (under the run's parts
   folder); returns the path."""
-  storage.write_file(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+  storage.write_staged(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
   return path
 
 
@@ -182,20 +181,12 @@ def _get(path: str) -> Any:
   return pickle.loads(storage.read_bytes(path))
 
 
-STATES = "states"  # the tag of (unit, the path of its carried state or None)
-
-
-def _carrying_map(unit, gen, name: str, names, parts_dir: str, *values):
-  """The last pass's map of one unit: its partial, and (unit, the path of
-  its `protocol.Carry` state pickled as an object under `parts_dir`, or
-  None) tagged apart, for the unit's examples (which then skip the work
-  the state holds, as on the local engine; the bytes are the same)."""
-  partial, state, _ = protocol.split_carry(
-      generator_steps.map_pass_carry(gen, name, unit, dict(zip(names, values))))
-  path = None if state is None else _put(storage.join(parts_dir, "state-u%08d" % unit.index),
-                                         state)
-  yield beam.pvalue.TaggedOutput(STATES, (unit, path))
-  yield partial
+def _staging_map(unit, gen, name: str, names, parts_dir: str, *values):
+  """The last pass's map of one unit: its partial; its `protocol.Carry`
+  state (if any) staged for the unit's examples
+  (`generator_steps.map_pass_staged`, as on Dask), which then skip the work
+  the state holds, as on the local engine (the bytes are the same)."""
+  return generator_steps.map_pass_staged(gen, name, unit, dict(zip(names, values)), parts_dir)
 
 
 TOTALS = "totals"  # the tag of a unit's example statistics
@@ -214,16 +205,15 @@ def _staged_unit(gen, unit, values: Dict[str, Any], parts_dir: str, state: Any =
 
 
 class _UnitRecords(beam.DoFn):
-  """(unit, its carried state's path or None) -> `_staged_unit`: only
-  references to its runs go on."""
+  """A unit -> `_staged_unit`, with the state its last pass's map staged
+  (`generator_steps.staged_state`): only references to its runs go on."""
 
   def __init__(self, gen, names, parts_dir: str):
     super().__init__()
     self.gen, self.names, self.parts_dir = gen, list(names), parts_dir
 
-  def process(self, item, *values):
-    unit, state_path = item
-    state = None if state_path is None else _get(state_path)
+  def process(self, unit, *values):
+    state = generator_steps.staged_state(self.gen, self.parts_dir, unit)
     yield from _staged_unit(self.gen, unit, dict(zip(self.names, values)), self.parts_dir,
                             state)
 
@@ -444,7 +434,7 @@ def run_generator(gen, datasets: Sequence, options_text: str,
   pass: its partials staged as objects and merged per partition, its value
   staged once as an object and loaded by the workers of its units:
   `_partition_records`; the last pass's carried states staged for the
-  units' examples: `_carrying_map`); each unit's
+  units' examples: `_staging_map`); each unit's
   records for a file are written as one run object under the run's parts
   folder, and only its reference (file, path, first key, last key) goes
   through the shuffle; one worker per file merges its runs in key order a
@@ -461,22 +451,19 @@ def run_generator(gen, datasets: Sequence, options_text: str,
     single = beam.pvalue.AsSingleton
     spread = (p | "units" >> beam.Create(units) | "spread units" >> beam.Reshuffle())
     names, values, recs = [], [], None
-    carried = spread | "no states" >> beam.Map(lambda u: (u, None))
     for i, ps in enumerate(gen.passes):
       if ps.partitioned:  # (the last pass: never a side input)
         recs = _partition_records(spread, gen, ps, names, values, parts_dir)
         break
       partials = None
       if i == len(gen.passes) - 1:  # (the last pass's states go to the examples)
-        mapped = spread | f"{ps.name}: map" >> beam.FlatMap(
-            _carrying_map, gen, ps.name, list(names), parts_dir,
-            *[single(v) for v in values]).with_outputs(STATES, main="partials")
-        partials, carried = mapped.partials, mapped[STATES]
+        partials = spread | f"{ps.name}: map" >> beam.Map(
+            _staging_map, gen, ps.name, list(names), parts_dir, *[single(v) for v in values])
       values.append(_pass_value(spread, gen, ps, names, values, partials))
       names.append(ps.name)
     sides = [single(v) for v in values]
     if recs is None:
-      recs = carried | "examples" >> beam.ParDo(_UnitRecords(gen, names, parts_dir),
+      recs = spread | "examples" >> beam.ParDo(_UnitRecords(gen, names, parts_dir),
                                                 *sides).with_outputs(TOTALS, main="records")
     totals = recs[TOTALS] | "totals" >> beam.CombineGlobally(_TotalsCombine(gen))
     file_keys = (p | "files" >> beam.Create(list(range(len(files))))
