@@ -6,11 +6,13 @@ whatever the corpus.
 The generators' bytes on Dask are tested in test_generator_engines.py and
 test_sharded_pass.py."""
 
+import os
 import types
 
 import pytest
 
 from textrecords.engine import protocol
+from textrecords.engine import sharded_pass
 from textrecords.errors import UserError
 
 pytest.importorskip("distributed")
@@ -87,3 +89,51 @@ def test_released_results_in_order_and_futures_dropped(client, monkeypatch):
 
   with pytest.raises(UserError, match="^unit 3: bad$"):
     dask_engine._released_results(client, client.map(square_but_3_and_7, range(10), pure=False))
+
+
+def _sharded_gen(shards=4):
+  """A sharded pass over int units: unit u counts tokens t<u % 7>, t<u % 13>
+  and t<u % 13> again; select keeps the tokens seen 10 times or more and
+  checks that it was given one shard's tokens."""
+
+  def count(unit, _values):
+    out = {}
+    for t in (f"t{unit % 7}", f"t{unit % 13}", f"t{unit % 13}"):
+      out[t] = out.get(t, 0) + 1
+    return out
+
+  def merge(parts):
+    out = parts[0]
+    for part in parts[1:]:
+      for t, n in part.items():
+        out[t] = out.get(t, 0) + n
+    return out
+
+  def split(part, k):
+    pieces = [{} for _ in range(k)]
+    for t, n in part.items():
+      pieces[sharded_pass.shard_of(t, k)][t] = n
+    return [x or None for x in pieces]
+
+  def select(merged):
+    assert len({sharded_pass.shard_of(t, shards) for t in merged}) == 1, merged
+    return {t: n for t, n in merged.items() if n >= 10}
+
+  p = protocol.Pass(name="counts", map=count, merge=merge,
+                    finish=lambda m: sorted((m or {}).items()), shards=shards, split=split,
+                    select=select)
+  return types.SimpleNamespace(passes=(p,)), p
+
+
+def test_sharded_pass_staged_by_group_merged_a_shard_a_task(client, monkeypatch, tmp_path):
+  monkeypatch.setattr(dask_engine, "TREE_FAN_IN", 3)
+  gen, p = _sharded_gen()
+  units = list(range(100))
+  merged = p.merge([p.map(u, {}) for u in units])
+  whole = p.finish({t: n for t, n in merged.items() if n >= 10})
+  parts = tmp_path / "parts"
+  parts.mkdir()
+  assert dask_engine._pass_value(client, gen, "counts", units, {}, str(parts)) == whole
+  assert sorted(os.listdir(parts)) == [f"shards-counts-g{g:06d}" for g in range(34)]
+  assert dask_engine._pass_value(client, gen, "counts", units, {}) == whole  # (folds)
+  assert dask_engine._pass_value(client, gen, "counts", [], {}, str(parts)) == []

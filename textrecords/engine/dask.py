@@ -40,8 +40,10 @@ This module imports dask.distributed: import it only after
 """
 
 import contextlib
+import ctypes
 import logging
 import operator
+import pickle
 from typing import Any, Dict, Iterator, List, Sequence
 
 import dask
@@ -49,8 +51,10 @@ import distributed
 
 from textrecords.engine import file_segments
 from textrecords.engine import generator_steps
+from textrecords.engine import protocol
 from textrecords.engine import record_files
 from textrecords.engine import sharded_pass
+from textrecords.files import storage
 
 TREE_FAN_IN = 8  # partials merged per task
 # glibc's top pad of a local cluster's workers (MALLOC_TOP_PAD_, added to
@@ -165,30 +169,85 @@ class _Fold:
         _merge, self.gen, self.name, self.merged, future, pure=False)
 
 
-MAP_GROUPS_IN_FLIGHT = 3  # groups of TREE_FAN_IN units mapped before the oldest's merge is waited for
+MAP_GROUPS_IN_FLIGHT = 3  # groups of TREE_FAN_IN units mapped before the oldest's merge is
+# waited for
+
+
+def _shards_path(parts_dir: str, name: str, group: int) -> str:
+  """Where a sharded pass's group of units keeps its pieces (one object)."""
+  return storage.join(parts_dir, "shards-%s-g%06d" % (name, group))
+
+
+def _stage_split(gen, name: str, path: str, *partials):
+  """A group's partials merged and split by token shard (`sharded_pass.
+  merge_split`), the pieces pickled one after another into one object at
+  `path` (named by group: a retry writes the same); returns (path,
+  [(shard, start, end)]) of the pieces that are not None."""
+  pieces = sharded_pass.merge_split(generator_steps.pass_named(gen, name), partials)
+  blobs, index, at = [], [], 0
+  for s, piece in enumerate(pieces):
+    if piece is not None:
+      blobs.append(pickle.dumps(piece, protocol=pickle.HIGHEST_PROTOCOL))
+      index.append((s, at, at + len(blobs[-1])))
+      at += len(blobs[-1])
+  del pieces
+  storage.write_staged(path, b"".join(blobs))
+  return path, index
+
+
+def _select_staged(gen, name: str, pieces: Sequence[tuple]):
+  """One shard's staged pieces ((path, start, end), one ranged read each)
+  merged one at a time into a running merge, then selected: the task holds
+  that shard's merge and one piece, not every shard's."""
+  p = generator_steps.pass_named(gen, name)
+  merged = None
+  for path, start, end in pieces:
+    piece = pickle.loads(generator_steps.range_reader(path)(start, end))
+    merged = piece if merged is None else protocol.merge_all(p, [merged, piece])
+  return sharded_pass.select_pass(p, merged)
+
+
+def _shard_pieces(staged: Sequence[tuple], shards: int) -> List[List[tuple]]:
+  """For each shard, the (path, start, end) of its pieces in group order."""
+  out: List[List[tuple]] = [[] for _ in range(shards)]
+  for path, index in staged:
+    for s, start, end in index:
+      out[s].append((path, start, end))
+  return out
 
 
 def _merged_pass(client, gen, name: str, units, values: Dict[str, Any], parts_dir: str = ""):
   """One pass's partials merged (a future, or None): units mapped
-  `TREE_FAN_IN` at a time, each group merged (a sharded pass's: merged and
-  split by token shard) into a `_Fold` (one per shard), at most
+  `TREE_FAN_IN` at a time, each group merged into a `_Fold`, at most
   `MAP_GROUPS_IN_FLIGHT` groups before the oldest's merge is waited for,
-  so workers hold a few groups' partials, not every unit's; a sharded
-  pass's shards then selected and merged. A failed map's error is raised
-  in unit order."""
-  sharded = sharded_pass.is_sharded(generator_steps.pass_named(gen, name))
-  folds = [_Fold(client, gen, name)
-           for _ in range(generator_steps.pass_named(gen, name).shards if sharded else 1)]
+  so workers hold a few groups' partials, not every unit's. A sharded
+  pass's groups are merged and split by token shard; with `parts_dir` each
+  group's pieces are staged there (one object a group) and, once every
+  group is, one task a shard merges that shard's pieces and selects
+  (`_select_staged`): a worker holds one shard's counts at a time, not the
+  running merges of half the shards; without it, a `_Fold` per shard.
+  The selected parts are then merged in a tree. A failed map's error is
+  raised in unit order."""
+  p = generator_steps.pass_named(gen, name)
+  sharded = sharded_pass.is_sharded(p)
+  staging = sharded and bool(parts_dir)
+  folds = [_Fold(client, gen, name) for _ in range(p.shards if sharded and not staging else 1)]
   shared = _scattered(client, values)
   flight: List[List[Any]] = []
+  staged: List[Any] = []
   for i in range(0, len(units), TREE_FAN_IN):
     maps = client.map(_map_unit, units[i:i + TREE_FAN_IN], gen=gen, name=name, values=shared,
                       parts_dir=parts_dir, pure=False)
-    group = client.submit(_merge_split if sharded else _merge, gen, name, *maps, pure=False)
-    if sharded:
+    if staging:
+      group = client.submit(_stage_split, gen, name,
+                            _shards_path(parts_dir, name, i // TREE_FAN_IN), *maps, pure=False)
+      staged.append(group)
+    elif sharded:
+      group = client.submit(_merge_split, gen, name, *maps, pure=False)
       for s, fold in enumerate(folds):
         fold.add(client.submit(operator.getitem, group, s, pure=False))
     else:
+      group = client.submit(_merge, gen, name, *maps, pure=False)
       folds[0].add(group)
     flight.append(maps + [group])
     if len(flight) >= MAP_GROUPS_IN_FLIGHT:
@@ -197,8 +256,12 @@ def _merged_pass(client, gen, name: str, units, values: Dict[str, Any], parts_di
     _raise_failed(futures)
   if not sharded:
     return folds[0].merged
-  return _merge_tree(client, gen, name, [client.submit(_select, gen, name, f.merged, pure=False)
-                                         for f in folds])
+  if staging:
+    selected = [client.submit(_select_staged, gen, name, pieces, pure=False)
+                for pieces in _shard_pieces(_results(client, staged), p.shards) if pieces]
+  else:
+    selected = [client.submit(_select, gen, name, f.merged, pure=False) for f in folds]
+  return _merge_tree(client, gen, name, selected)
 
 
 def _pass_value(client, gen, name: str, units, values: Dict[str, Any], parts_dir: str = ""):
@@ -211,6 +274,16 @@ def _pass_value(client, gen, name: str, units, values: Dict[str, Any], parts_dir
 
 def _finish(gen, name: str, merged):
   return generator_steps.finish_pass(gen, name, merged)
+
+
+def _trim_memory() -> int:
+  """glibc's `malloc_trim(0)` in this process: the free pages inside the
+  heap given back (1 if any were), as dask's docs advise for workers whose
+  memory is not returned; 0 where there is no glibc."""
+  try:
+    return ctypes.CDLL("libc.so.6").malloc_trim(0)
+  except (OSError, AttributeError):
+    return 0
 
 
 PARTITIONS_IN_FLIGHT = 1  # a partitioned pass's partitions submitted at once: with 2, a
@@ -229,6 +302,8 @@ def _partitioned_runs(client, gen, name: str, units, values: Dict[str, Any],
     by_partition.setdefault(unit.partition, []).append(unit)
   done, flight = [], []
   for partition, part_units in sorted(by_partition.items()):
+    if partition:  # the pages freed with the earlier partitions' values given back
+      client.run(_trim_memory)
     parts = client.map(_map_unit, part_units, gen=gen, name=name, values=values, pure=False)
     value = client.submit(_finish, gen, name, _merge_tree(client, gen, name, parts), pure=False)
     unit_values = dict(values, **{name: {partition: value}})
