@@ -419,7 +419,14 @@ def test_retried_steps_write_the_same_objects_and_only_references_travel(tmp_pat
       item = (f, {"records": [ref for g, ref in refs if g == f], "file": [None]})
       segments = list(beam_engine._plan_segments(item, gen, [ds], files, 1 << 20, []))  # pylint: disable=protected-access
       written = [beam_engine._write_sorted(x, gen, [ds], files, []) for x in segments]  # pylint: disable=protected-access
-      infos += list(beam_engine._joined_file((f, [x[1] for x in written]), [ds], files))  # pylint: disable=protected-access
+      placed = []
+      for x in _outputs(beam_engine._start_join((f, [x[1] for x in written]), [ds], files)):  # pylint: disable=protected-access
+        if x[0] == beam_engine.JOINED:
+          infos.append(x[1])
+        else:
+          placed.append(beam_engine._place_segment(x)[1])  # pylint: disable=protected-access
+      if placed:
+        infos += list(beam_engine._finished_file((f, placed), [ds], files))  # pylint: disable=protected-access
   assert infos[:2] == infos[2:] and all(info[1]["records"] == 9 for info in infos)
   dealt = []
   for _ in range(2):

@@ -240,15 +240,9 @@ def test_segments_join_on_s3(s3_server):
   _, fs = s3_server
   for name, sizes in (("big", [(6 << 20) // 1000, 30]), ("small", [30, 30])):
     dataset = direct_output.DirectDataset(f"s3://bkt/{name}/meta.json", {"x": 1})
-    segments, whole, key = [], [], 0
-    for j, n in enumerate(sizes):
-      recs = [(key + i, tfrecord.frame(b"%07d" % (key + i) + b"x" * 977)) for i in range(n)]
-      key += n
-      whole += [r for _, r in recs]
-      segments.append(file_segments.write_segment(
-          file_segments.segment_path(dataset.parts_dir(), 0, j), [record_runs.from_keyed(recs)]))
+    segments, whole = _segment_objects(dataset.parts_dir(), sizes, 977)
     info = file_segments.join_direct(dataset, f"s3://bkt/{name}/t.tfrecord", segments)
-    assert fs.cat_file(f"bkt/{name}/.t.tfrecord.done-{dataset.run}") == b"".join(whole), name
+    assert fs.cat_file(f"bkt/{name}/.t.tfrecord.done-{dataset.run}") == whole, name
     assert [s["offset"] for s in info["segments"]] == [0, segments[0]["bytes"]]
     assert info["records"] == sum(sizes)
 
@@ -267,3 +261,88 @@ def test_resume_keeps_a_segmented_file(tmp_path):
   _w2v(out, EngineOptions(segment_bytes=2000), resume=True)
   assert _files(out) == before
   assert os.stat(out / entry["name"]).st_ino == inode
+
+
+def _segment_objects(parts, sizes=(3, 2, 4), pad=93):
+  """Segment objects of file 0 under `parts`, of `sizes` records (keys
+  0, 1, ... in order; 7 digits and `pad` bytes each), and the bytes of
+  the file they make."""
+  segments, whole, key = [], [], 0
+  for j, n in enumerate(sizes):
+    recs = [(key + i, tfrecord.frame(b"%07d" % (key + i) + b"x" * pad)) for i in range(n)]
+    key += n
+    whole += [r for _, r in recs]
+    segments.append(file_segments.write_segment(
+        file_segments.segment_path(parts, 0, j), [record_runs.from_keyed(recs)]))
+  return segments, b"".join(whole)
+
+
+@pytest.mark.parametrize("link", [True, False])
+def test_local_placement_copies_each_segment_at_its_offset(tmp_path, monkeypatch, link):
+  """A local join as the engines run it: a small first step (segment 0
+  linked as the temp file, or the temp file made empty where links are
+  refused), one placement per segment copying only that segment's bytes
+  to its offset (counted at os.copy_file_range), a last step: the file of
+  one writer, its index, its segments listed."""
+  from textrecords.files import storage  # pylint: disable=import-outside-toplevel
+  if not link:
+    monkeypatch.setattr(storage, "link_local", lambda *_: False)
+  out = tmp_path / "out"
+  dataset = direct_output.DirectDataset(str(out / "meta.json"), {"x": 1})
+  segments, whole = _segment_objects(dataset.parts_dir())
+  started = file_segments.start_placement("t.tfrecord", dataset.temp_path("t.tfrecord"),
+                                          segments)
+  offsets = [0, segments[0]["bytes"], segments[0]["bytes"] + segments[1]["bytes"]]
+  assert [p["offset"] for p in started] == offsets
+  real, calls = os.copy_file_range, []
+
+  def counted(src, dst, count, offset_src=None, offset_dst=None):
+    n = real(src, dst, count, offset_src, offset_dst)
+    calls[-1].append((offset_dst, n))
+    return n
+  monkeypatch.setattr(os, "copy_file_range", counted)
+  placed = []
+  for p in reversed(started):  # (any order, any worker)
+    calls.append([])
+    placed.append(file_segments.place(p))
+  placed.reverse()
+  calls.reverse()
+  for j, (p, s) in enumerate(zip(placed, segments)):
+    copied = 0 if (link and j == 0) else s["bytes"]
+    assert p["copied"] == copied
+    assert sum(n for _, n in calls[j]) == copied
+    assert all(offsets[j] <= at and at + n <= offsets[j] + s["bytes"] for at, n in calls[j])
+  info = file_segments.finish_direct(dataset, str(out / "t.tfrecord"), placed)
+  assert (out / f".t.tfrecord.done-{dataset.run}").read_bytes() == whole
+  assert [s["offset"] for s in info["segments"]] == offsets and info["records"] == 9
+  index_info = info["_index_info"]
+  assert (out / f".t.tfrecord.index.done-{dataset.run}").stat().st_size == index_info["bytes"]
+  assert not any(".tmp-" in n for n in os.listdir(out))
+  assert not any(os.path.exists(s["path"]) for s in segments)
+
+
+@pytest.mark.parametrize("fault", ["missing", "short"])
+def test_a_failed_placement_leaves_nothing(tmp_path, fault):
+  """A segment gone or cut short after the first step: its placement fails
+  in one line naming it, the temp file is removed, later placements and
+  the last step fail too, and no finished file, index or info is left."""
+  out = tmp_path / "out"
+  dataset = direct_output.DirectDataset(str(out / "meta.json"), {"x": 1})
+  segments, _ = _segment_objects(dataset.parts_dir())
+  started = file_segments.start_placement("t.tfrecord", dataset.temp_path("t.tfrecord"),
+                                          segments)
+  placed = [file_segments.place(started[0])]
+  if fault == "missing":
+    os.remove(segments[1]["path"])
+  else:
+    with open(segments[1]["path"], "r+b") as f:
+      f.truncate(segments[1]["bytes"] - 5)
+  with pytest.raises(UserError, match="segment-f00000-s00001"):
+    file_segments.place(started[1])
+  with pytest.raises(UserError, match="cannot write"):
+    file_segments.place(started[2])
+  assert [n for n in os.listdir(out) if not n.startswith(".meta.json.parts")] == []
+  with pytest.raises(UserError, match="2 of its 3 segments placed"):
+    file_segments.finish_direct(dataset, str(out / "t.tfrecord"),
+                                placed + [dict(started[2], copied=0)])
+  assert [n for n in os.listdir(out) if not n.startswith(".meta.json.parts")] == []

@@ -247,7 +247,10 @@ def _patch_steps(m) -> None:
 
 def _patch_segments(m) -> None:
   _patch(m, "write_file_segment", "write files")  # a segment of a file (its own task)
-  _patch(m, "join_direct", "join segments")
+  _patch(m, "join_direct", "join segments")  # (URLs: on the store's side)
+  _patch(m, "start_placement", "join: start")  # local paths: a task per segment placed
+  _patch(m, "place", "place segments")
+  _patch(m, "finish_direct", "join: finish")
 
 
 def _patch_local(m) -> None:

@@ -230,8 +230,12 @@ class DatasetWriter:
     data = info.pop("_index", None)
     if data is not None:
       # The offset index is finished before its record file, so a resumed run
-      # that keeps the record file also keeps its index.
-      self.write_bytes(index.index_path(path), data)
+      # that keeps the record file also keeps its index. (bytes, or chunks
+      # of bytes: written as they come)
+      with self.open(index.index_path(path)) as h:
+        for chunk in ([data] if isinstance(data, bytes) else data):
+          h.write(chunk)
+        h.commit()
     os.replace(info.pop("_tmp"), done_path(path))
     self._finished[info["name"]] = info
     with open(self.progress_path, "ab") as f:

@@ -148,18 +148,51 @@ class DirectDataset:
     if storage.size(done) != info["bytes"]:
       storage.remove(done)
       raise UserError(f"{done}: joined {storage.size(done)} bytes, expected {info['bytes']}")
-    if info["records"]:
-      h = StreamFile(self, storage.basename(index.index_path(name)))
-      try:
-        for chunk in index_chunks(info):
-          h.write(chunk)
-      except BaseException:
-        h.abort()
-        storage.remove(done)
-        raise
-      info["_index_info"] = h.commit()
+    try:
+      self._write_index(name, index_chunks, info)
+    except BaseException:
+      storage.remove(done)
+      raise
+    self._write_info(name, info)
+    return info
+
+  def _write_index(self, name: str, index_chunks: Callable[[dict], Iterable[bytes]],
+                   info: dict) -> None:
+    """The offset index of record file `name` (with records) streamed from
+    `index_chunks(info)` and finished; its info set as info["_index_info"]."""
+    if not info["records"]:
+      return
+    h = StreamFile(self, storage.basename(index.index_path(name)))
+    try:
+      for chunk in index_chunks(info):
+        h.write(chunk)
+    except BaseException:
+      h.abort()
+      raise
+    info["_index_info"] = h.commit()
+
+  def _write_info(self, name: str, info: dict) -> None:
     storage.write_file(storage.join(self.dir, _info_name(name, self.run)),
                        json.dumps(info, sort_keys=True).encode())
+
+  def temp_path(self, name: str) -> str:
+    """A new hidden temp name of file `name` (`.NAME.tmp-PID-NONCE`)."""
+    return storage.join(self.dir, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+  def commit_placed(self, name: str, tmp: str, index_chunks: Callable[[dict], Iterable[bytes]],
+                    joined: dict) -> dict:
+    """A record file whose bytes workers placed into the temp file `tmp`
+    (complete, its size checked) finished as `StreamFile.commit` does: its
+    offset index from `index_chunks(info)` first, then the finished name
+    and the info beside it; on failure `tmp` is removed. Returns its info."""
+    info = dict(joined)
+    try:
+      self._write_index(name, index_chunks, info)
+      storage.move(tmp, self.done_path(name))
+    except BaseException:
+      storage.remove(tmp)
+      raise
+    self._write_info(name, info)
     return info
 
   def write_bytes(self, path: str, data: bytes) -> dict:
@@ -272,7 +305,7 @@ class StreamFile:
 
   def __init__(self, dataset: DirectDataset, name: str, compression: str = ""):
     self.dataset, self.name = dataset, name
-    self.tmp = storage.join(dataset.dir, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    self.tmp = dataset.temp_path(name)
     self._raw = storage.open_write(self.tmp)
     self._hash = hashlib.sha256()
     self.size = self.records = 0

@@ -345,21 +345,51 @@ def _write_sorted(item, gen, datasets, files, names, *values):
   return file_index, (j, count, info)
 
 
-def _joined_file(item, datasets, files):
-  """(file index, [(segment, segments, info)]) -> (its dataset, the file's
-  info): a file of several segments joined (`file_segments.join_direct`)."""
+JOINED = "joined"  # the tag of a file finished by `_start_join` ((dataset, info))
+
+
+def _start_join(item, datasets, files):
+  """(file index, [(segment, segments, info)]) -> a file of one segment,
+  or of segments joined on the store's side (a URL,
+  `file_segments.join_direct`), as (its dataset, its info) tagged
+  `JOINED`; a local path's (a mount every worker has): its temp file made
+  and (file index, placement) for each segment
+  (`file_segments.start_placement`), placed by `_place_segment`."""
   file_index, parts = item
   target = files[file_index]
   parts = sorted(parts, key=lambda x: x[0])
   count = parts[0][1]
   if count == 1:
-    yield target.dataset, parts[0][2]
+    yield beam.pvalue.TaggedOutput(JOINED, (target.dataset, parts[0][2]))
     return
   if [x[0] for x in parts] != list(range(count)):
     raise UserError(f"{target.path}: {len(parts)} of its {count} segments written; "
                     "rerun with --resume")
-  yield target.dataset, file_segments.join_direct(datasets[target.dataset], target.path,
-                                                  [x[2] for x in parts])
+  dataset = datasets[target.dataset]
+  segments = [x[2] for x in parts]
+  if not file_segments.in_place(target.path):
+    yield beam.pvalue.TaggedOutput(JOINED, (target.dataset, file_segments.join_direct(
+        dataset, target.path, segments)))
+    return
+  name = storage.basename(target.path)
+  for p in file_segments.start_placement(name, dataset.temp_path(name), segments):
+    yield file_index, p
+
+
+def _place_segment(item):
+  """(file index, placement) -> (file index, placed): one segment copied
+  into its file's temp file at its offset (`file_segments.place`)."""
+  file_index, placement = item
+  return file_index, file_segments.place(placement)
+
+
+def _finished_file(item, datasets, files):
+  """(file index, [placed]) -> (its dataset, the file's info): the local
+  join's last step (`file_segments.finish_direct`)."""
+  file_index, placed = item
+  target = files[file_index]
+  yield target.dataset, file_segments.finish_direct(datasets[target.dataset], target.path,
+                                                    list(placed))
 
 
 COUNTS = "counts"  # the tag of a dealt group's record count
@@ -478,7 +508,13 @@ def run_generator(gen, datasets: Sequence, options_text: str,
                | "spread segments" >> beam.Reshuffle()
                | "write files" >> beam.Map(_write_sorted, gen, datasets, files, names, *sides)
                | "group segments" >> beam.GroupByKey()
-               | "join segments" >> beam.FlatMap(_joined_file, datasets, files))
+               | "join segments" >> beam.FlatMap(_start_join, datasets, files).with_outputs(
+                   JOINED, main="placements"))
+      placed = (infos.placements | "spread placements" >> beam.Reshuffle()
+                | "place segments" >> beam.Map(_place_segment)
+                | "group placements" >> beam.GroupByKey()
+                | "finish joins" >> beam.FlatMap(_finished_file, datasets, files))
+      infos = (infos[JOINED], placed) | "file infos" >> beam.Flatten()
     _ = (infos | "all infos" >> beam.combiners.ToList()
          | "finalize" >> beam.Map(_finalize_generator, gen, datasets, names, single(totals),
                                   *sides))

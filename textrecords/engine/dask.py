@@ -364,17 +364,43 @@ def _write_segment(gen, values: Dict[str, Any], dataset, file_index: int,
 
 
 def _join(dataset, target: record_files.Target, *segments):
-  """A record file joined from its segments: (its dataset, its info), or
-  None (kept by a resume)."""
+  """A record file joined from its segments on the store's side: (its
+  dataset, its info), or None (kept by a resume)."""
   if dataset.is_finished(target.path):
     return None
   return target.dataset, file_segments.join_direct(dataset, target.path, segments)
 
 
+def _start_placement(dataset, target: record_files.Target, *segments):
+  """A local join's first step: the temp file made and one placement per
+  segment (`file_segments.start_placement`), or None (kept by a resume)."""
+  if dataset.is_finished(target.path) or any(s is None for s in segments):
+    return None
+  name = storage.basename(target.path)
+  return file_segments.start_placement(name, dataset.temp_path(name), segments)
+
+
+def _place(placements, j: int):
+  """Segment j copied into the temp file at its offset (`file_segments.place`)."""
+  return None if placements is None else file_segments.place(placements[j])
+
+
+def _finish_placement(dataset, target: record_files.Target, *placed):
+  """A local join's last step (`file_segments.finish_direct`): (its
+  dataset, the file's info), or None (kept by a resume)."""
+  if any(p is None for p in placed):
+    return None
+  return target.dataset, file_segments.finish_direct(dataset, target.path, placed)
+
+
 def _file_future(client, gen, values, dataset, file_index: int, target: record_files.Target,
                  runs: Sequence[tuple], plan: Sequence[tuple]):
   """The future of record file `file_index`: one task, or one task per
-  segment of its plan and a task joining them."""
+  segment of its plan and their join: on a local path (a mount every
+  worker has) a small task making the temp file, a task per segment
+  placing it at its offset and a small task finishing the file
+  (`file_segments.place`); on a URL one task joining them on the store's
+  side."""
   if len(plan) == 1:
     return client.submit(_write_file, gen, values, dataset, file_index, target, runs,
                          pure=False)
@@ -382,7 +408,11 @@ def _file_future(client, gen, values, dataset, file_index: int, target: record_f
                             file_segments.touching(runs, bounds),
                             file_segments.segment_path(dataset.parts_dir(), file_index, j),
                             pure=False) for j, bounds in enumerate(plan)]
-  return client.submit(_join, dataset, target, *segments, pure=False)
+  if not file_segments.in_place(target.path):
+    return client.submit(_join, dataset, target, *segments, pure=False)
+  started = client.submit(_start_placement, dataset, target, *segments, pure=False)
+  placed = [client.submit(_place, started, j, pure=False) for j in range(len(plan))]
+  return client.submit(_finish_placement, dataset, target, *placed, pure=False)
 
 
 def _write_files(client, gen, values, datasets, runs: Dict[int, List[tuple]],

@@ -342,10 +342,93 @@ def write_file_segment(gen, values, file_index: int, bounds: Bounds, entries: Se
 def join_direct(dataset, path: str, segments: Sequence[dict]) -> dict:
   """A record file of a `DirectDataset` joined from its segments (every
   one checked first; none missing, or nothing is written); the segment
-  objects removed after. Returns the file's info."""
+  objects removed after. Returns the file's info. A local path takes the
+  placement steps one after the other here (`start_placement`, `place`,
+  `finish_direct`), which the engines run as parallel tasks."""
   name = storage.basename(path)
+  if in_place(path):
+    started = start_placement(name, dataset.temp_path(name), segments)
+    return finish_direct(dataset, path, [place(p) for p in started])
   check_segments(name, segments)
   info = dataset.join(path, segments, lambda i: index_chunks(i, segments),
                       joined_info(name, segments))
+  remove_segments(segments)
+  return info
+
+
+# ---------------------------------------------------------------- placing on a local path
+
+def in_place(path: str) -> bool:
+  """True where a file's segments are placed by parallel tasks (a local
+  path, or a mount every worker has); URLs join on the store's side."""
+  return not storage.is_url(path)
+
+
+def start_placement(name: str, tmp: str, segments: Sequence[dict]) -> List[dict]:
+  """The first, small step of a local join: every segment checked, the
+  hidden temp file `tmp` made (segment 0's object linked as it, no byte
+  copied, where the filesystem allows; else empty), and one placement per
+  segment ({"tmp", "segment", "count", "offset", "info", "copy"}: offsets
+  the prefix sums of the sizes) for `place`."""
+  check_segments(name, segments)
+  offsets = np.cumsum([0] + [int(s["bytes"]) for s in segments]).tolist()
+  linked = bool(segments and segments[0]["bytes"]) and storage.link_local(
+      segments[0]["path"], tmp)
+  if not linked:
+    storage.create_empty(tmp)
+  return [{"tmp": tmp, "segment": j, "count": len(segments), "offset": offsets[j], "info": s,
+           "copy": bool(s["bytes"]) and not (j == 0 and linked)}
+          for j, s in enumerate(segments)]
+
+
+def place(placement: dict) -> dict:
+  """One segment copied into the temp file at its offset (a task per
+  segment; a rerun writes the same bytes); returns the placement with
+  "copied" (bytes this call copied). On failure the temp file is removed,
+  so the file's last step and every later placement fail too."""
+  try:
+    s = placement["info"]
+    copied = storage.place_local(s["path"], placement["tmp"], placement["offset"],
+                                 s["bytes"]) if placement["copy"] else 0
+  except BaseException:
+    storage.remove(placement["tmp"])
+    raise
+  return dict(placement, copied=copied)
+
+
+def placed_segments(name: str, placed: Sequence[dict]) -> Tuple[str, List[dict]]:
+  """The last step's check of every segment's placement (one each, in
+  order, into one temp file, at the prefix sums of the sizes) and of the
+  temp file's size, fsynced; returns (temp path, segment infos). On
+  failure the temp file is removed and a one-line UserError raised."""
+  placed = sorted(placed, key=lambda p: p["segment"])
+  tmps = {p["tmp"] for p in placed}
+  try:
+    count = placed[0]["count"] if placed else 0
+    if len(tmps) != 1 or [p["segment"] for p in placed] != list(range(count)):
+      raise UserError(f"{name}: {len(placed)} of its {count} segments placed; "
+                      "rerun with --resume")
+    segments = [p["info"] for p in placed]
+    offsets = np.cumsum([0] + [int(s["bytes"]) for s in segments]).tolist()
+    if [p["offset"] for p in placed] != offsets[:-1]:
+      raise UserError(f"{name}: segments placed at other offsets; rerun with --resume")
+    (tmp,) = tmps
+    storage.check_local_size(tmp, offsets[-1])
+  except BaseException:
+    for t in tmps:
+      storage.remove(t)
+    raise
+  return tmp, segments
+
+
+def finish_direct(dataset, path: str, placed: Sequence[dict]) -> dict:
+  """The last, small step of a local join of a `DirectDataset`'s file:
+  the placements checked (`placed_segments`), the offset index written a
+  segment at a time, the temp file renamed to the finished name, the
+  segment objects removed; returns the file's info."""
+  name = storage.basename(path)
+  tmp, segments = placed_segments(name, placed)
+  info = dataset.commit_placed(name, tmp, lambda i: index_chunks(i, segments),
+                               joined_info(name, segments))
   remove_segments(segments)
   return info

@@ -425,23 +425,29 @@ def _write_segmented(gen, writers, runs: dict, values: dict, spill_dir: str,
            for f, plan in sorted(plans.items()) for j, bounds in enumerate(plan)]
   done = iter(parallel.ordered_map(_segment, items, num_workers, initializer=_init_generator,
                                    initargs=(gen, values, spill_dir)))
+  started = {}
   for f, plan in sorted(plans.items()):
     segments = [next(done) for _ in plan]
-    _join_segments(writers[files[f].dataset], files[f].path, segments)
+    started[f] = file_segments.start_placement(
+        os.path.basename(files[f].path), atomic_file.temp_path_for(files[f].path), segments)
+  placements = [p for f in sorted(started) for p in started[f]]
+  placed = iter(parallel.ordered_map(file_segments.place, placements, num_workers))
+  for f in sorted(started):
+    _join_segments(writers[files[f].dataset], files[f].path,
+                   [next(placed) for _ in started[f]])
   return set(plans)
 
 
-def _join_segments(writer, path: str, segments: Sequence[dict]) -> None:
-  """A record file of a `DatasetWriter` joined from its segments (each
-  checked first) under a temp name and recorded with its offset index."""
+def _join_segments(writer, path: str, placed: Sequence[dict]) -> None:
+  """A record file of a `DatasetWriter` whose segments the worker
+  processes placed into its temp file (`file_segments.place`), checked
+  and recorded with its offset index (streamed a segment at a time)."""
   name = os.path.basename(path)
-  file_segments.check_segments(name, segments)
+  tmp, segments = file_segments.placed_segments(name, placed)
   info = file_segments.joined_info(name, segments)
-  tmp = atomic_file.temp_path_for(path)
-  storage.concatenate([s["path"] for s in segments if s["bytes"]], tmp)
   info["_tmp"] = tmp
   if info["records"]:
-    info["_index"] = b"".join(file_segments.index_chunks(info, segments))
+    info["_index"] = file_segments.index_chunks(info, segments)
   try:
     writer.record_finished(path, info)
   except BaseException:

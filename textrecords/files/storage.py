@@ -582,24 +582,111 @@ def _concatenate_local(sources: Sequence[str], dst: str):
   """`concatenate` on local paths: copied in the kernel where it can."""
   os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
   with open(dst, "wb") as out:
+    offset = 0
     for p in sources:
       with open(p, "rb") as src:
         size = os.fstat(src.fileno()).st_size
-        done = 0
-        try:
-          while done < size:
-            n = os.copy_file_range(src.fileno(), out.fileno(), size - done)
-            if n <= 0:
-              break
-            done += n
-        except (AttributeError, OSError):
-          pass  # no copy_file_range here, or not across these filesystems
-        if done < size:
-          src.seek(done)
-          out.seek(0, os.SEEK_END)
-          shutil.copyfileobj(src, out, 1 << 22)
+        _copy_range(src.fileno(), out.fileno(), size, offset)
+        offset += size
     out.flush()
     os.fsync(out.fileno())
+
+
+def _copy_range(src: int, dst: int, size: int, offset: int) -> None:
+  """The first `size` bytes of file descriptor `src` written to `dst` at
+  byte `offset`: `os.copy_file_range` (in the kernel), else (no such call,
+  or not across these filesystems) `os.pread` / `os.pwrite` 4 MiB at a time."""
+  done = 0
+  try:
+    while done < size:
+      n = os.copy_file_range(src, dst, size - done, done, offset + done)
+      if n <= 0:
+        break
+      done += n
+  except (AttributeError, OSError):
+    pass
+  while done < size:
+    data = os.pread(src, min(size - done, 1 << 22), done)
+    if not data:
+      raise OSError(f"{size - done} bytes short")
+    view = memoryview(data)
+    while view:
+      n = os.pwrite(dst, view, offset + done)
+      view, done = view[n:], done + n
+
+
+def create_empty(path: str) -> None:
+  """Creates the local file `path` empty (folders made), replacing any."""
+  try:
+    path = local_path(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    open(path, "wb").close()
+  except OSError as e:
+    raise UserError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def link_local(src: str, dst: str) -> bool:
+  """Gives the local file `src` the second name `dst` (a hard link: no
+  byte copied); False where the filesystem refuses (`dst` not made)."""
+  try:
+    os.link(local_path(src), local_path(dst))
+    return True
+  except (AttributeError, OSError):
+    return False
+
+
+def check_local_size(path: str, want: int) -> None:
+  """Fsyncs the local file `path` and checks it holds `want` bytes.
+
+  Raises:
+    UserError: it is missing or of another size.
+  """
+  path = local_path(path)
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError as e:
+    raise UserError(f"{path}: cannot read: {e.strerror or e}") from e
+  try:
+    os.fsync(fd)
+    have = os.fstat(fd).st_size
+  finally:
+    os.close(fd)
+  if have != want:
+    raise UserError(f"{path}: {have} bytes, expected {want}; rerun with --resume")
+
+
+def place_local(src: str, dst: str, offset: int, size: int) -> int:
+  """Copies the local file `src`, which must hold `size` bytes, into the
+  existing local file `dst` at byte `offset` (`os.copy_file_range`, else
+  pread / pwrite; other bytes of `dst` untouched), then fsyncs `dst`;
+  returns the bytes copied.
+
+  Raises:
+    UserError: `src` missing or not `size` bytes, `dst` missing, or the write failed.
+  """
+  src, dst = local_path(src), local_path(dst)
+  try:
+    fd = os.open(src, os.O_RDONLY)
+  except OSError as e:
+    raise UserError(f"{src}: cannot read: {e.strerror or e}") from e
+  try:
+    have = os.fstat(fd).st_size
+    if have != size:
+      raise UserError(f"{src}: {have} bytes, expected {size}")
+    try:
+      out = os.open(dst, os.O_WRONLY)  # (never made here: a removed temp stays removed)
+    except OSError as e:
+      raise UserError(f"{dst}: cannot write: {e.strerror or e}") from e
+    try:
+      _copy_range(fd, out, size, offset)
+      os.fsync(out)
+    except OSError as e:
+      raise UserError(f"cannot write {dst}: {e.strerror or e}") from e
+    finally:
+      os.close(out)
+  finally:
+    os.close(fd)
+  return size
 
 
 def _compose(fs, sources: List[str], dst: str):
