@@ -224,9 +224,16 @@ def pack(config: BertConfig, corpus: Corpus) -> Optional[packing.Packing]:
                       config.packing)
 
 
+_CLEAN_CHUNK = 1 << 20  # tokens `is_clean` compares at a time
+
+
 def is_clean(corpus: Corpus, mask: masking.MaskingParams) -> bool:
-  """Whether no [CLS] or [SEP] id appears inside the corpus's documents."""
-  return not np.isin(corpus.tokens, [mask.cls_id, mask.sep_id]).any()
+  """Whether no [CLS] or [SEP] id appears inside the corpus's documents
+  (looked for `_CLEAN_CHUNK` tokens at a time: a partition's finish holds no
+  corpus-sized masks)."""
+  tokens, special = corpus.tokens, [mask.cls_id, mask.sep_id]
+  return not any(np.isin(tokens[i:i + _CLEAN_CHUNK], special).any()
+                 for i in range(0, tokens.size, _CLEAN_CHUNK))
 
 
 def task_records_fn(ctx: TaskContext):
