@@ -10,8 +10,10 @@ DaskRunner).
      it comes, a few groups mapped ahead (`MAP_GROUPS_IN_FLIGHT`), so
      workers never hold every unit's partial; the small value goes to later
      tasks as an argument. A sharded pass's groups are split by token
-     shard, each shard folded on its own and selected before a global tree
-     (`engine.sharded_pass`). A partitioned pass: per partition a tree and
+     shard and staged (one object a group under the run's parts folder),
+     then one task a shard merges that shard's pieces and selects
+     (`engine.sharded_pass`); the selected parts are merged where the
+     value is finished. A partitioned pass: per partition a tree and
      a finishing task, whose value (a future) goes only to its units' tasks,
      a partition at a time (`PARTITIONS_IN_FLIGHT`, `_partitioned_runs`).
   A map's `protocol.Carry` state is staged as one object under the run's
@@ -226,8 +228,11 @@ def _merged_pass(client, gen, name: str, units, values: Dict[str, Any], parts_di
   group is, one task a shard merges that shard's pieces and selects
   (`_select_staged`): a worker holds one shard's counts at a time, not the
   running merges of half the shards; without it, a `_Fold` per shard.
-  The selected parts are then merged in a tree. A failed map's error is
-  raised in unit order."""
+  Returns the futures whose merge is the pass's merged partial: the one
+  running merge, or a sharded pass's selected parts (merged by
+  `_pass_value` where the value is finished, so no worker holds the
+  vocabulary-sized merge as well). A failed map's error is raised in unit
+  order."""
   p = generator_steps.pass_named(gen, name)
   sharded = sharded_pass.is_sharded(p)
   staging = sharded and bool(parts_dir)
@@ -255,24 +260,32 @@ def _merged_pass(client, gen, name: str, units, values: Dict[str, Any], parts_di
   for futures in flight:
     _raise_failed(futures)
   if not sharded:
-    return folds[0].merged
+    return [] if folds[0].merged is None else [folds[0].merged]
   if staging:
     selected = [client.submit(_select_staged, gen, name, pieces, pure=False)
                 for pieces in _shard_pieces(_results(client, staged), p.shards) if pieces]
   else:
     selected = [client.submit(_select, gen, name, f.merged, pure=False) for f in folds]
-  return _merge_tree(client, gen, name, selected)
+  return selected
 
 
 def _pass_value(client, gen, name: str, units, values: Dict[str, Any], parts_dir: str = ""):
   """One pass (`_merged_pass`, carried states staged in `parts_dir`), its
-  value finished here."""
-  merged = _merged_pass(client, gen, name, units, values, parts_dir)
-  merged = _results(client, [merged])[0] if merged is not None else None
+  parts merged here as they come (`RESULTS_AT_ONCE` gathered at a time)
+  and its value finished here."""
+  futures = _merged_pass(client, gen, name, units, values, parts_dir)
+  merged = None
+  for i in range(0, len(futures), RESULTS_AT_ONCE):
+    merged = generator_steps.merge_pass(
+        gen, name, [merged] + _results(client, futures[i:i + RESULTS_AT_ONCE]))
+    futures[i:i + RESULTS_AT_ONCE] = [None] * len(futures[i:i + RESULTS_AT_ONCE])
   return generator_steps.finish_pass(gen, name, merged)
 
 
 def _finish(gen, name: str, merged):
+  """A partition's value, finished in a worker once its free heap pages
+  are given back (`_trim_memory`: the finish is a worker's largest step)."""
+  _trim_memory()
   return generator_steps.finish_pass(gen, name, merged)
 
 
