@@ -313,7 +313,7 @@ def _partitioned_runs(client, gen, name: str, units, values: Dict[str, Any],
   spec carried: the launcher's scheduler held and sent them all), and
   before each partition but the first every worker gives its free heap
   pages back (`_trim_memory`). bert at 400 MB on 2 local workers: the
-  per-worker peak 436 -> 389 MB (309 at 25 MB), the launcher's 800 -> 194
+  per-worker peak 436 -> 378 MB (309 at 25 MB), the launcher's 800 -> 190
   MB; the worker's peak still creeps up a partition at a time (live
   memory, not free pages: not yet found).
   Returns `_unit_runs` of every unit, in unit order."""
