@@ -197,7 +197,13 @@ def s3_server():
     with pytest.MonkeyPatch.context() as mp:  # for the project's own reads in this process
       for k, v in dict(CREDS, AWS_ENDPOINT_URL=endpoint).items():
         mp.setenv(k, v)
-      yield endpoint, fs
+      # fsspec keeps one s3fs client per process, made with the endpoint of its
+      # time: a module after another one's server must not reach the dead one.
+      s3fs.S3FileSystem.clear_instance_cache()
+      try:
+        yield endpoint, fs
+      finally:
+        s3fs.S3FileSystem.clear_instance_cache()
 
 
 @pytest.fixture(scope="module")

@@ -147,8 +147,10 @@ def test_format_1_metadata_is_read_and_newer_refused(datasets, tmp_path):
       assert got["splits"][s]["num_records"] == meta["splits"][s]["num_records"]
     assert [(f["name"], f["role"]) for f in got["files"]] == [
         (f["name"], f["role"]) for f in meta["files"]]
-  metadata.write(path, dict(meta, format="textrecords/3", version="9.0"))
-  with pytest.raises(UserError, match="format 'textrecords/3' written by textrecords 9.0.*"
+  newer = f"{metadata.FORMAT_PREFIX}{metadata.SEGMENTED_FORMAT_VERSION + 1}"  # past every readable one
+  assert newer not in metadata.READABLE_FORMATS
+  metadata.write(path, dict(meta, format=newer, version="9.0"))
+  with pytest.raises(UserError, match=f"format '{newer}' written by textrecords 9.0.*"
                      "upgrade textrecords or rerun create"):
     metadata.read(path)
 
