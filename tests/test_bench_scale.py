@@ -59,8 +59,34 @@ def test_a_tiny_run_on_local_and_dask_writes_every_field(tmp_path):
     for s in steps.values():
       assert 0 <= s["share"] <= 1 and s["serial_cpu_s"] >= 0
   assert r["workers"] >= 2  # the Dask run's 2 worker processes (the last run)
-  growth = report["growth"]["w2v/dask"]["sizes"]["0.1/0.05"]
+  growth = report["growth"]["w2v/dask (disk)"]["sizes"]["0.1/0.05"]
   assert {"cpu_s", "worker_peak_mb", "steps"} <= set(growth)
   statuses = {c[0] for c in report["checks"]}
   assert report["checks"] and statuses <= {"PASS", "FAIL", "INFO"}
   assert "issue 37 targets" in proc.stdout
+
+
+def test_sizes_over_the_s3_limit_get_a_disk_baseline():
+  bench = load_script("bench/bench_scale")
+  assert bench.plan_sizes([25, 100, 400], True, 100) == [
+      (25, False), (25, True), (100, True), (400, False)]
+  assert bench.plan_sizes([25, 100], True, 100) == [(25, True), (100, True)]
+  assert bench.plan_sizes([25, 400], False, 100) == [(25, False), (400, False)]
+
+
+def test_growth_is_compared_on_one_storage():
+  bench = load_script("bench/bench_scale")
+
+  def run(size, storage, peak):
+    return dict(rc=0, generator="w2v", engine="dask", size_mb=size, storage=storage,
+                cpu_s=size, worker_peak_mb=peak, launcher_peak_mb=100, requests={},
+                steps={"examples": dict(serial_cpu_s=0.01, share=0.01, side_bytes=0,
+                                        shuffle_bytes=0, partial_bytes=0)})
+  results = [run(25, "s3", 400), run(100, "s3", 440), run(25, "disk", 100),
+             run(400, "disk", 130)]
+  lines = [line for _, line in bench.checks(results) if "per-worker" in line]
+  assert lines == [
+      "w2v/dask (disk): per-worker peak memory 100 MB at 25 MB -> 130 MB at 400 MB: 1.3x "
+      "(<= 1.2x)",
+      "w2v/dask: per-worker peak memory 400 MB at 25 MB -> 440 MB at 100 MB: 1.1x (<= 1.2x)"]
+  assert set(bench.growth(results)) == {"w2v/dask", "w2v/dask (disk)"}

@@ -41,10 +41,12 @@ to a per-process file. Then:
   * object-store requests: with `--s3` (the default) inputs, vocab and
     outputs are s3:// objects on a `moto_server` on 127.0.0.1; its log has
     one line per request; those logged during a run are counted (sizes
-    above `--s3_max_mb` run on local disk: moto keeps objects in memory).
+    above `--s3_max_mb` run on local disk: moto keeps objects in memory;
+    the smallest size then runs on disk too).
 
 Prints a table per run, a table per step with its growth (each size against
-the smallest), PASS/FAIL lines for issue 37's targets, and writes
+the smallest on the same storage: S3 and disk runs are never compared),
+PASS/FAIL lines for issue 37's targets, and writes
 `<out>/bench_scale.json`.
 
 Usage (2 shared cores: run it in the background):
@@ -683,6 +685,15 @@ def aggregate(log_dir: str, procs: dict, job_cpu: float) -> dict:
 # ============================================================== report
 
 
+def _storage(r: dict) -> str:
+  return r.get("storage", "disk")
+
+
+def _label(gen: str, engine: str, storage: str) -> str:
+  """`gen/engine` on S3 (the requests counted), `gen/engine (disk)` on local disk."""
+  return f"{gen}/{engine}" + ("" if storage == "s3" else f" ({storage})")
+
+
 def _ratio(a, b):
   return round(a / b, 2) if a is not None and b else None
 
@@ -693,8 +704,8 @@ def growth(results: list) -> dict:
   by = {}
   for r in results:
     if r.get("rc") == 0 and "steps" in r:
-      by.setdefault((r["generator"], r["engine"]), []).append(r)
-  for (gen, engine), runs in by.items():
+      by.setdefault((r["generator"], r["engine"], _storage(r)), []).append(r)
+  for (gen, engine, storage), runs in by.items():
     runs.sort(key=lambda r: r["size_mb"])
     base = runs[0]
     g = {"base_mb": base["size_mb"], "sizes": {}}
@@ -712,7 +723,7 @@ def growth(results: list) -> dict:
                                 ("serial_cpu_s", "share", "side_bytes", "shuffle_bytes",
                                  "partial_bytes")}
       g["sizes"][key] = row
-    out[f"{gen}/{engine}"] = g
+    out[_label(gen, engine, storage)] = g
   return out
 
 
@@ -721,11 +732,12 @@ def checks(results: list) -> list:
   ok = [r for r in results if r.get("rc") == 0 and "steps" in r]
   lines = []
   by = {}
-  for r in ok:
-    by.setdefault((r["generator"], r["engine"]), []).append(r)
-  for (gen, engine), runs in sorted(by.items()):
+  for r in ok:  # growth is only compared on one storage (S3 runs hold s3fs buffers)
+    by.setdefault((r["generator"], r["engine"], _storage(r)), []).append(r)
+  for (gen, engine, storage), runs in sorted(by.items()):
     runs.sort(key=lambda r: r["size_mb"])
     small, big = runs[0], runs[-1]
+    label = _label(gen, engine, storage)
     if engine != "local":
       top = max(big["steps"].items(), key=lambda kv: kv[1]["share"] or 0)
       falling = len(runs) >= 2 and top[1]["share"] <= (
@@ -736,24 +748,24 @@ def checks(results: list) -> list:
                f"({'falling' if falling else 'not falling'})" if len(runs) >= 2
                else "one size only: no trend")
       lines.append(("PASS" if passed else "FAIL",
-                    f"{gen}/{engine}: largest serial step at {big['size_mb']:g} MB is "
+                    f"{label}: largest serial step at {big['size_mb']:g} MB is "
                     f"'{top[0]}' at {100 * top[1]['share']:.1f}% of the job's CPU "
                     f"(<= {100 * SHARE_LIMIT:.0f}%), {trend}"))
     if len(runs) >= 2:
       ratio = _ratio(big["worker_peak_mb"], small["worker_peak_mb"])
       lines.append(("PASS" if ratio is not None and ratio <= MEMORY_GROWTH_LIMIT else "FAIL",
-                    f"{gen}/{engine}: per-worker peak memory {small['worker_peak_mb']:.0f} MB "
+                    f"{label}: per-worker peak memory {small['worker_peak_mb']:.0f} MB "
                     f"at {small['size_mb']:g} MB -> {big['worker_peak_mb']:.0f} MB at "
                     f"{big['size_mb']:g} MB: {ratio}x (<= {MEMORY_GROWTH_LIMIT}x)"))
       lratio = _ratio(big["launcher_peak_mb"], small["launcher_peak_mb"])
-      lines.append(("INFO", f"{gen}/{engine}: launcher (runner, client) peak memory "
+      lines.append(("INFO", f"{label}: launcher (runner, client) peak memory "
                             f"{small['launcher_peak_mb']:.0f} MB -> {big['launcher_peak_mb']:.0f} "
                             f"MB: {lratio}x"))
     with_req = [r for r in runs if r["requests"].get("total")]
     for r in with_req:
       per_mb = r["requests"]["total"] / r["size_mb"]
       lines.append(("PASS" if per_mb <= REQUESTS_PER_MB_LIMIT else "FAIL",
-                    f"{gen}/{engine}: {r['requests']['total']:,} object-store requests at "
+                    f"{label}: {r['requests']['total']:,} object-store requests at "
                     f"{r['size_mb']:g} MB = {per_mb:.1f} per input MB "
                     f"(<= {REQUESTS_PER_MB_LIMIT})"))
     if len(with_req) >= 2:
@@ -761,21 +773,26 @@ def checks(results: list) -> list:
       req_ratio = b["requests"]["total"] / a["requests"]["total"]
       size_ratio = b["size_mb"] / a["size_mb"]
       lines.append(("PASS" if req_ratio <= 1.2 * size_ratio else "FAIL",
-                    f"{gen}/{engine}: requests grow {req_ratio:.2f}x for {size_ratio:g}x the "
+                    f"{label}: requests grow {req_ratio:.2f}x for {size_ratio:g}x the "
                     f"input (linear: <= {1.2 * size_ratio:.2f}x)"))
   for gen in sorted({r["generator"] for r in ok}):
-    sizes = sorted({r["size_mb"] for r in ok if r["generator"] == gen})
-    size = min(sizes, key=lambda s: abs(s - 100))
-    local = next((r for r in ok if (r["generator"], r["engine"], r["size_mb"])
-                  == (gen, "local", size)), None)
+    sizes = sorted({(r["size_mb"], _storage(r) != "s3") for r in ok if r["generator"] == gen},
+                   key=lambda s: (abs(s[0] - 100), s[1]))  # ~100 MB, S3 first
+    size, on_disk = sizes[0]
+
+    def run_of(engine, size=size, on_disk=on_disk):
+      return next((r for r in ok if (r["generator"], r["engine"], r["size_mb"],
+                                     _storage(r) != "s3") == (gen, engine, size, on_disk)),
+                  None)
+    local = run_of("local")
     for engine in ("beam", "dask"):
-      other = next((r for r in ok if (r["generator"], r["engine"], r["size_mb"])
-                    == (gen, engine, size)), None)
+      other = run_of(engine)
       if local is None or other is None:
         continue
       ratio = other["cpu_s"] / local["cpu_s"]
       lines.append(("PASS" if ratio <= ENGINE_CPU_LIMIT else "FAIL",
-                    f"{gen}/{engine}: {other['cpu_s']:.1f} CPU s at {size:g} MB vs local "
+                    f"{_label(gen, engine, _storage(other))}: {other['cpu_s']:.1f} CPU s at "
+                    f"{size:g} MB vs local "
                     f"{local['cpu_s']:.1f}: {ratio:.2f}x (<= {ENGINE_CPU_LIMIT:g}x)"))
   for r in results:
     if r.get("rc") != 0 or "steps" not in r:
@@ -793,7 +810,7 @@ def print_tables(results: list, grow: dict) -> None:
   print(f"{'run':<24}{'MB':>6}{'wall s':>8}{'CPU s':>8}{'instr%':>7}{'wrk':>4}"
         f"{'wrk peak':>9}{'lnch peak':>10}{'requests':>9}{'req/MB':>7}  commit")
   for r in results:
-    label = f"{r['generator']}/{r['engine']}"
+    label = _label(r["generator"], r["engine"], _storage(r))
     if r.get("rc") != 0 or "steps" not in r:
       print(f"{label:<24}{r['size_mb']:>6g}  FAILED rc={r.get('rc')}")
       continue
@@ -807,7 +824,7 @@ def print_tables(results: list, grow: dict) -> None:
   for r in results:
     if r.get("rc") != 0 or "steps" not in r:
       continue
-    key = f"{r['generator']}/{r['engine']}"
+    key = _label(r["generator"], r["engine"], _storage(r))
     g = grow.get(key, {})
     rkey = f"{r['size_mb']:g}/{g.get('base_mb', 0):g}"
     gs = g.get("sizes", {}).get(rkey, {}).get("steps", {})
@@ -867,7 +884,9 @@ def _parse():
   p.add_argument("--s3", action="store_true", default=True,
                  help="Inputs, vocab and outputs on a local moto S3 server; requests counted.")
   p.add_argument("--s3_max_mb", type=float, default=100.0,
-                 help="Larger corpora run on local disk (moto keeps objects in memory).")
+                 help="Larger corpora run on local disk (moto keeps objects in memory); "
+                      "the smallest size then runs on disk as well, the baseline of "
+                      "the disk runs' growth.")
   p.add_argument("--code_dir", default="",
                  help="Measure the packages of this tree (e.g. `git archive` of a commit, "
                       "with its hash in <code_dir>/.commit) instead of the installed ones.")
@@ -876,7 +895,8 @@ def _parse():
                       "reported as such (0: no limit).")
   p.add_argument("--reuse", action="store_true", default=True,
                  help="Keep the successful runs of the same commit found in "
-                      "<out>/bench_scale.json instead of running them again.")
+                      "<out>/bench_scale.json: planned ones are not run again, the "
+                      "others stay in the report.")
   p.add_argument("--report", action="store_true", default=False,
                  help="Run nothing: the tables and checks of <out>/bench_scale.json.")
   p.add_argument("--timeout_s", type=float, default=7200.0, help="Per run.")
@@ -920,8 +940,10 @@ def main() -> int:
   previous = {}
   if a.reuse and os.path.exists(json_path):
     with open(json_path, encoding="utf-8") as f:
-      previous = {(r["generator"], r["engine"], r["size_mb"], r["commit"]): r
+      previous = {(r["generator"], r["engine"], r["size_mb"], _storage(r), r["commit"]): r
                   for r in json.load(f)["results"] if r.get("rc") == 0 and "steps" in r}
+  commit = _commit(a.code_dir)
+  kept = [r for k, r in previous.items() if k[-1] == commit and not _planned(k, a, s3)]
   for gen in a.generators.split(","):  # compile caches (w2v's numba kernels) built unmeasured
     warm = os.path.join(out, "runs", f"warm-up-{gen}")
     os.makedirs(warm, exist_ok=True)
@@ -933,13 +955,12 @@ def main() -> int:
     print(f"{time.strftime('%H:%M:%S')} warm-up {gen}: rc={job['rc']} {job['wall_s']} s",
           flush=True)
   try:
-    for size in a.sizes:
+    for size, on_s3 in plan_sizes(a.sizes, s3 is not None, a.s3_max_mb):
       for gen in a.generators.split(","):
         corpus = make_corpus(gen, sources[gen], size,
                              os.path.join(out, "corpora", f"{gen}-{size:g}mb.txt"))
-        on_s3 = s3 is not None and size <= a.s3_max_mb
         for engine in a.engines.split(","):
-          name = f"{gen}-{engine}-{size:g}mb"
+          name = f"{gen}-{engine}-{size:g}mb" + ("" if on_s3 else "-disk")
           folder = os.path.join(out, "runs", name)
           os.makedirs(folder, exist_ok=True)
           spec = dict(generator=gen, engine=engine, num_workers=a.num_workers,
@@ -951,10 +972,9 @@ def main() -> int:
           else:
             spec.update(input=corpus, vocab=os.path.abspath(a.vocab),
                         output=os.path.join(folder, "output"))
-          commit = _commit(a.code_dir)
           print(f"{time.strftime('%H:%M:%S')} {name} ({'s3' if on_s3 else 'disk'}) at "
                 f"{commit[:8]} ...", flush=True)
-          done = previous.get((gen, engine, size, commit))
+          done = previous.pop((gen, engine, size, "s3" if on_s3 else "disk", commit), None)
           if done is not None:
             results.append(done)
             print(f"{time.strftime('%H:%M:%S')} {name}: kept from {json_path}", flush=True)
@@ -970,12 +990,30 @@ def main() -> int:
             s3.remove(spec["output"])
           else:
             shutil.rmtree(spec["output"], ignore_errors=True)
-          _write_report(json_path, results)
+          _write_report(json_path, results + kept)
   finally:
     if s3 is not None:
       s3.close()
-  _write_report(json_path, results)
+  _write_report(json_path, results + kept)
   return report(json_path)
+
+
+def plan_sizes(sizes, s3: bool, s3_max_mb: float) -> list:
+  """(size, on S3) of each planned size. Sizes over `s3_max_mb` run on disk;
+  then the smallest size runs on disk too, so memory and CPU growth are
+  compared on one storage (e.g. 25 -> 400 MB on disk, 25 -> 100 MB on S3)."""
+  out = [(size, s3 and size <= s3_max_mb) for size in sizes]
+  if s3 and any(not on_s3 for _, on_s3 in out) and (min(sizes), False) not in out:
+    out.insert(0, (min(sizes), False))
+  return out
+
+
+def _planned(key: tuple, a, s3) -> bool:
+  """Whether a kept run's (generator, engine, size, storage, commit) is planned
+  again; runs of the same commit that are not stay in the report."""
+  gen, engine, size, storage, _ = key
+  return (gen in a.generators.split(",") and engine in a.engines.split(",")
+          and (size, storage == "s3") in plan_sizes(a.sizes, s3 is not None, a.s3_max_mb))
 
 
 def _write_report(json_path: str, results: list) -> None:
