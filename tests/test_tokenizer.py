@@ -112,6 +112,20 @@ def test_sample_corpus_lines_match_oracle(pair):
   assert tok.encode_batch(lines) == [oracle.encode(line) for line in lines]
 
 
+def test_word_cache_is_bounded_and_exact(monkeypatch):
+  """A full word cache is emptied and refilled: it never holds more than
+  its bound, and the ids stay the oracle's."""
+  monkeypatch.setattr(WordPieceTokenizer, "_MAX_CACHED_WORDS", 8)
+  tok, oracle = WordPieceTokenizer(VOCAB), ref.ReferenceTokenizer(VOCAB, do_lower_case=True)
+  with open(SAMPLE_TEXT, encoding="utf-8") as handle:
+    lines = handle.read().split("\n")
+  sizes = []
+  for line in lines:
+    assert tok.encode_batch([line]) == [oracle.encode(line)]
+    sizes.append(len(tok._word_ids))  # pylint: disable=protected-access
+  assert max(sizes) == 8 and min(sizes[len(sizes) // 2:]) < 8  # filled, emptied, refilled
+
+
 @pytest.mark.parametrize("text,expected", [
     ("ΟΔΟΣ", ["ο", "##δ", "##ος"]),
     ("ΟΔΟΣ.", ["ο", "##δ", "##ος", "."]),
