@@ -15,6 +15,11 @@ slices cut where `Generator.cut_keys` allows.
     and byte counts alone (the same on every engine and worker count;
     one range, (None, None), below `segment_bytes`).
   * `segment_records`: the records of one key range, in key order.
+  * `group_levels`, `merge_group`, `grouped`: where every unit's run
+    spans the file's keys (bert's order buckets), each segment would read
+    every run (units x segments reads); the runs are first merged in
+    groups (a task each, `GROUP_FAN_IN` runs at most, level after level),
+    so that segments read about units / segments group runs each.
   * `write_segment`: a segment as a hidden object (+ its record starts).
   * `joined_info`: the file's info from its segments' (offsets, sizes,
     sha256s; a file of one non-empty segment is a plain file).
@@ -328,6 +333,105 @@ def file_plan(gen, values, file_index: int, entries: Sequence[tuple], compressio
 def touching(entries: Sequence[tuple], bounds: Bounds) -> List[tuple]:
   """The runs with records in a segment's key range."""
   return [e for e in entries if _touches(e, *bounds)]
+
+
+# ---------------------------------------------------------------- merging runs in groups
+
+GROUP_FAN_IN = 64  # runs one group merge reads at most (a chunk of each held)
+
+Group = Tuple[tuple, List[tuple]]  # (the group run's RunEntry, the RunEntries it merges)
+
+
+def segment_reads(entries: Sequence[tuple], plan: Sequence[Bounds]) -> int:
+  """How many (run, segment) pairs the segments of `plan` read: for each
+  run, the segments its key range touches (found by bisection, not by
+  trying every pair).
+
+  >>> segment_reads([(0, "a", 0, 29, 9), (0, "b", 5, 9, 9)], [(None, 10), (10, 20), (20, None)])
+  4
+  """
+  if len(plan) < 2:
+    return len(entries)
+  cuts = [int(b[0]) for b in plan[1:]]  # segment j holds keys [cuts[j-1], cuts[j])
+  return sum(bisect.bisect_right(cuts, int(e[3])) - bisect.bisect_right(cuts, int(e[2])) + 1
+             for e in entries)
+
+
+def group_levels(entries: Sequence[tuple], plan: Sequence[Bounds],
+                 fan_in: int = GROUP_FAN_IN, max_levels: Optional[int] = None) -> List[List[Group]]:
+  """The group merges that keep a segmented file's reads linear, level by
+  level (each level's groups read the previous level's group runs), or []
+  where they do not pay: one segment, or segments reading at most
+  2 x (runs + segments) (runs) of runs (narrow runs: w2v, mt).
+
+  Runs are taken in key order (first, last key, path), so that a group
+  spans neighbouring keys; each level merges up to `fan_in` consecutive
+  ones (evenly split) until at most max(1, runs // segments) are left,
+  so segments read about as many runs as the file has units in all.
+  `max_levels` (an engine with a fixed number of steps): the fan-in grows
+  where needed to finish in that many. A function of the runs' bounds
+  and byte counts only: the same plan on every engine and worker count.
+  A group of one run is no group: the run is passed on as it is.
+
+  >>> e = [(0, "p/run-%d" % i, 0, 99, 10) for i in range(8)]
+  >>> four = [(None, 20), (20, 40), (40, 60), (60, None)]
+  >>> [[(g[0][1:], len(g[1])) for g in level] for level in group_levels(e, four)]
+  [[(('p/group-f00000-l0-g00000', 0, 99, 40), 4), (('p/group-f00000-l0-g00001', 0, 99, 40), 4)]]
+  >>> group_levels(e, [(None, None)]), [len(level) for level in group_levels(e, four, 2)]
+  ([], [4, 2])
+  """
+  units, segments = len(entries), len(plan)
+  if segments < 2 or segment_reads(entries, plan) <= 2 * (units + segments):
+    return []
+  target = max(1, units // segments)
+  runs = sorted(entries, key=lambda e: (int(e[2]), int(e[3]), e[1]))
+  levels: List[List[Group]] = []
+  while len(runs) > target:
+    size = min(fan_in, -(-len(runs) // target))
+    if max_levels is not None and len(levels) == max_levels - 1:
+      size = -(-len(runs) // target)  # the last step the engine has
+    count = -(-len(runs) // size)
+    parts = [runs[i * len(runs) // count:(i + 1) * len(runs) // count] for i in range(count)]
+    level = [(_group_entry(part, len(levels), i), part) for i, part in enumerate(parts)]
+    levels.append([g for g in level if len(g[1]) > 1])
+    runs = [g[0] if len(g[1]) > 1 else g[1][0] for g in level]
+  return levels
+
+
+def _group_entry(part: Sequence[tuple], level: int, i: int) -> tuple:
+  """The RunEntry of the group run merging `part`, beside its first run."""
+  f = int(part[0][0])
+  path = storage.join(storage.parent(part[0][1]), "group-f%05d-l%d-g%05d" % (f, level, i))
+  return (f, path, min(int(e[2]) for e in part), max(int(e[3]) for e in part),
+          sum(int(e[4]) for e in part))
+
+
+def grouped(entries: Sequence[tuple], levels: Sequence[Sequence[Group]]) -> List[tuple]:
+  """The runs the segments read after `levels`: each merged run replaced
+  by its group's run (once), the others as they are, in key order."""
+  into = {e[1]: g[0] for level in levels for g in level for e in g[1]}
+  out, seen = [], set()
+  for e in entries:
+    while e[1] in into:
+      e = into[e[1]]
+    if e[1] not in seen:
+      seen.add(e[1])
+      out.append(e)
+  return out
+
+
+def merge_group(group: Group) -> tuple:
+  """One group merge: its runs merged in key order, a chunk of each held
+  at a time (`generator_steps.merged_run`), written as the group run's
+  object (`record_runs.write_streamed`; a rerun writes the same bytes);
+  returns the group run's RunEntry."""
+  entry, part = group
+  with storage.open_write(entry[1]) as out:
+    count, size = record_runs.write_streamed(out, generator_steps.merged_run(part))
+  if size != int(entry[4]):
+    raise UserError(f"{entry[1]}: merged {size} bytes of records, expected {entry[4]}; "
+                    "rerun with --resume")
+  return entry
 
 
 def write_file_segment(gen, values, file_index: int, bounds: Bounds, entries: Sequence[tuple],

@@ -19,10 +19,14 @@ single records (`protocol.Record`) are framed and sorted into one.
     a chunk at a time through ranged reads, and such record streams merged
     as `merged` merges runs: a file writer holds a chunk of each of its
     runs (`chunk_bytes`: `MERGE_BUDGET` over them all), never the file.
+  * `write_streamed`: runs in order written as one object of `to_bytes`'s
+    layout, spooled through scratch files (a merge of runs, never held).
 """
 
 import heapq
+import shutil
 import struct
+import tempfile
 from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -182,3 +186,27 @@ def concatenated(runs: Sequence[Run]) -> Run:
   return Run(np.concatenate([r.keys for r in runs]),
              np.concatenate([r.starts + o for r, o in zip(runs, offsets)]),
              b"".join(r.data for r in runs))
+
+
+def write_streamed(out, runs: Iterable[Run]) -> Tuple[int, int]:
+  """Writes runs already in key order to the binary file object `out` as
+  `to_bytes` lays out their concatenation; keys, starts and records are
+  spooled to scratch files first (the layout puts the count and the keys
+  before the records), so no more than a run is held. Returns (records,
+  record bytes)."""
+  count = size = 0
+  with tempfile.TemporaryFile() as keys, tempfile.TemporaryFile() as starts, \
+      tempfile.TemporaryFile() as data:
+    for run in runs:
+      if not len(run.keys):
+        continue
+      keys.write(np.asarray(run.keys, "<i8").tobytes())
+      starts.write((np.asarray(run.starts, np.int64) + size).astype("<i8").tobytes())
+      data.write(run.data)
+      count += len(run.keys)
+      size += len(run.data)
+    out.write(_COUNT.pack(count))
+    for spool in (keys, starts, data):
+      spool.seek(0)
+      shutil.copyfileobj(spool, out, 8 << 20)
+  return count, size
