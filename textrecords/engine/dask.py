@@ -376,38 +376,41 @@ def _write_dealt(dataset, target: record_files.Target, lane_paths: Sequence[str]
       dataset.open(target.path, target.compression), record_files.read_lanes(lane_paths))
 
 
+def _merge_group(dataset, target: record_files.Target, group, *after):
+  """One group merge of a segmented file's runs (`file_segments.merge_group`;
+  `after`: the merges of the groups it reads), or None (kept by a resume)."""
+  if dataset.is_finished(target.path):
+    return None
+  return file_segments.merge_group(group)
+
+
 def _write_segment(gen, values: Dict[str, Any], dataset, file_index: int,
-                   target: record_files.Target, bounds, runs: Sequence[tuple], path: str):
-  """One segment of a record file (`file_segments`), or None (kept by a resume)."""
+                   target: record_files.Target, bounds, runs: Sequence[tuple], path: str,
+                   *after):
+  """One segment of a record file (`file_segments`; `after`: the group
+  merges whose runs it reads), or None (kept by a resume)."""
   if dataset.is_finished(target.path):
     return None
   return file_segments.write_file_segment(gen, values, file_index, bounds, runs, path)
 
 
-def _join(dataset, target: record_files.Target, *segments):
-  """A record file joined from its segments on the store's side: (its
-  dataset, its info), or None (kept by a resume)."""
-  if dataset.is_finished(target.path):
-    return None
-  return target.dataset, file_segments.join_direct(dataset, target.path, segments)
-
-
 def _start_placement(dataset, target: record_files.Target, *segments):
-  """A local join's first step: the temp file made and one placement per
-  segment (`file_segments.start_placement`), or None (kept by a resume)."""
+  """A join's first step: one placement per segment (on a local path the
+  temp files made; `file_segments.start_direct`), or None (kept by a resume)."""
   if dataset.is_finished(target.path) or any(s is None for s in segments):
     return None
-  name = storage.basename(target.path)
-  return file_segments.start_placement(name, dataset.temp_path(name), segments)
+  return file_segments.start_direct(dataset, target.path, segments)
 
 
 def _place(placements, j: int):
-  """Segment j copied into the temp file at its offset (`file_segments.place`)."""
+  """Segment j placed: its records copied into the temp file at their
+  offset (a local path) and its part of the offset index written
+  (`file_segments.place`)."""
   return None if placements is None else file_segments.place(placements[j])
 
 
 def _finish_placement(dataset, target: record_files.Target, *placed):
-  """A local join's last step (`file_segments.finish_direct`): (its
+  """A join's last step (`file_segments.finish_direct`): (its
   dataset, the file's info), or None (kept by a resume)."""
   if any(p is None for p in placed):
     return None
@@ -417,11 +420,11 @@ def _finish_placement(dataset, target: record_files.Target, *placed):
 def _file_future(client, gen, values, dataset, file_index: int, target: record_files.Target,
                  runs: Sequence[tuple], plan: Sequence[tuple]):
   """The future of record file `file_index`: one task, or one task per
-  segment of its plan and their join: on a local path (a mount every
-  worker has) a small task making the temp file, a task per segment
-  placing it at its offset and a small task finishing the file
-  (`file_segments.place`); on a URL one task joining them on the store's
-  side."""
+  segment of its plan and their join: a small task starting it, a task
+  per segment placing it (at its offset on a local path, a mount every
+  worker has; a URL joins the records on the store's side) with its part
+  of the offset index, and a small task finishing the file
+  (`file_segments.place`)."""
   if len(plan) == 1:
     return client.submit(_write_file, gen, values, dataset, file_index, target, runs,
                          pure=False)
@@ -429,8 +432,6 @@ def _file_future(client, gen, values, dataset, file_index: int, target: record_f
                             file_segments.touching(runs, bounds),
                             file_segments.segment_path(dataset.parts_dir(), file_index, j),
                             pure=False) for j, bounds in enumerate(plan)]
-  if not file_segments.in_place(target.path):
-    return client.submit(_join, dataset, target, *segments, pure=False)
   started = client.submit(_start_placement, dataset, target, *segments, pure=False)
   placed = [client.submit(_place, started, j, pure=False) for j in range(len(plan))]
   return client.submit(_finish_placement, dataset, target, *placed, pure=False)
@@ -488,5 +489,7 @@ def run_generator(gen, datasets: Sequence, scheduler: str, num_workers: int,
         runs.setdefault(entry[0], []).append(entry)
     infos = _write_files(client, gen, shared, datasets, runs, segment_bytes)
     _results(client, infos)
-    _results(client, [client.submit(_finalize, gen, datasets, values, totals, infos,
+    # the scattered values: a worker that holds them (every worker that ran
+    # examples) does not unpickle a second copy (w2v at 400 MB: ~12 MB)
+    _results(client, [client.submit(_finalize, gen, datasets, shared, totals, infos,
                                     pure=False)])
