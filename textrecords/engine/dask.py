@@ -419,8 +419,9 @@ def _finish_placement(dataset, target: record_files.Target, *placed):
 
 def _file_future(client, gen, values, dataset, file_index: int, target: record_files.Target,
                  runs: Sequence[tuple], plan: Sequence[tuple]):
-  """The future of record file `file_index`: one task, or one task per
-  segment of its plan and their join: a small task starting it, a task
+  """The future of record file `file_index`: one task, or group merges of
+  its runs where segments would read every run (`file_segments.group_levels`),
+  one task per segment of its plan and their join: a small task starting it, a task
   per segment placing it (at its offset on a local path, a mount every
   worker has; a URL joins the records on the store's side) with its part
   of the offset index, and a small task finishing the file
@@ -428,10 +429,21 @@ def _file_future(client, gen, values, dataset, file_index: int, target: record_f
   if len(plan) == 1:
     return client.submit(_write_file, gen, values, dataset, file_index, target, runs,
                          pure=False)
-  segments = [client.submit(_write_segment, gen, values, dataset, file_index, target, bounds,
-                            file_segments.touching(runs, bounds),
-                            file_segments.segment_path(dataset.parts_dir(), file_index, j),
-                            pure=False) for j, bounds in enumerate(plan)]
+  levels = file_segments.group_levels(runs, plan)
+  merges: Dict[str, Any] = {}  # a group run's path -> the future of its merge
+  for level in levels:
+    for group in level:
+      merges[group[0][1]] = client.submit(
+          _merge_group, dataset, target, group,
+          *[merges[e[1]] for e in group[1] if e[1] in merges], pure=False)
+  runs = file_segments.grouped(runs, levels)
+  segments = []
+  for j, bounds in enumerate(plan):
+    mine = file_segments.touching(runs, bounds)
+    segments.append(client.submit(
+        _write_segment, gen, values, dataset, file_index, target, bounds, mine,
+        file_segments.segment_path(dataset.parts_dir(), file_index, j),
+        *[merges[e[1]] for e in mine if e[1] in merges], pure=False))
   started = client.submit(_start_placement, dataset, target, *segments, pure=False)
   placed = [client.submit(_place, started, j, pure=False) for j in range(len(plan))]
   return client.submit(_finish_placement, dataset, target, *placed, pure=False)
