@@ -1,0 +1,178 @@
+"""Group merges of a segmented file's runs (`file_segments.group_levels`).
+
+Where every unit's run spans the file's keys (bert's order buckets), each
+segment would read every run: units x segments reads. The runs are first
+merged in groups (a task each), so that the reads stay about units +
+segments, and the file's bytes stay those of one writer.
+"""
+
+import hashlib
+import json
+import os
+
+import pytest
+
+from conftest import SAMPLE_TEXT as BERT_SAMPLE, VOCAB as BERT_VOCAB
+
+from bert_data import generator as bert_generator
+from bert_data import units as bert_units
+from bert_data.config import BertConfig
+from textrecords.engine import EngineOptions
+from textrecords.engine import file_segments
+from textrecords.engine import generator_steps
+from textrecords.engine import record_runs
+from textrecords.files import storage
+from textrecords.files import tfrecord
+
+
+def _spanning_runs(folder, units: int, keys: int):
+  """Run objects of file 0, one per unit, each spanning keys [0, keys)
+  (unit u has keys u, u + units, ... and, for ties, keys 0 and keys - 1
+  again)."""
+  entries = []
+  for u in range(units):
+    items = sorted([(0, tfrecord.frame(b"t%d" % u)), (keys - 1, tfrecord.frame(b"e%d" % u))]
+                   + [(k, tfrecord.frame(b"r%d-%d" % (u, k))) for k in range(u, keys, units)])
+    entries += generator_steps.keyed_runs(str(folder), u, {0: record_runs.from_keyed(items)})
+  return entries
+
+
+class _Opens:
+  """Counts the run objects opened for reading (a ranged reader or a whole read)."""
+
+  def __init__(self, monkeypatch):
+    self.count = 0
+    reader, whole = generator_steps.range_reader, storage.read_bytes
+
+    def range_reader(path):
+      self.count += 1
+      return reader(path)
+
+    def read_bytes(path):
+      self.count += 1
+      return whole(path)
+    monkeypatch.setattr(generator_steps, "range_reader", range_reader)
+    monkeypatch.setattr(storage, "read_bytes", read_bytes)
+
+
+def _segments(entries, plan):
+  return [b"".join(r.data for r in file_segments.segment_records(
+      file_segments.touching(entries, b), *b)) for b in plan]
+
+
+@pytest.mark.parametrize("units,segments,fan_in,levels", [(48, 8, 64, 1), (64, 4, 2, 2)])
+def test_group_merges_keep_bytes_and_reads_linear(tmp_path, monkeypatch, units, segments,
+                                                 fan_in, levels):
+  """Segments read from the group runs give each segment's bytes as read
+  from the units' runs; runs opened: units x segments without the
+  groups, O(units + segments) with them (merges included), one or
+  several levels (a capped fan-in)."""
+  entries = _spanning_runs(tmp_path, units, 4 * units)
+  total = sum(e[4] for e in entries)
+  plan = file_segments.plan(entries, list(range(1, 4 * units)), -(-total // segments))
+  assert len(plan) == segments
+  opens = _Opens(monkeypatch)
+  plain = _segments(entries, plan)
+  assert opens.count == units * segments
+  opens.count = 0
+  found = file_segments.group_levels(entries, plan, fan_in)
+  assert len(found) == levels
+  assert max(len(g[1]) for level in found for g in level) <= fan_in
+  for level in found:
+    for group in level:
+      assert file_segments.merge_group(group) == group[0]
+  grouped = file_segments.grouped(entries, found)
+  assert len(grouped) * segments <= units
+  assert _segments(grouped, plan) == plain
+  # merges: each level reads its runs once (units x (1 + 1 / fan_in + ...)); segments: units
+  assert opens.count <= units * fan_in / (fan_in - 1) + units + segments
+
+
+def test_narrow_runs_are_not_grouped(tmp_path):
+  """Runs in key order (w2v, mt): each segment reads its own, no group."""
+  entries = []
+  for u in range(8):
+    run = record_runs.from_keyed([(10 * u + k, tfrecord.frame(b"x" * 20)) for k in range(10)])
+    entries += generator_steps.keyed_runs(str(tmp_path), u, {0: run})
+  plan = file_segments.plan(entries, None, 500)
+  assert len(plan) > 2
+  assert file_segments.group_levels(entries, plan) == []
+
+
+# ---------------------------------------------------------------- engines
+
+def _files(out) -> dict:
+  got = {}
+  for n in sorted(os.listdir(out)):
+    data = open(os.path.join(out, n), "rb").read()
+    if n.endswith("meta.json"):
+      meta = json.loads(data.decode().replace(str(out), "OUT"))
+      meta.pop("fingerprint", None)
+      got[n] = meta
+    else:
+      got[n] = hashlib.sha256(data).hexdigest()
+  return got
+
+
+@pytest.fixture
+def bert_corpus(tmp_path, monkeypatch):
+  """bert's sample as 12 documents' copies (36 documents), units of 4 kB
+  and order buckets of 3 kB: 14 runs, each spanning the file's buckets."""
+  text = open(BERT_SAMPLE).read().strip() + "\n\n"
+  path = tmp_path / "corpus.txt"
+  path.write_text(text * 12)
+  monkeypatch.setattr(bert_units, "_BUCKET_BYTES", 3000)
+  monkeypatch.setattr(bert_generator, "UNIT_BYTES", 4000)
+  return str(path)
+
+
+def _bert(corpus, out, engine):
+  os.makedirs(out, exist_ok=True)
+  bert_generator.create(BertConfig(
+      input_files=(corpus,), output_files=(f"{out}/t.tfrecord",), vocab_file=BERT_VOCAB,
+      dupe_factor=2, num_shards=1, num_workers=2, quiet=True), engine)
+  return _files(out)
+
+
+def _grouping(monkeypatch) -> list:
+  """The group levels the engine plans (recorded as it asks)."""
+  seen = []
+  plan_levels = file_segments.group_levels
+
+  def group_levels(*args, **kw):
+    seen.append(plan_levels(*args, **kw))
+    return seen[-1]
+  monkeypatch.setattr(file_segments, "group_levels", group_levels)
+  return seen
+
+
+def test_bert_grouped_segments_dask_equal_local(tmp_path, monkeypatch, bert_corpus):
+  """Dask (worker threads, so the small buckets reach them): runs merged
+  in groups before the segments, the local engine's bytes and metadata."""
+  distributed = pytest.importorskip("distributed")
+  seen = _grouping(monkeypatch)
+  small = dict(segment_bytes=20000)
+  local = _bert(bert_corpus, tmp_path / "local", EngineOptions(**small))
+  with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                protocol="tcp", host="127.0.0.1",
+                                dashboard_address=None) as cluster:
+    address = cluster.scheduler_address.replace("tcp://", "")
+    dask = _bert(bert_corpus, tmp_path / "dask",
+                 EngineOptions("dask", dask_scheduler=address, **small))
+  assert any(seen), "no group merge planned"
+  assert dask == local
+  assert local["t.tfrecord.meta.json"]["files"][0].get("segments")
+
+
+def test_bert_grouped_segments_beam_equal_local(tmp_path, monkeypatch, bert_corpus):
+  """Beam (in this process, so the small buckets reach its workers): runs
+  merged in groups before the segments, the local engine's bytes."""
+  pytest.importorskip("apache_beam")
+  seen = _grouping(monkeypatch)
+  small = dict(segment_bytes=20000)
+  local = _bert(bert_corpus, tmp_path / "local", EngineOptions(**small))
+  beam = _bert(bert_corpus, tmp_path / "beam", EngineOptions(
+      "beam", "runner=DirectRunner,direct_num_workers=1,direct_running_mode=in_memory",
+      **small))
+  assert any(seen), "no group merge planned"
+  assert beam == local
