@@ -309,11 +309,14 @@ def _map_unit(unit, gen, name, names, *values):
   return generator_steps.map_pass(gen, name, unit, dict(zip(names, values)))
 
 
-def _plan_segments(item, gen, datasets, files, segment_bytes: int, names, *values):
+def _plan_segments(item, gen, datasets, files, segment_bytes: int, max_levels: int, names,
+                   *values):
   """(file index, {"records": [run references], "file": [...]}) -> (file
-  index, (segment, segments, key range, its run references)) for each
-  segment of the file's plan (`file_segments.file_plan`: one for a file
-  under `segment_bytes`); nothing for a file finished by the resumed run."""
+  index, (its plan, its group levels, its run references)): the file's
+  segments (`file_segments.file_plan`: one for a file under
+  `segment_bytes`) and the group merges of its runs before them
+  (`file_segments.group_levels`, in `max_levels` steps at most); nothing
+  for a file finished by the resumed run."""
   file_index, grouped = item
   target = files[file_index]
   if datasets[target.dataset].is_finished(target.path):
@@ -321,8 +324,66 @@ def _plan_segments(item, gen, datasets, files, segment_bytes: int, names, *value
   entries = list(grouped["records"])
   plan = file_segments.file_plan(gen, dict(zip(names, values)), file_index, entries,
                                  target.compression, segment_bytes)
+  yield file_index, (plan, file_segments.group_levels(entries, plan, max_levels=max_levels),
+                     entries)
+
+
+def _level_items(item, level: int):
+  """(file index, job) -> the job itself and each group merge of its
+  level `level`, keyed by the file."""
+  file_index, job = item
+  yield file_index, ("job", job)
+  if level < len(job[1]):
+    for group in job[1][level]:
+      yield file_index, ("group", group)
+
+
+def _merge_item(item):
+  """A group merge done (`file_segments.merge_group`); a job passed on."""
+  file_index, (kind, value) = item
+  if kind == "group":
+    return file_index, (kind, file_segments.merge_group(value))
+  return item
+
+
+def _job_after(item):
+  """(file index, [the job, its level's merges done]) -> (file index, job)."""
+  file_index, done = item
+  return file_index, next(value for kind, value in done if kind == "job")
+
+
+def _merged_levels(jobs, max_levels: int):
+  """Each level of group merges as a step (a merge per element, spread),
+  the next level after all of a file's merges of this one."""
+  for level in range(max_levels):
+    jobs = (jobs | f"group merges {level}" >> beam.FlatMap(_level_items, level)
+            | f"spread merges {level}" >> beam.Reshuffle()
+            | f"merge groups {level}" >> beam.Map(_merge_item)
+            | f"merged {level}" >> beam.GroupByKey()
+            | f"after merges {level}" >> beam.Map(_job_after))
+  return jobs
+
+
+def _segment_items(item):
+  """(file index, job) -> (file index, (segment, segments, key range, the
+  runs it reads: group runs where merged)) for each segment."""
+  file_index, (plan, levels, entries) = item
+  runs = file_segments.grouped(entries, levels)
   for j, bounds in enumerate(plan):
-    yield file_index, (j, len(plan), bounds, file_segments.touching(entries, bounds))
+    yield file_index, (j, len(plan), bounds, file_segments.touching(runs, bounds))
+
+
+def merge_steps(units: int) -> int:
+  """The levels of group merges a Beam graph has room for: enough for
+  `units` runs a file at `file_segments.GROUP_FAN_IN` runs a merge.
+
+  >>> merge_steps(2), merge_steps(64), merge_steps(65), merge_steps(10 ** 6)
+  (1, 1, 2, 4)
+  """
+  levels, reach = 1, file_segments.GROUP_FAN_IN
+  while reach < units:
+    levels, reach = levels + 1, reach * file_segments.GROUP_FAN_IN
+  return levels
 
 
 def _write_sorted(item, gen, datasets, files, names, *values):
@@ -469,13 +530,16 @@ def run_generator(gen, datasets: Sequence, options_text: str,
   folder, and only its reference (file, path, first key, last key) goes
   through the shuffle; one worker per file merges its runs in key order a
   chunk at a time and writes the file, or one worker per segment of a file
-  over `segment_bytes` (`engine.file_segments`) and one joining them (a
+  over `segment_bytes` (`engine.file_segments`; after group merges of its
+  runs, level after level, where segments would read units x segments
+  runs: `file_segments.group_levels`) and one joining them (a
   generator that deals: `_dealt_files`); the last step writes the metadata.
   """
   units = gen.units()
   files = record_files.targets(gen)
   datasets = list(datasets)
   parts_dir = datasets[0].parts_dir()
+  levels = merge_steps(len(units))
 
   def build(p):
     single = beam.pvalue.AsSingleton
@@ -504,7 +568,9 @@ def run_generator(gen, datasets: Sequence, options_text: str,
       infos = ({"records": recs.records, "file": file_keys}
                | "group by file" >> beam.CoGroupByKey()
                | "plan segments" >> beam.FlatMap(_plan_segments, gen, datasets, files,
-                                                 segment_bytes, names, *sides)
+                                                 segment_bytes, levels, names, *sides))
+      infos = (_merged_levels(infos, levels)
+               | "segments" >> beam.FlatMap(_segment_items)
                | "spread segments" >> beam.Reshuffle()
                | "write files" >> beam.Map(_write_sorted, gen, datasets, files, names, *sides)
                | "group segments" >> beam.GroupByKey()
