@@ -59,7 +59,8 @@ def _records_only(files: dict) -> dict:
 
 
 def _segmented(meta: dict) -> list:
-  return [f for f in meta["files"] if f.get("segments")]
+  """The record files listed with segments."""
+  return [f for f in meta["files"] if f.get("segments") and f.get("role") != "index"]
 
 
 # ---------------------------------------------------------------- the plan
@@ -290,8 +291,7 @@ def test_local_placement_copies_each_segment_at_its_offset(tmp_path, monkeypatch
   out = tmp_path / "out"
   dataset = direct_output.DirectDataset(str(out / "meta.json"), {"x": 1})
   segments, whole = _segment_objects(dataset.parts_dir())
-  started = file_segments.start_placement("t.tfrecord", dataset.temp_path("t.tfrecord"),
-                                          segments)
+  started = file_segments.start_direct(dataset, str(out / "t.tfrecord"), segments)
   offsets = [0, segments[0]["bytes"], segments[0]["bytes"] + segments[1]["bytes"]]
   assert [p["offset"] for p in started] == offsets
   real, calls = os.copy_file_range, []
@@ -329,8 +329,7 @@ def test_a_failed_placement_leaves_nothing(tmp_path, fault):
   out = tmp_path / "out"
   dataset = direct_output.DirectDataset(str(out / "meta.json"), {"x": 1})
   segments, _ = _segment_objects(dataset.parts_dir())
-  started = file_segments.start_placement("t.tfrecord", dataset.temp_path("t.tfrecord"),
-                                          segments)
+  started = file_segments.start_direct(dataset, str(out / "t.tfrecord"), segments)
   placed = [file_segments.place(started[0])]
   if fault == "missing":
     os.remove(segments[1]["path"])

@@ -224,11 +224,16 @@ class DatasetWriter:
           pass
 
   def record_finished(self, path: str, info: dict):
-    """Records a file completed by `FileHandle.finish` (here or in a child process)."""
+    """Records a file completed by `FileHandle.finish` (here or in a child
+    process); its offset index from info["_index"] (bytes, or chunks) or,
+    written already, info["_index_file"] (its info, with "_tmp")."""
     if not self._header_written:
       self._write_progress_header()
     data = info.pop("_index", None)
-    if data is not None:
+    index_file = info.pop("_index_file", None)
+    if index_file is not None:  # written apart (parts placed by workers), complete
+      self.record_finished(index.index_path(path), index_file)
+    elif data is not None:
       # The offset index is finished before its record file, so a resumed run
       # that keeps the record file also keeps its index. (bytes, or chunks
       # of bytes: written as they come)

@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import secrets
-from typing import Callable, Dict, Iterable, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -135,41 +135,41 @@ class DirectDataset:
     """A writer for one file of the dataset; `.commit()` returns its info."""
     return StreamFile(self, storage.basename(path), compression)
 
-  def join(self, path: str, segments: Sequence[dict], index_chunks: Callable[[dict], Iterable[bytes]],
-           joined: dict) -> dict:
-    """A record file made of segment objects written apart (in order): all
-    checked there first, joined on the store's side under the finished
-    name, its offset index written from `index_chunks(info)`; returns its
-    info (`joined`, as `StreamFile.commit` returns one)."""
+  def join(self, path: str, segments: Sequence[dict], joined: dict,
+           index_sources: Sequence[str], index_info: Optional[dict]) -> dict:
+    """A record file made of segment objects written apart (in order): joined
+    on the store's side under the finished name, its offset index likewise
+    from its parts (`index_sources`, written apart: `index_info` its info,
+    None for a file without records); returns its info (`joined`, as
+    `StreamFile.commit` returns one). On failure neither is left."""
     name = storage.basename(path)
     info = dict(joined)
     done = self.done_path(name)
     storage.concatenate([s["path"] for s in segments if s["bytes"]], done)
-    if storage.size(done) != info["bytes"]:
-      storage.remove(done)
-      raise UserError(f"{done}: joined {storage.size(done)} bytes, expected {info['bytes']}")
     try:
-      self._write_index(name, index_chunks, info)
+      _check_joined(done, info["bytes"])
+      if index_info is not None:
+        index_done = self.done_path(index_info["name"])
+        storage.concatenate(list(index_sources), index_done)
+        try:
+          _check_joined(index_done, index_info["bytes"])
+        except BaseException:
+          storage.remove(index_done)
+          raise
+        info["_index_info"] = self._finished_index(index_info)
     except BaseException:
       storage.remove(done)
       raise
     self._write_info(name, info)
     return info
 
-  def _write_index(self, name: str, index_chunks: Callable[[dict], Iterable[bytes]],
-                   info: dict) -> None:
-    """The offset index of record file `name` (with records) streamed from
-    `index_chunks(info)` and finished; its info set as info["_index_info"]."""
-    if not info["records"]:
-      return
-    h = StreamFile(self, storage.basename(index.index_path(name)))
-    try:
-      for chunk in index_chunks(info):
-        h.write(chunk)
-    except BaseException:
-      h.abort()
-      raise
-    info["_index_info"] = h.commit()
+  def _finished_index(self, index_info: dict) -> dict:
+    """The info of an offset index in place under its finished name, also
+    stored beside it (as `StreamFile.commit` stores every file's)."""
+    index_info = {k: index_info[k] for k in ("name", "bytes", "sha256", "records", "segments")
+                  if k in index_info}
+    self._write_info(index_info["name"], index_info)
+    return index_info
 
   def _write_info(self, name: str, info: dict) -> None:
     storage.write_file(storage.join(self.dir, _info_name(name, self.run)),
@@ -179,20 +179,26 @@ class DirectDataset:
     """A new hidden temp name of file `name` (`.NAME.tmp-PID-NONCE`)."""
     return storage.join(self.dir, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
 
-  def commit_placed(self, name: str, tmp: str, index_chunks: Callable[[dict], Iterable[bytes]],
-                    joined: dict) -> dict:
-    """A record file whose bytes workers placed into the temp file `tmp`
-    (complete, its size checked) finished as `StreamFile.commit` does: its
-    offset index from `index_chunks(info)` first, then the finished name
-    and the info beside it; on failure `tmp` is removed. Returns its info."""
+  def commit_placed(self, tmp: str, joined: dict, index_tmp: Optional[str],
+                    index_info: Optional[dict]) -> dict:
+    """A record file whose bytes workers placed into the temp file `tmp`,
+    and its offset index into `index_tmp` (both complete, their sizes
+    checked; `index_info` the index's info, None for a file without
+    records), finished as `StreamFile.commit` does: the index's finished
+    name first, then the file's and the info beside it; on failure both
+    temp files are removed. Returns the file's info (`joined`)."""
     info = dict(joined)
     try:
-      self._write_index(name, index_chunks, info)
-      storage.move(tmp, self.done_path(name))
+      if index_info is not None:
+        storage.move(index_tmp, self.done_path(index_info["name"]))
+        info["_index_info"] = self._finished_index(index_info)
+      storage.move(tmp, self.done_path(info["name"]))
     except BaseException:
       storage.remove(tmp)
+      if index_tmp is not None:
+        storage.remove(index_tmp)
       raise
-    self._write_info(name, info)
+    self._write_info(info["name"], info)
     return info
 
   def write_bytes(self, path: str, data: bytes) -> dict:
@@ -283,6 +289,13 @@ class DirectDataset:
     if storage.size(dst) != info["bytes"]:
       raise UserError(f"{dst}: {storage.size(dst)} bytes, expected {info['bytes']}; "
                       "rerun to retry")
+
+
+def _check_joined(path: str, want: int) -> None:
+  """A store-side join's size check (one-line UserError)."""
+  have = storage.size(path)
+  if have != want:
+    raise UserError(f"{path}: joined {have} bytes, expected {want}")
 
 
 def _leftover_of(name: str, ours) -> bool:

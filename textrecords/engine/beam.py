@@ -410,12 +410,11 @@ JOINED = "joined"  # the tag of a file finished by `_start_join` ((dataset, info
 
 
 def _start_join(item, datasets, files):
-  """(file index, [(segment, segments, info)]) -> a file of one segment,
-  or of segments joined on the store's side (a URL,
-  `file_segments.join_direct`), as (its dataset, its info) tagged
-  `JOINED`; a local path's (a mount every worker has): its temp file made
-  and (file index, placement) for each segment
-  (`file_segments.start_placement`), placed by `_place_segment`."""
+  """(file index, [(segment, segments, info)]) -> a file of one segment as
+  (its dataset, its info) tagged `JOINED`; a file of segments: (file
+  index, placement) for each segment (`file_segments.start_direct`: on a
+  local path, a mount every worker has, its temp files made), placed by
+  `_place_segment`."""
   file_index, parts = item
   target = files[file_index]
   parts = sorted(parts, key=lambda x: x[0])
@@ -426,27 +425,22 @@ def _start_join(item, datasets, files):
   if [x[0] for x in parts] != list(range(count)):
     raise UserError(f"{target.path}: {len(parts)} of its {count} segments written; "
                     "rerun with --resume")
-  dataset = datasets[target.dataset]
-  segments = [x[2] for x in parts]
-  if not file_segments.in_place(target.path):
-    yield beam.pvalue.TaggedOutput(JOINED, (target.dataset, file_segments.join_direct(
-        dataset, target.path, segments)))
-    return
-  name = storage.basename(target.path)
-  for p in file_segments.start_placement(name, dataset.temp_path(name), segments):
+  for p in file_segments.start_direct(datasets[target.dataset], target.path,
+                                      [x[2] for x in parts]):
     yield file_index, p
 
 
 def _place_segment(item):
   """(file index, placement) -> (file index, placed): one segment copied
-  into its file's temp file at its offset (`file_segments.place`)."""
+  into its file's temp file at its offset (a local path) and its part of
+  the offset index written (`file_segments.place`)."""
   file_index, placement = item
   return file_index, file_segments.place(placement)
 
 
 def _finished_file(item, datasets, files):
-  """(file index, [placed]) -> (its dataset, the file's info): the local
-  join's last step (`file_segments.finish_direct`)."""
+  """(file index, [placed]) -> (its dataset, the file's info): the join's
+  last step (`file_segments.finish_direct`)."""
   file_index, placed = item
   target = files[file_index]
   yield target.dataset, file_segments.finish_direct(datasets[target.dataset], target.path,

@@ -4,9 +4,9 @@ A record file's records (its sorted runs, `generator_steps.RunEntry`) may
 be cut at keys into *segments* of about `SEGMENT_BYTES` of framed records.
 Each segment is written by its own worker as a hidden object (its records
 in key order through the generator's `finish_file`, framed bytes, sha256,
-record starts); one cheap step then joins them into the file
-(`storage.concatenate`: copied in the kernel or on the store's side) and
-writes its offset index from the segments' starts, shifted. The file's
+record starts); then a task per segment places it in the file (copied
+in the kernel; on a URL the store joins them) and writes its part of the
+offset index (its starts, shifted), and one cheap step finishes. The file's
 bytes are those of one writer: an uncompressed TFRecord file is its
 records end to end, and a generator's `finish_file` is only applied to
 slices cut where `Generator.cut_keys` allows.
@@ -23,13 +23,20 @@ slices cut where `Generator.cut_keys` allows.
   * `write_segment`: a segment as a hidden object (+ its record starts).
   * `joined_info`: the file's info from its segments' (offsets, sizes,
     sha256s; a file of one non-empty segment is a plain file).
-  * `check_segments`, `index_chunks`: before the join, every segment is
-    there with its size; the offset index's bytes a segment at a time.
+  * `check_segments`: before the join, every segment is there with its size.
+  * `start_placement`, `place`, `finish_direct`: the join as parallel
+    steps: a small first step, a task per segment placing its records at
+    their offset (local paths; URLs join on the store's side) and writing
+    its own part of the offset index (`index_parts`: the header goes with
+    the first part, the file size with the last), a small last step that
+    checks the placements and renames (or joins the parts on the store's
+    side): no step reads every segment's record starts.
 
 A joined file's metadata entry lists its segments ({"offset", "bytes",
 "sha256"}) and its "sha256" is `hashing.segments_sha256` of them: no
-worker ever reads the whole file. GZIP files are one stream: one writer
-each, never segments.
+worker ever reads the whole file. Its offset index's entry lists the
+index's parts the same way (one per non-empty segment). GZIP files are
+one stream: one writer each, never segments.
 """
 
 import bisect
@@ -288,34 +295,75 @@ def check_segments(name: str, segments: Sequence[dict]) -> None:
                       "rerun with --resume")
 
 
-INDEX_CHUNK_BYTES = 8 << 20  # record starts read at a time by `index_chunks`
+INDEX_CHUNK_BYTES = 8 << 20  # record starts read at a time by `index_part_chunks`
 
 
-def index_chunks(info: dict, segments: Sequence[dict]) -> Iterator[bytes]:
-  """The offset index of the joined file, a segment at a time: the header,
-  each segment's record starts shifted by its offset, the file size."""
-  yield index.header_bytes(info["name"], info["bytes"], info["sha256"], info["records"])
-  base = 0
-  for s in segments:
-    if s["records"]:
-      path = starts_path(s["path"])
-      size = storage.size(path)
-      if size != 8 * s["records"]:
-        raise UserError(f"{path}: {size // 8} record starts, "
-                        f"expected {s['records']}; rerun with --resume")
-      read_at = generator_steps.range_reader(path)
-      for a in range(0, size, INDEX_CHUNK_BYTES):  # (a segment's starts never held whole)
-        yield (np.frombuffer(read_at(a, min(size, a + INDEX_CHUNK_BYTES)), "<i8")
-               + base).astype("<u8").tobytes()
-    base += s["bytes"]
-  yield np.asarray([base], "<u8").tobytes()
+def index_name(name: str) -> str:
+  """The name of record file `name`'s offset index (beside it)."""
+  return storage.basename(index.index_path(name))
+
+
+def index_parts(info: dict, segments: Sequence[dict]) -> List[Optional[dict]]:
+  """Where each segment's part of the joined file's offset index goes: for
+  each non-empty segment {"at": its byte offset in the index, "bytes": its
+  size, "head":
+  the index's header (the first such segment's part, else b""), "tail":
+  the file size (the last one's, else None)}; None for an empty segment
+  (and for every one of a file without records: it has no index). The
+  parts end to end are the index of one writer (`index.header_bytes`,
+  each record's start in the file, the file size), so each is written
+  apart, by the segment's own placement.
+
+  >>> segs = [{"bytes": 40, "records": 2}, {"bytes": 0, "records": 0}, {"bytes": 20, "records": 1}]
+  >>> parts = index_parts({"name": "f", "bytes": 60, "sha256": "x", "records": 3}, segs)
+  >>> [(p["at"], p["bytes"], len(p["head"]), p["tail"]) for p in parts if p], parts[1]
+  ([(0, 128, 112, None), (128, 16, 0, 60)], None)
+  """
+  if not info["records"]:
+    return [None] * len(segments)
+  head = index.header_bytes(info["name"], info["bytes"], info["sha256"], info["records"])
+  full = [j for j, s in enumerate(segments) if s["bytes"]]
+  parts: List[Optional[dict]] = [None] * len(segments)
+  at = 0
+  for j in full:
+    part = {"at": at, "head": head if j == full[0] else b"",
+            "tail": int(info["bytes"]) if j == full[-1] else None}
+    part["bytes"] = len(part["head"]) + 8 * int(segments[j]["records"]) + 8 * (j == full[-1])
+    parts[j], at = part, at + part["bytes"]
+  return parts
+
+
+def index_part_chunks(segment: dict, offset: int, part: dict) -> Iterator[bytes]:
+  """The bytes of one segment's part of the offset index (`index_parts`):
+  its head, the segment's record starts (its `.starts` object, read
+  `INDEX_CHUNK_BYTES` at a time) shifted by the segment's `offset` in the
+  file, its tail."""
+  yield part["head"]
+  if segment["records"]:
+    path = starts_path(segment["path"])
+    size = storage.size(path)
+    if size != 8 * segment["records"]:
+      raise UserError(f"{path}: {size // 8} record starts, "
+                      f"expected {segment['records']}; rerun with --resume")
+    read_at = generator_steps.range_reader(path)
+    for a in range(0, size, INDEX_CHUNK_BYTES):  # (a segment's starts never held whole)
+      yield (np.frombuffer(read_at(a, min(size, a + INDEX_CHUNK_BYTES)), "<i8")
+             + offset).astype("<u8").tobytes()
+  if part["tail"] is not None:
+    yield np.asarray([part["tail"]], "<u8").tobytes()
+
+
+def index_part_path(segment_object: str) -> str:
+  """Where a segment's part of the offset index is kept for a store-side join."""
+  return segment_object + ".index"
 
 
 def remove_segments(segments: Sequence[dict]) -> None:
-  """Deletes the segment objects and their starts (after the join)."""
+  """Deletes the segment objects, their starts and index parts (after the join)."""
   for s in segments:
     storage.remove(s["path"])
     storage.remove(starts_path(s["path"]))
+    storage.remove(index_part_path(s["path"]))
 
 
 
@@ -445,22 +493,13 @@ def write_file_segment(gen, values, file_index: int, bounds: Bounds, entries: Se
 
 def join_direct(dataset, path: str, segments: Sequence[dict]) -> dict:
   """A record file of a `DirectDataset` joined from its segments (every
-  one checked first; none missing, or nothing is written); the segment
-  objects removed after. Returns the file's info. A local path takes the
-  placement steps one after the other here (`start_placement`, `place`,
-  `finish_direct`), which the engines run as parallel tasks."""
-  name = storage.basename(path)
-  if in_place(path):
-    started = start_placement(name, dataset.temp_path(name), segments)
-    return finish_direct(dataset, path, [place(p) for p in started])
-  check_segments(name, segments)
-  info = dataset.join(path, segments, lambda i: index_chunks(i, segments),
-                      joined_info(name, segments))
-  remove_segments(segments)
-  return info
+  one checked first; none missing, or nothing is written), the segment
+  objects removed after; returns the file's info: the engines' parallel
+  steps (`start_direct`, `place`, `finish_direct`) one after the other."""
+  return finish_direct(dataset, path, [place(p) for p in start_direct(dataset, path, segments)])
 
 
-# ---------------------------------------------------------------- placing on a local path
+# ---------------------------------------------------------------- placing segments and index parts
 
 def in_place(path: str) -> bool:
   """True where a file's segments are placed by parallel tasks (a local
@@ -468,71 +507,163 @@ def in_place(path: str) -> bool:
   return not storage.is_url(path)
 
 
-def start_placement(name: str, tmp: str, segments: Sequence[dict]) -> List[dict]:
-  """The first, small step of a local join: every segment checked, the
-  hidden temp file `tmp` made (segment 0's object linked as it, no byte
-  copied, where the filesystem allows; else empty), and one placement per
-  segment ({"tmp", "segment", "count", "offset", "info", "copy"}: offsets
-  the prefix sums of the sizes) for `place`."""
+def start_direct(dataset, path: str, segments: Sequence[dict]) -> List[dict]:
+  """`start_placement` of a `DirectDataset`'s record file: on a local path
+  (`in_place`) with hidden temp names for the file and its index, on a
+  URL without (its index parts become objects beside the segments)."""
+  name = storage.basename(path)
+  if not in_place(path):
+    return start_placement(name, None, segments)
+  return start_placement(name, dataset.temp_path(name), segments,
+                         dataset.temp_path(index_name(name)))
+
+
+def start_placement(name: str, tmp: Optional[str], segments: Sequence[dict],
+                    index_tmp: Optional[str] = None) -> List[dict]:
+  """The first, small step of a join: every segment checked and one
+  placement per segment ({"tmp", "segment", "count", "offset", "info",
+  "copy", "index"}: offsets the prefix sums of the sizes; "index": its
+  part of the offset index, `index_parts`, with "tmp" or "path") for
+  `place`. On a local path (`tmp` given) the hidden temp file `tmp` is
+  made (segment 0's object linked as it, no byte copied, where the
+  filesystem allows; else empty) and the index's temp file `index_tmp`
+  (empty; a file without records has none); on a URL (`tmp` None) each
+  index part goes to its own object (`index_part_path`)."""
   check_segments(name, segments)
   offsets = np.cumsum([0] + [int(s["bytes"]) for s in segments]).tolist()
-  linked = bool(segments and segments[0]["bytes"]) and storage.link_local(
-      segments[0]["path"], tmp)
-  if not linked:
-    storage.create_empty(tmp)
+  parts = index_parts(joined_info(name, segments), segments)
+  linked = False
+  if tmp is not None:
+    linked = bool(segments and segments[0]["bytes"]) and storage.link_local(
+        segments[0]["path"], tmp)
+    if not linked:
+      storage.create_empty(tmp)
+    if any(parts):
+      storage.create_empty(index_tmp)
+  for part, s in zip(parts, segments):
+    if part is not None and tmp is not None:
+      part["tmp"] = index_tmp
+    elif part is not None:
+      part["path"] = index_part_path(s["path"])
   return [{"tmp": tmp, "segment": j, "count": len(segments), "offset": offsets[j], "info": s,
-           "copy": bool(s["bytes"]) and not (j == 0 and linked)}
+           "copy": tmp is not None and bool(s["bytes"]) and not (j == 0 and linked),
+           "index": parts[j]}
           for j, s in enumerate(segments)]
 
 
 def place(placement: dict) -> dict:
-  """One segment copied into the temp file at its offset (a task per
-  segment; a rerun writes the same bytes); returns the placement with
-  "copied" (bytes this call copied). On failure the temp file is removed,
-  so the file's last step and every later placement fail too."""
+  """One segment copied into the temp file at its offset (local paths) and
+  its part of the offset index written (`index_part_chunks`: into the
+  index's temp file at its offset, or as its own object on a URL): a task
+  per segment; a rerun writes the same bytes. Returns the placement with
+  "copied" (record bytes this call copied) and "index_part" ({"bytes",
+  "sha256", "records": 0, "path"} of the index part, or None). On failure
+  the temp files are removed, so the file's last step and every later
+  placement fail too."""
   try:
     s = placement["info"]
     copied = storage.place_local(s["path"], placement["tmp"], placement["offset"],
                                  s["bytes"]) if placement["copy"] else 0
+    part = placement["index"]
+    written = None if part is None else _write_index_part(
+        part, index_part_chunks(s, placement["offset"], part))
   except BaseException:
-    storage.remove(placement["tmp"])
+    _remove_temps([placement])
     raise
-  return dict(placement, copied=copied)
+  return dict(placement, copied=copied, index_part=written)
 
 
-def placed_segments(name: str, placed: Sequence[dict]) -> Tuple[str, List[dict]]:
+def _write_index_part(part: dict, chunks: Iterable[bytes]) -> dict:
+  """Writes an index part's chunks (into the local temp file part["tmp"]
+  at part["at"], fsynced; or as the object part["path"]); returns its
+  {"bytes", "sha256", "records": 0, "path"}."""
+  h = hashlib.sha256()
+
+  def hashed():
+    for chunk in chunks:
+      h.update(chunk)
+      yield chunk
+  if part.get("tmp") is not None:
+    size = storage.write_local_at(part["tmp"], part["at"], hashed())
+    path = part["tmp"]
+  else:
+    size = 0
+    with storage.open_write(part["path"]) as out:
+      for chunk in hashed():
+        out.write(chunk)
+        size += len(chunk)
+    path = part["path"]
+  return {"bytes": size, "sha256": h.hexdigest(), "records": 0, "path": path}
+
+
+def _remove_temps(placements: Sequence[dict]) -> None:
+  """Removes a local join's temp files (the record file's and its index's)."""
+  for p in placements:
+    for t in (p.get("tmp"), (p.get("index") or {}).get("tmp")):
+      if t is not None:
+        storage.remove(t)
+
+
+class Placed:
+  """A join's checked placements (`placed_segments`): `tmp` (the local
+  temp file, None on a URL), `segments` (their infos, in order), `info`
+  (the file's, `joined_info`), `index_tmp` (the index's local temp file),
+  `index_sources` (its part objects on a URL) and `index_info` (the
+  index's info from its parts' sizes and sha256s, `joined_info`; None for
+  a file without records)."""
+
+  def __init__(self, name: str, placed: Sequence[dict]):
+    self.tmp = placed[0]["tmp"] if placed else None
+    self.segments = [p["info"] for p in placed]
+    self.info = joined_info(name, self.segments)
+    parts = [p["index_part"] for p in placed if p["index_part"] is not None]
+    self.index_tmp = next((p["index"].get("tmp") for p in placed if p["index"]), None)
+    self.index_sources = [p["path"] for p in parts]
+    self.index_info = joined_info(index_name(name), parts) if parts else None
+
+
+def placed_segments(name: str, placed: Sequence[dict]) -> Placed:
   """The last step's check of every segment's placement (one each, in
-  order, into one temp file, at the prefix sums of the sizes) and of the
-  temp file's size, fsynced; returns (temp path, segment infos). On
-  failure the temp file is removed and a one-line UserError raised."""
+  order, into one temp file, at the prefix sums of the sizes) and of each
+  index part (where `index_parts` puts it); on a local path the temp
+  files' sizes, fsynced. No segment's starts are read here. On failure
+  the temp files are removed and a one-line UserError raised."""
   placed = sorted(placed, key=lambda p: p["segment"])
-  tmps = {p["tmp"] for p in placed}
   try:
     count = placed[0]["count"] if placed else 0
-    if len(tmps) != 1 or [p["segment"] for p in placed] != list(range(count)):
+    if (len({p["tmp"] for p in placed}) != 1
+        or [p["segment"] for p in placed] != list(range(count))):
       raise UserError(f"{name}: {len(placed)} of its {count} segments placed; "
                       "rerun with --resume")
-    segments = [p["info"] for p in placed]
-    offsets = np.cumsum([0] + [int(s["bytes"]) for s in segments]).tolist()
-    if [p["offset"] for p in placed] != offsets[:-1]:
+    out = Placed(name, placed)
+    offsets = np.cumsum([0] + [int(s["bytes"]) for s in out.segments]).tolist()
+    want = index_parts(out.info, out.segments)
+    if ([p["offset"] for p in placed] != offsets[:-1]
+        or [None if p["index"] is None else p["index"]["at"] for p in placed]
+        != [None if w is None else w["at"] for w in want]
+        or any((p["index"] or {}).get("bytes") != (p.get("index_part") or {}).get("bytes")
+               for p in placed)):
       raise UserError(f"{name}: segments placed at other offsets; rerun with --resume")
-    (tmp,) = tmps
-    storage.check_local_size(tmp, offsets[-1])
+    if out.tmp is not None:
+      storage.check_local_size(out.tmp, offsets[-1])
+      if out.index_info is not None:
+        storage.check_local_size(out.index_tmp, out.index_info["bytes"])
   except BaseException:
-    for t in tmps:
-      storage.remove(t)
+    _remove_temps(placed)
     raise
-  return tmp, segments
+  return out
 
 
 def finish_direct(dataset, path: str, placed: Sequence[dict]) -> dict:
-  """The last, small step of a local join of a `DirectDataset`'s file:
-  the placements checked (`placed_segments`), the offset index written a
-  segment at a time, the temp file renamed to the finished name, the
-  segment objects removed; returns the file's info."""
-  name = storage.basename(path)
-  tmp, segments = placed_segments(name, placed)
-  info = dataset.commit_placed(name, tmp, lambda i: index_chunks(i, segments),
-                               joined_info(name, segments))
-  remove_segments(segments)
+  """The last, small step of a join of a `DirectDataset`'s file: the
+  placements checked (`placed_segments`: no record start read), the temp
+  files renamed to the finished names (local), or the segments and the
+  index parts each joined on the store's side (a URL), the segment
+  objects removed; returns the file's info."""
+  done = placed_segments(storage.basename(path), placed)
+  if done.tmp is None:
+    info = dataset.join(path, done.segments, done.info, done.index_sources, done.index_info)
+  else:
+    info = dataset.commit_placed(done.tmp, done.info, done.index_tmp, done.index_info)
+  remove_segments(done.segments)
   return info

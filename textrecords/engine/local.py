@@ -428,8 +428,10 @@ def _write_segmented(gen, writers, runs: dict, values: dict, spill_dir: str,
   started = {}
   for f, plan in sorted(plans.items()):
     segments = [next(done) for _ in plan]
+    path = files[f].path
     started[f] = file_segments.start_placement(
-        os.path.basename(files[f].path), atomic_file.temp_path_for(files[f].path), segments)
+        os.path.basename(path), atomic_file.temp_path_for(path), segments,
+        atomic_file.temp_path_for(index.index_path(path)))
   placements = [p for f in sorted(started) for p in started[f]]
   placed = iter(parallel.ordered_map(file_segments.place, placements, num_workers))
   for f in sorted(started):
@@ -439,21 +441,22 @@ def _write_segmented(gen, writers, runs: dict, values: dict, spill_dir: str,
 
 
 def _join_segments(writer, path: str, placed: Sequence[dict]) -> None:
-  """A record file of a `DatasetWriter` whose segments the worker
-  processes placed into its temp file (`file_segments.place`), checked
-  and recorded with its offset index (streamed a segment at a time)."""
-  name = os.path.basename(path)
-  tmp, segments = file_segments.placed_segments(name, placed)
-  info = file_segments.joined_info(name, segments)
-  info["_tmp"] = tmp
-  if info["records"]:
-    info["_index"] = file_segments.index_chunks(info, segments)
+  """A record file of a `DatasetWriter` whose segments and offset index
+  parts the worker processes placed into their temp files
+  (`file_segments.place`, as Dask's and Beam's tasks), checked
+  (`file_segments.placed_segments`) and recorded."""
+  done = file_segments.placed_segments(os.path.basename(path), placed)
+  info = dict(done.info, _tmp=done.tmp)
+  if done.index_info is not None:
+    info["_index_file"] = dict(done.index_info, _tmp=done.index_tmp)
   try:
     writer.record_finished(path, info)
   except BaseException:
-    storage.remove(tmp)
+    storage.remove(done.tmp)
+    if done.index_tmp is not None:
+      storage.remove(done.index_tmp)
     raise
-  file_segments.remove_segments(segments)
+  file_segments.remove_segments(done.segments)
 
 
 def _deal_groups(gen, out: PartWriter, runs: dict, values: dict, n_files: int):
@@ -558,18 +561,40 @@ def segmented_info(info: dict, cuts: Sequence[int], num_workers: int) -> dict:
   """The info (`FileHandle.finish`'s) of a file written whole, made that of
   its segments, which start at byte offsets `cuts` (after the first, at 0),
   as Dask and Beam write them (`file_segments.joined_info`): their
-  sha256s, hashed in the worker processes, and the offset index's header
-  to match."""
+  sha256s hashed in the worker processes; its offset index (from
+  info["_index"]) written with the header to match and listed in the
+  parts Dask's and Beam's placements write (`_index_parts`)."""
   offsets = [0, *cuts, info["bytes"]]
   ranges = [(info["_tmp"], a, b - a) for a, b in zip(offsets, offsets[1:])]
-  shas = parallel.ordered_map(_range_sha256, ranges, num_workers)
-  out = file_segments.joined_info(info["name"], [
-      {"bytes": n, "sha256": sha, "records": 0} for (_, _, n), sha in zip(ranges, shas)])
+  starts = (None if info.get("_index") is None
+            else index.decode(info.pop("_index"), info["name"]).offsets)
+  counts = ([0] * len(ranges) if starts is None
+            else np.diff(np.searchsorted(starts[:-1], offsets)).tolist())
+  segs = [{"bytes": n, "sha256": sha, "records": int(c)} for (_, _, n), sha, c in
+          zip(ranges, parallel.ordered_map(_range_sha256, ranges, num_workers), counts)]
+  out = file_segments.joined_info(info["name"], segs)
   out.update(records=info["records"], _tmp=info["_tmp"])
-  if info.get("_index") is not None:
-    offsets = index.decode(info["_index"], info["name"]).offsets
-    out["_index"] = index.encode(offsets, info["name"], out["bytes"], out["sha256"])
+  if starts is not None:
+    out["_index_file"] = _index_parts(out, segs, starts, num_workers)
   return out
+
+
+def _index_parts(info: dict, segs: List[dict], starts: np.ndarray, num_workers: int) -> dict:
+  """The offset index (record `starts` and the file size) of the file of
+  `info` and segments `segs`, written to a temp file beside it; returns
+  its info ("_tmp": the temp file), listing the parts that Dask's and
+  Beam's placements write (`file_segments.index_parts`), hashed in the
+  worker processes."""
+  name = file_segments.index_name(info["name"])
+  tmp = atomic_file.temp_path_for(os.path.join(os.path.dirname(info["_tmp"]), name))
+  with open(tmp, "wb") as f:
+    f.write(index.encode(starts, info["name"], info["bytes"], info["sha256"]))
+    f.flush()
+    os.fsync(f.fileno())
+  ranges = [(tmp, p["at"], p["bytes"]) for p in file_segments.index_parts(info, segs) if p]
+  parts = [{"bytes": n, "sha256": sha, "records": 0} for (_, _, n), sha in
+           zip(ranges, parallel.ordered_map(_range_sha256, ranges, num_workers))]
+  return dict(file_segments.joined_info(name, parts), _tmp=tmp)
 
 
 def _say_kept(gen, writers, options) -> None:

@@ -34,7 +34,7 @@ import re
 import shutil
 import socket
 import urllib.parse
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from textrecords.files import atomic_file
 from textrecords.errors import UserError
@@ -687,6 +687,35 @@ def place_local(src: str, dst: str, offset: int, size: int) -> int:
   finally:
     os.close(fd)
   return size
+
+
+def write_local_at(path: str, offset: int, chunks: Iterable[bytes]) -> int:
+  """Writes `chunks` one after another into the existing local file `path`
+  from byte `offset` on (other bytes untouched; the file is never made
+  here: a removed temp stays removed), then fsyncs it; returns the bytes
+  written.
+
+  Raises:
+    UserError: `path` missing, or the write failed.
+  """
+  path = local_path(path)
+  try:
+    out = os.open(path, os.O_WRONLY)
+  except OSError as e:
+    raise UserError(f"{path}: cannot write: {e.strerror or e}") from e
+  done = 0
+  try:
+    for chunk in chunks:
+      view = memoryview(chunk).cast("B")
+      while view:
+        n = os.pwrite(out, view, offset + done)
+        view, done = view[n:], done + n
+    os.fsync(out)
+  except OSError as e:
+    raise UserError(f"cannot write {path}: {e.strerror or e}") from e
+  finally:
+    os.close(out)
+  return done
 
 
 def _compose(fs, sources: List[str], dst: str):
