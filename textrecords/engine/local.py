@@ -420,7 +420,8 @@ def _write_segmented(gen, writers, runs: dict, values: dict, spill_dir: str,
                                      segment_bytes)
       if len(plan) > 1:
         plans[f] = plan
-  items = [(f, bounds, file_segments.touching(runs.get(f, []), bounds),
+  read = _merged_groups({f: runs.get(f, []) for f in plans}, plans, num_workers)
+  items = [(f, bounds, file_segments.touching(read[f], bounds),
             file_segments.segment_path(spill_dir, f, j))
            for f, plan in sorted(plans.items()) for j, bounds in enumerate(plan)]
   done = iter(parallel.ordered_map(_segment, items, num_workers, initializer=_init_generator,
@@ -438,6 +439,18 @@ def _write_segmented(gen, writers, runs: dict, values: dict, spill_dir: str,
     _join_segments(writers[files[f].dataset], files[f].path,
                    [next(placed) for _ in started[f]])
   return set(plans)
+
+
+def _merged_groups(runs: dict, plans: dict, num_workers: int) -> dict:
+  """Each segmented file's runs merged in groups where its segments would
+  read every run (`file_segments.group_levels`), a level of every file's
+  merges at a time by the worker processes; returns the runs each file's
+  segments read (`file_segments.grouped`)."""
+  levels = {f: file_segments.group_levels(runs[f], plans[f]) for f in sorted(plans)}
+  for depth in range(max((len(x) for x in levels.values()), default=0)):
+    groups = [g for f in sorted(levels) if depth < len(levels[f]) for g in levels[f][depth]]
+    list(parallel.ordered_map(file_segments.merge_group, groups, num_workers))
+  return {f: file_segments.grouped(runs[f], levels[f]) for f in levels}
 
 
 def _join_segments(writer, path: str, placed: Sequence[dict]) -> None:
