@@ -20,6 +20,7 @@ from bert_data.config import BertConfig
 from textrecords.engine import EngineOptions
 from textrecords.engine import file_segments
 from textrecords.engine import generator_steps
+from textrecords.engine import local
 from textrecords.engine import record_runs
 from textrecords.files import storage
 from textrecords.files import tfrecord
@@ -88,6 +89,18 @@ def test_group_merges_keep_bytes_and_reads_linear(tmp_path, monkeypatch, units, 
   assert opens.count <= units * fan_in / (fan_in - 1) + units + segments
 
 
+def test_local_engine_merges_groups_in_worker_processes(tmp_path):
+  """The local engine's segmented files (`local._merged_groups`): the
+  groups merged by two worker processes, the segments' bytes unchanged."""
+  entries = _spanning_runs(tmp_path, 24, 96)
+  total = sum(e[4] for e in entries)
+  plan = file_segments.plan(entries, list(range(1, 96)), -(-total // 6))
+  plain = _segments(entries, plan)
+  read = local._merged_groups({0: entries}, {0: plan}, 2)[0]
+  assert len(read) * len(plan) <= len(entries)
+  assert _segments(read, plan) == plain
+
+
 def test_narrow_runs_are_not_grouped(tmp_path):
   """Runs in key order (w2v, mt): each segment reads its own, no group."""
   entries = []
@@ -148,11 +161,13 @@ def _grouping(monkeypatch) -> list:
 
 def test_bert_grouped_segments_dask_equal_local(tmp_path, monkeypatch, bert_corpus):
   """Dask (worker threads, so the small buckets reach them): runs merged
-  in groups before the segments, the local engine's bytes and metadata."""
+  in groups before the segments; the local engine's bytes and metadata,
+  the records those of one writer."""
   distributed = pytest.importorskip("distributed")
   seen = _grouping(monkeypatch)
   small = dict(segment_bytes=20000)
   local = _bert(bert_corpus, tmp_path / "local", EngineOptions(**small))
+  seen.clear()  # (the local engine writes bert's file whole, in bucket order)
   with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                 protocol="tcp", host="127.0.0.1",
                                 dashboard_address=None) as cluster:
@@ -162,6 +177,8 @@ def test_bert_grouped_segments_dask_equal_local(tmp_path, monkeypatch, bert_corp
   assert any(seen), "no group merge planned"
   assert dask == local
   assert local["t.tfrecord.meta.json"]["files"][0].get("segments")
+  whole = _bert(bert_corpus, tmp_path / "whole", EngineOptions())
+  assert whole["t.tfrecord"] == local["t.tfrecord"]
 
 
 def test_bert_grouped_segments_beam_equal_local(tmp_path, monkeypatch, bert_corpus):
@@ -171,6 +188,7 @@ def test_bert_grouped_segments_beam_equal_local(tmp_path, monkeypatch, bert_corp
   seen = _grouping(monkeypatch)
   small = dict(segment_bytes=20000)
   local = _bert(bert_corpus, tmp_path / "local", EngineOptions(**small))
+  seen.clear()
   beam = _bert(bert_corpus, tmp_path / "beam", EngineOptions(
       "beam", "runner=DirectRunner,direct_num_workers=1,direct_running_mode=in_memory",
       **small))
