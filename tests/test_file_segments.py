@@ -22,6 +22,7 @@ from bert_data.config import BertConfig
 from mt_data import config as mt_config
 from mt_data import generator as mt_generator
 from textrecords.datasets import direct_output
+from textrecords.datasets import index
 from textrecords.datasets import metadata
 from textrecords.engine import EngineOptions
 from textrecords.engine import file_segments
@@ -61,6 +62,24 @@ def _records_only(files: dict) -> dict:
 def _segmented(meta: dict) -> list:
   """The record files listed with segments."""
   return [f for f in meta["files"] if f.get("segments") and f.get("role") != "index"]
+
+
+def _index_is_one_writers(out, meta: dict) -> None:
+  """Each segmented record file's offset index holds the bytes one writer
+  gives it (`index.encode` of a scan of the file, with its metadata's size
+  and sha256), and its metadata entry lists the index's parts (one per
+  segment), whose hashes the reader's check accepts."""
+  files = {f["name"]: f for f in meta["files"]}
+  for entry in _segmented(meta):
+    path = os.path.join(out, entry["name"])
+    ipath = index.index_path(path)
+    want = index.encode(index.scan(path), entry["name"], entry["bytes"], entry["sha256"])
+    assert open(ipath, "rb").read() == want, entry["name"]
+    listed = files[os.path.basename(ipath)]
+    assert listed["bytes"] == len(want)
+    assert len(listed["segments"]) == len(entry["segments"])
+    assert listed["sha256"] == hashing.segments_sha256(listed["segments"])
+    assert hashing.content_matches(ipath, listed)
 
 
 # ---------------------------------------------------------------- the plan
@@ -140,6 +159,7 @@ def test_segmented_file_equals_one_writer_local_and_dask(tmp_path, monkeypatch, 
   assert _records_only(one) == _records_only(whole)
   for name in ("two", "units", "dask"):
     assert _files(tmp_path / name) == one, name
+  _index_is_one_writers(tmp_path / "one", one["meta.json"])
   meta = one["meta.json"]
   assert meta["format"] == metadata.SEGMENTED_FORMAT
   assert whole["meta.json"]["format"] == metadata.FORMAT
@@ -184,6 +204,7 @@ def test_bert_packed_rows_cut_between_order_buckets_local_and_dask(tmp_path, mon
   assert _records_only(local) == _records_only(_files(tmp_path / "whole"))
   assert _files(tmp_path / "dask") == local
   assert _segmented(local["t.tfrecord.meta.json"])
+  _index_is_one_writers(tmp_path / "local", local["t.tfrecord.meta.json"])
 
 
 def test_w2v_beam_segmented_equals_local(tmp_path):
@@ -195,6 +216,7 @@ def test_w2v_beam_segmented_equals_local(tmp_path):
   local = _files(tmp_path / "local")
   assert _segmented(local["meta.json"])
   assert _files(tmp_path / "beam") == local
+  _index_is_one_writers(tmp_path / "beam", local["meta.json"])
 
 
 # ---------------------------------------------------------------- failures and reading
@@ -237,7 +259,8 @@ def test_reader_checks_a_segmented_file_and_catches_a_flipped_byte(tmp_path):
 def test_segments_join_on_s3(s3_server):
   """S3 (moto): segments of 5 MiB and more join as a multipart upload of
   part copies, smaller ones through a streamed copy: the records end to
-  end either way, the segments listed."""
+  end either way, the segments listed; the offset index joined from the
+  parts each placement wrote, one writer's bytes."""
   _, fs = s3_server
   for name, sizes in (("big", [(6 << 20) // 1000, 30]), ("small", [30, 30])):
     dataset = direct_output.DirectDataset(f"s3://bkt/{name}/meta.json", {"x": 1})
@@ -246,6 +269,11 @@ def test_segments_join_on_s3(s3_server):
     assert fs.cat_file(f"bkt/{name}/.t.tfrecord.done-{dataset.run}") == whole, name
     assert [s["offset"] for s in info["segments"]] == [0, segments[0]["bytes"]]
     assert info["records"] == sum(sizes)
+    got = fs.cat_file(f"bkt/{name}/.t.tfrecord.index.done-{dataset.run}")
+    framed = len(tfrecord.frame(b"x" * (7 + 977)))  # (every record's size)
+    assert got == index.encode(np.arange(sum(sizes) + 1) * framed, "t.tfrecord", len(whole),
+                               info["sha256"]), name
+    assert len(info["_index_info"]["segments"]) == 2  # its parts, joined on the store
 
 
 def test_resume_keeps_a_segmented_file(tmp_path):
@@ -301,9 +329,16 @@ def test_local_placement_copies_each_segment_at_its_offset(tmp_path, monkeypatch
     calls[-1].append((offset_dst, n))
     return n
   monkeypatch.setattr(os, "copy_file_range", counted)
+  reader, reads = generator_steps.range_reader, []
+
+  def counted_reader(path):
+    reads[-1].append(path)
+    return reader(path)
+  monkeypatch.setattr(generator_steps, "range_reader", counted_reader)
   placed = []
   for p in reversed(started):  # (any order, any worker)
     calls.append([])
+    reads.append([])
     placed.append(file_segments.place(p))
   placed.reverse()
   calls.reverse()
@@ -312,11 +347,17 @@ def test_local_placement_copies_each_segment_at_its_offset(tmp_path, monkeypatch
     assert p["copied"] == copied
     assert sum(n for _, n in calls[j]) == copied
     assert all(offsets[j] <= at and at + n <= offsets[j] + s["bytes"] for at, n in calls[j])
+  assert [len(r) for r in reads] == [1, 1, 1]  # each placement read its own starts
+  reads.append([])
   info = file_segments.finish_direct(dataset, str(out / "t.tfrecord"), placed)
+  assert reads[-1] == []  # the last step read no segment's starts
   assert (out / f".t.tfrecord.done-{dataset.run}").read_bytes() == whole
   assert [s["offset"] for s in info["segments"]] == offsets and info["records"] == 9
   index_info = info["_index_info"]
-  assert (out / f".t.tfrecord.index.done-{dataset.run}").stat().st_size == index_info["bytes"]
+  got = (out / f".t.tfrecord.index.done-{dataset.run}").read_bytes()
+  assert got == index.encode(index.scan(str(out / f".t.tfrecord.done-{dataset.run}")),
+                             "t.tfrecord", len(whole), info["sha256"])
+  assert len(got) == index_info["bytes"] and len(index_info["segments"]) == 3
   assert not any(".tmp-" in n for n in os.listdir(out))
   assert not any(os.path.exists(s["path"]) for s in segments)
 
