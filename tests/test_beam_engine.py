@@ -417,7 +417,8 @@ def test_retried_steps_write_the_same_objects_and_only_references_travel(tmp_pat
   for _ in range(2):
     for f in (0, 1):
       item = (f, {"records": [ref for g, ref in refs if g == f], "file": [None]})
-      segments = list(beam_engine._plan_segments(item, gen, [ds], files, 1 << 20, []))  # pylint: disable=protected-access
+      jobs = list(beam_engine._plan_segments(item, gen, [ds], files, 1 << 20, 1, []))  # pylint: disable=protected-access
+      segments = [x for job in jobs for x in beam_engine._segment_items(job)]  # pylint: disable=protected-access
       written = [beam_engine._write_sorted(x, gen, [ds], files, []) for x in segments]  # pylint: disable=protected-access
       placed = []
       for x in _outputs(beam_engine._start_join((f, [x[1] for x in written]), [ds], files)):  # pylint: disable=protected-access
