@@ -18,6 +18,8 @@ import os
 import shutil
 from typing import Callable, Dict, List, Sequence
 
+import numpy as np
+
 from textrecords.files import atomic_file
 from textrecords.datasets import index
 from textrecords.datasets import metadata
@@ -200,6 +202,7 @@ class DatasetWriter:
   def open(self, path: str, compression: str = "") -> "FileHandle":
     """A writer for one output file; call `.commit()` when it is complete."""
     self._remove_stale_temps(path)
+    self._remove_stale_temps(index.index_path(path))  # (`FileHandle.finish` writes it)
     return FileHandle(self, path, compression)
 
   def write_bytes(self, path: str, data: bytes) -> dict:
@@ -225,22 +228,15 @@ class DatasetWriter:
 
   def record_finished(self, path: str, info: dict):
     """Records a file completed by `FileHandle.finish` (here or in a child
-    process); its offset index from info["_index"] (bytes, or chunks) or,
-    written already, info["_index_file"] (its info, with "_tmp")."""
+    process), and its offset index, written already (info["_index_file"]:
+    its info, with "_tmp"), first."""
     if not self._header_written:
       self._write_progress_header()
-    data = info.pop("_index", None)
     index_file = info.pop("_index_file", None)
-    if index_file is not None:  # written apart (parts placed by workers), complete
-      self.record_finished(index.index_path(path), index_file)
-    elif data is not None:
+    if index_file is not None:
       # The offset index is finished before its record file, so a resumed run
-      # that keeps the record file also keeps its index. (bytes, or chunks
-      # of bytes: written as they come)
-      with self.open(index.index_path(path)) as h:
-        for chunk in ([data] if isinstance(data, bytes) else data):
-          h.write(chunk)
-        h.commit()
+      # that keeps the record file also keeps its index.
+      self.record_finished(index.index_path(path), index_file)
     os.replace(info.pop("_tmp"), done_path(path))
     self._finished[info["name"]] = info
     with open(self.progress_path, "ab") as f:
@@ -362,11 +358,10 @@ class FileHandle(atomic_file.AtomicWriter):
   def commit(self) -> dict:
     info = self.finish()
     if self._owner is None:  # open_finished_file: the run's last step records it
-      data = info.pop("_index", None)
-      if data is not None:  # the offset index, finished before its record file
-        h = FileHandle(None, index.index_path(self.path), "")
-        h.write(data)
-        info["_index_info"] = h.commit()
+      index_file = info.pop("_index_file", None)
+      if index_file is not None:  # the offset index, finished before its record file
+        os.replace(index_file.pop("_tmp"), done_path(index.index_path(self.path)))
+        info["_index_info"] = index_file
       os.replace(info.pop("_tmp"), done_path(self.path))
       return info
     self._owner.record_finished(self.path, info)
@@ -384,9 +379,27 @@ class FileHandle(atomic_file.AtomicWriter):
             "sha256": self._hash.hexdigest(), "records": self.records,
             "_tmp": self.tmp}
     if self._gz is None and self.records:
-      starts = self.record_starts()
-      offsets = (index.scan(self.tmp) if starts is None
-                 else index.offsets_from_starts(starts, self.size))
-      info["_index"] = index.encode(offsets, info["name"], self.size,
-                                    info["sha256"])
+      info["_index_file"] = self._write_index(info)
     return info
+
+  def _write_index(self, info: dict) -> dict:
+    """The finished file's offset index written to its own temp file beside
+    it (the header, each record's start as the writes said, else from a
+    scan, the size), a write at a time: never held whole, nor sent to the
+    process that records it. Returns its info (`finish`'s, with "_tmp")."""
+    starts = self.record_starts()
+    h = FileHandle(None, index.index_path(self.path), "")
+    try:
+      if starts is None:
+        offsets = index.scan(self.tmp)
+        h.write(index.header_bytes(info["name"], self.size, info["sha256"], len(offsets) - 1))
+        h.write(memoryview(np.ascontiguousarray(offsets, "<u8")).cast("B"))
+      else:
+        h.write(index.header_bytes(info["name"], self.size, info["sha256"], self.records))
+        for base, s in starts:
+          h.write((np.asarray(s, np.int64) + base).astype("<u8").tobytes())
+        h.write(np.asarray([self.size], "<u8").tobytes())
+      return h.finish()
+    except BaseException:
+      h.abort()
+      raise

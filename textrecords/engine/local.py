@@ -562,52 +562,61 @@ def _range_sha256(item) -> str:
 def _streamed_segments(info: dict, segment_bytes: int, num_workers: int) -> dict:
   """`segmented_info` of a file written whole, of unique keys in unit
   order, cut as `file_segments.plan` cuts such runs: at the first record
-  starting at or after each of `file_segments.share_offsets` (from the
-  file's offset index)."""
-  offsets = index.decode(info["_index"], info["name"]).offsets
+  starting at or after each of `file_segments.share_offsets` (found in
+  the file's offset index)."""
+  offsets = _index_offsets(info)
   at = np.searchsorted(offsets, file_segments.share_offsets(info["bytes"], segment_bytes))
   cuts = sorted({int(offsets[i]) for i in at} - {0, info["bytes"]})
   return segmented_info(info, cuts, num_workers)
+
+
+def _index_offsets(info: dict) -> np.ndarray:
+  """The offsets (records + 1) in the offset index `FileHandle.finish`
+  wrote beside the file of `info` (info["_index_file"]), mapped: what a
+  search reads is read, never the whole index."""
+  header = index.header_bytes(info["name"], info["bytes"], info["sha256"], info["records"])
+  return np.memmap(info["_index_file"]["_tmp"], "<u8", "r", len(header), info["records"] + 1)
 
 
 def segmented_info(info: dict, cuts: Sequence[int], num_workers: int) -> dict:
   """The info (`FileHandle.finish`'s) of a file written whole, made that of
   its segments, which start at byte offsets `cuts` (after the first, at 0),
   as Dask and Beam write them (`file_segments.joined_info`): their
-  sha256s hashed in the worker processes; its offset index (from
-  info["_index"]) written with the header to match and listed in the
-  parts Dask's and Beam's placements write (`_index_parts`)."""
+  sha256s hashed in the worker processes; its offset index
+  (info["_index_file"], `FileHandle.finish`'s) given the header to match
+  and listed in the parts Dask's and Beam's placements write
+  (`_index_parts`)."""
   offsets = [0, *cuts, info["bytes"]]
   ranges = [(info["_tmp"], a, b - a) for a, b in zip(offsets, offsets[1:])]
-  starts = (None if info.get("_index") is None
-            else index.decode(info.pop("_index"), info["name"]).offsets)
-  counts = ([0] * len(ranges) if starts is None
-            else np.diff(np.searchsorted(starts[:-1], offsets)).tolist())
+  indexed = info.get("_index_file") is not None
+  counts = (np.diff(np.searchsorted(_index_offsets(info)[:-1], offsets)).tolist() if indexed
+            else [0] * len(ranges))
   segs = [{"bytes": n, "sha256": sha, "records": int(c)} for (_, _, n), sha, c in
           zip(ranges, parallel.ordered_map(_range_sha256, ranges, num_workers), counts)]
   out = file_segments.joined_info(info["name"], segs)
   out.update(records=info["records"], _tmp=info["_tmp"])
-  if starts is not None:
-    out["_index_file"] = _index_parts(out, segs, starts, num_workers)
+  if indexed:
+    out["_index_file"] = _index_parts(info["_index_file"], out, segs, num_workers)
   return out
 
 
-def _index_parts(info: dict, segs: List[dict], starts: np.ndarray, num_workers: int) -> dict:
-  """The offset index (record `starts` and the file size) of the file of
-  `info` and segments `segs`, written to a temp file beside it; returns
-  its info ("_tmp": the temp file), listing the parts that Dask's and
-  Beam's placements write (`file_segments.index_parts`), hashed in the
-  worker processes."""
-  name = file_segments.index_name(info["name"])
-  tmp = atomic_file.temp_path_for(os.path.join(os.path.dirname(info["_tmp"]), name))
-  with open(tmp, "wb") as f:
-    f.write(index.encode(starts, info["name"], info["bytes"], info["sha256"]))
-    f.flush()
-    os.fsync(f.fileno())
+def _index_parts(written: dict, info: dict, segs: List[dict], num_workers: int) -> dict:
+  """The offset index `written` (`FileHandle.finish`'s info of it) given
+  the header of the file of `info` and segments `segs` (of the same size:
+  only the sha256 differs); returns its info ("_tmp": its temp file),
+  listing the parts that Dask's and Beam's placements write
+  (`file_segments.index_parts`), hashed in the worker processes."""
+  tmp = written["_tmp"]
+  header = index.header_bytes(info["name"], info["bytes"], info["sha256"], info["records"])
+  storage.write_local_at(tmp, 0, [header])
+  storage.check_local_size(tmp, written["bytes"])
   ranges = [(tmp, p["at"], p["bytes"]) for p in file_segments.index_parts(info, segs) if p]
+  if sum(n for _, _, n in ranges) != written["bytes"]:
+    raise RuntimeError(f"{tmp}: {written['bytes']} bytes, its parts "
+                       f"{sum(n for _, _, n in ranges)}")
   parts = [{"bytes": n, "sha256": sha, "records": 0} for (_, _, n), sha in
            zip(ranges, parallel.ordered_map(_range_sha256, ranges, num_workers))]
-  return dict(file_segments.joined_info(name, parts), _tmp=tmp)
+  return dict(file_segments.joined_info(written["name"], parts), _tmp=tmp)
 
 
 def _say_kept(gen, writers, options) -> None:
