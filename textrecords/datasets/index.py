@@ -98,22 +98,6 @@ def scan(path: str, check_data: bool = False) -> np.ndarray:
   return np.asarray(offsets, np.uint64)
 
 
-def offsets_from_starts(starts, size: int) -> np.ndarray:
-  """The offsets (records + 1, uint64) from [(file offset, record starts there)].
-
-  >>> offsets_from_starts([(0, [0, 18]), (37, np.array([0]))], 50).tolist()
-  [0, 18, 37, 50]
-  """
-  n = sum(len(s) for _, s in starts)
-  out = np.empty(n + 1, np.uint64)  # filled in place: one array of the index's size
-  i = 0
-  for base, s in starts:
-    out[i:i + len(s)] = np.asarray(s, np.int64) + base
-    i += len(s)
-  out[n] = size
-  return out
-
-
 @contextlib.contextmanager
 def _mapped(path: str):
   """The bytes of `path`: mmapped if local, downloaded once if a URL."""
