@@ -14,8 +14,10 @@ A record file written in segments by parallel workers (one over
 `engine.file_segments.SEGMENT_BYTES`, uncompressed) also lists them,
 "segments": [{"offset", "bytes", "sha256"}, ...] in file order, and its
 "sha256" is `hashing.segments_sha256` of that list (no worker read the
-whole file); such metadata is format "textrecords/3" (`set_format`), read
-by this version like format 2, refused by earlier ones.
+whole file), and its offset index's entry lists the index's parts the same
+way (one per segment, written by that segment's worker); such metadata is
+format "textrecords/3" (`set_format`), read by this version like format 2,
+refused by earlier ones.
 
 Every file of the dataset is in `files`, with its role ("records", "vocab",
 "tokenizer", ...); record files also name their split, and `splits` lists
