@@ -61,13 +61,13 @@ def _segments(entries, plan):
       file_segments.touching(entries, b), *b)) for b in plan]
 
 
-@pytest.mark.parametrize("units,segments,fan_in,levels", [(48, 8, 64, 1), (64, 4, 2, 2)])
+@pytest.mark.parametrize("units,segments,fan_in,levels", [(48, 8, 64, 1), (64, 16, 4, 2)])
 def test_group_merges_keep_bytes_and_reads_linear(tmp_path, monkeypatch, units, segments,
                                                  fan_in, levels):
   """Segments read from the group runs give each segment's bytes as read
   from the units' runs; runs opened: units x segments without the
-  groups, O(units + segments) with them (merges included), one or
-  several levels (a capped fan-in)."""
+  groups, units per level (log_fan_in(segments) levels) + units +
+  segments with them, one or several levels (a capped fan-in)."""
   entries = _spanning_runs(tmp_path, units, 4 * units)
   total = sum(e[4] for e in entries)
   plan = file_segments.plan(entries, list(range(1, 4 * units)), -(-total // segments))
@@ -78,15 +78,15 @@ def test_group_merges_keep_bytes_and_reads_linear(tmp_path, monkeypatch, units, 
   opens.count = 0
   found = file_segments.group_levels(entries, plan, fan_in)
   assert len(found) == levels
-  assert max(len(g[1]) for level in found for g in level) <= fan_in
   for level in found:
-    for group in level:
-      assert file_segments.merge_group(group) == group[0]
+    for outs, part in level:
+      assert len(part) <= fan_in and len(outs) <= fan_in
+      assert file_segments.merge_group((outs, part)) == outs
   grouped = file_segments.grouped(entries, found)
-  assert len(grouped) * segments <= units
+  assert file_segments.segment_reads(grouped, plan) <= units + segments
   assert _segments(grouped, plan) == plain
-  # merges: each level reads its runs once (units x (1 + 1 / fan_in + ...)); segments: units
-  assert opens.count <= units * fan_in / (fan_in - 1) + units + segments
+  # each level reads every record once; the segments about units runs in all
+  assert opens.count <= units * (levels + 1) + segments
 
 
 def test_local_engine_merges_groups_in_worker_processes(tmp_path):
@@ -96,8 +96,8 @@ def test_local_engine_merges_groups_in_worker_processes(tmp_path):
   total = sum(e[4] for e in entries)
   plan = file_segments.plan(entries, list(range(1, 96)), -(-total // 6))
   plain = _segments(entries, plan)
-  read = local._merged_groups({0: entries}, {0: plan}, 2)[0]
-  assert len(read) * len(plan) <= len(entries)
+  read = local._merged_groups({0: entries}, {0: plan}, 2)[0]  # pylint: disable=protected-access
+  assert file_segments.segment_reads(read, plan) <= len(entries) + len(plan)
   assert _segments(read, plan) == plain
 
 

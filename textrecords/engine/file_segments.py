@@ -18,8 +18,9 @@ slices cut where `Generator.cut_keys` allows.
   * `group_levels`, `merge_group`, `grouped`: where every unit's run
     spans the file's keys (bert's order buckets), each segment would read
     every run (units x segments reads); the runs are first merged in
-    groups (a task each, `GROUP_FAN_IN` runs at most, level after level),
-    so that segments read about units / segments group runs each.
+    groups and cut into key bands (a task each, `GROUP_FAN_IN` runs and
+    bands at most, level after level), so that segments read about units
+    / segments band runs each, and every merge stays a few units' work.
   * `write_segment`: a segment as a hidden object (+ its record starts).
   * `joined_info`: the file's info from its segments' (offsets, sizes,
     sha256s; a file of one non-empty segment is a plain file).
@@ -41,6 +42,7 @@ one stream: one writer each, never segments.
 
 import bisect
 import hashlib
+import itertools
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -385,9 +387,11 @@ def touching(entries: Sequence[tuple], bounds: Bounds) -> List[tuple]:
 
 # ---------------------------------------------------------------- merging runs in groups
 
-GROUP_FAN_IN = 64  # runs one group merge reads at most (a chunk of each held)
+GROUP_FAN_IN = 64  # runs one group merge reads, and key bands it writes, at most
 
-Group = Tuple[tuple, List[tuple]]  # (the group run's RunEntry, the RunEntries it merges)
+# (the band runs it writes: RunEntries of keys [first, last] and 0 bytes, in
+# key order; the runs it merges)
+Group = Tuple[List[tuple], List[tuple]]
 
 
 def segment_reads(entries: Sequence[tuple], plan: Sequence[Bounds]) -> int:
@@ -405,81 +409,140 @@ def segment_reads(entries: Sequence[tuple], plan: Sequence[Bounds]) -> int:
              for e in entries)
 
 
+def _pays(runs: int, segments: int, reads: int) -> bool:
+  return segments > 1 and runs > 1 and reads > 2 * (runs + segments)
+
+
 def group_levels(entries: Sequence[tuple], plan: Sequence[Bounds],
                  fan_in: int = GROUP_FAN_IN, max_levels: Optional[int] = None) -> List[List[Group]]:
   """The group merges that keep a segmented file's reads linear, level by
-  level (each level's groups read the previous level's group runs), or []
-  where they do not pay: one segment, or segments reading at most
-  2 x (runs + segments) (runs) of runs (narrow runs: w2v, mt).
+  level, or [] where they do not pay (segments reading at most 2 x (runs
+  + segments) runs: one segment; narrow runs: w2v, mt).
 
-  Runs are taken in key order (first, last key, path), so that a group
-  spans neighbouring keys; each level merges up to `fan_in` consecutive
-  ones (evenly split) until at most max(1, runs // segments) are left,
-  so segments read about as many runs as the file has units in all.
-  `max_levels` (an engine with a fixed number of steps): the fan-in grows
-  where needed to finish in that many. A function of the runs' bounds
-  and byte counts only: the same plan on every engine and worker count.
-  A group of one run is no group: the run is passed on as it is.
+  A butterfly: a band of the file's keys (at first all of them; always
+  whole segments) and the runs holding it; its runs, in key order, are
+  merged `fan_in` at a time, each group writing one band run per sub-band
+  (the band's segments cut into `fan_in` or fewer runs of segments;
+  nothing for a sub-band no run of the group touches); each sub-band then
+  holds 1 / fan_in of the runs, each as large as a unit's run. So every
+  merge reads and writes about `fan_in` units' records, on every level;
+  a level reads each record once; after log_fan_in(segments) levels each
+  segment reads about units / segments runs. `max_levels` (an engine with
+  a fixed number of steps): the last one cuts every band into its
+  segments. A function of the runs' bounds only: the same on every engine
+  and worker count.
 
   >>> e = [(0, "p/run-%d" % i, 0, 99, 10) for i in range(8)]
   >>> four = [(None, 20), (20, 40), (40, 60), (60, None)]
-  >>> [[(g[0][1:], len(g[1])) for g in level] for level in group_levels(e, four)]
-  [[(('p/group-f00000-l0-g00000', 0, 99, 40), 4), (('p/group-f00000-l0-g00001', 0, 99, 40), 4)]]
+  >>> [[([o[1:4] for o in g[0]], len(g[1])) for g in level] for level in group_levels(e, four, 4)]
+  ... # doctest: +NORMALIZE_WHITESPACE
+  [[([('p/band-f00000-l0-s00000-g00000', 0, 19), ('p/band-f00000-l0-s00001-g00000', 20, 39),
+      ('p/band-f00000-l0-s00002-g00000', 40, 59), ('p/band-f00000-l0-s00003-g00000', 60, 99)],
+     4),
+    ([('p/band-f00000-l0-s00000-g00001', 0, 19), ('p/band-f00000-l0-s00001-g00001', 20, 39),
+      ('p/band-f00000-l0-s00002-g00001', 40, 59), ('p/band-f00000-l0-s00003-g00001', 60, 99)],
+     4)]]
   >>> group_levels(e, [(None, None)]), [len(level) for level in group_levels(e, four, 2)]
-  ([], [4, 2])
+  ([], [4])
   """
-  units, segments = len(entries), len(plan)
-  if segments < 2 or segment_reads(entries, plan) <= 2 * (units + segments):
+  if not _pays(len(entries), len(plan), segment_reads(entries, plan)):
     return []
-  target = max(1, units // segments)
-  runs = sorted(entries, key=lambda e: (int(e[2]), int(e[3]), e[1]))
+  bands = [(0, len(plan), sorted(entries, key=lambda e: (int(e[2]), int(e[3]), e[1])))]
   levels: List[List[Group]] = []
-  while len(runs) > target:
-    size = min(fan_in, -(-len(runs) // target))
-    if max_levels is not None and len(levels) == max_levels - 1:
-      size = -(-len(runs) // target)  # the last step the engine has
-    count = -(-len(runs) // size)
-    parts = [runs[i * len(runs) // count:(i + 1) * len(runs) // count] for i in range(count)]
-    level = [(_group_entry(part, len(levels), i), part) for i, part in enumerate(parts)]
-    levels.append([g for g in level if len(g[1]) > 1])
-    runs = [g[0] if len(g[1]) > 1 else g[1][0] for g in level]
-  return levels
+  while True:
+    bands = [(a, b, runs) for a, b, runs in bands
+             if _pays(len(runs), b - a, segment_reads(runs, plan[a:b]))]
+    if not bands:
+      return levels
+    last = max_levels is not None and len(levels) == max_levels - 1
+    level: List[Group] = []
+    split = []
+    for a, b, runs in bands:
+      chunks = _parts(list(range(a, b)), b - a if last else min(fan_in, b - a))
+      groups = _parts(runs, -(-len(runs) // fan_in))
+      outs = [[] for _ in chunks]
+      for g, part in enumerate(groups):
+        written = []
+        for c, chunk in enumerate(chunks):
+          lo, hi = plan[chunk[0]][0], plan[chunk[-1]][1]
+          if any(_touches(e, lo, hi) for e in part):
+            band = _band_entry(part, lo, hi, "band-f%05d-l%d-s%05d-g%05d" % (
+                int(part[0][0]), len(levels), chunk[0], g))
+            written.append(band)
+            outs[c].append(band)
+        level.append((written, part))
+      split += [(chunk[0], chunk[-1] + 1, out) for chunk, out in zip(chunks, outs) if out]
+    levels.append(level)
+    bands = split
 
 
-def _group_entry(part: Sequence[tuple], level: int, i: int) -> tuple:
-  """The RunEntry of the group run merging `part`, beside its first run."""
-  f = int(part[0][0])
-  path = storage.join(storage.parent(part[0][1]), "group-f%05d-l%d-g%05d" % (f, level, i))
-  return (f, path, min(int(e[2]) for e in part), max(int(e[3]) for e in part),
-          sum(int(e[4]) for e in part))
+def _parts(items: list, count: int) -> List[list]:
+  """`items` in `count` consecutive parts of even sizes."""
+  return [items[i * len(items) // count:(i + 1) * len(items) // count] for i in range(count)]
+
+
+def _band_entry(part: Sequence[tuple], lo: Optional[int], hi: Optional[int], name: str) -> tuple:
+  """The RunEntry of a group's band run of keys [lo, hi) (None: open),
+  beside the group's first run; its keys' bounds those of the band, kept
+  inside the group's (its bytes unknown until merged: 0)."""
+  first = int(lo) if lo is not None else min(int(e[2]) for e in part)
+  last = int(hi) - 1 if hi is not None else max(int(e[3]) for e in part)
+  return (int(part[0][0]), storage.join(storage.parent(part[0][1]), name), first,
+          max(first, last), 0)
 
 
 def grouped(entries: Sequence[tuple], levels: Sequence[Sequence[Group]]) -> List[tuple]:
-  """The runs the segments read after `levels`: each merged run replaced
-  by its group's run (once), the others as they are, in key order."""
-  into = {e[1]: g[0] for level in levels for g in level for e in g[1]}
-  out, seen = [], set()
-  for e in entries:
-    while e[1] in into:
-      e = into[e[1]]
-    if e[1] not in seen:
-      seen.add(e[1])
-      out.append(e)
-  return out
+  """The runs the segments read after `levels`: every run no group merges
+  (the units' runs left and the band runs of each band's last level), in
+  key order."""
+  merged = {e[1] for level in levels for g in level for e in g[1]}
+  made = [o for level in levels for g in level for o in g[0]]
+  return sorted((e for e in list(entries) + made if e[1] not in merged),
+                key=lambda e: (int(e[2]), int(e[3]), e[1]))
 
 
-def merge_group(group: Group) -> tuple:
+def merge_group(group: Group) -> List[tuple]:
   """One group merge: its runs merged in key order, a chunk of each held
-  at a time (`generator_steps.merged_run`), written as the group run's
-  object (`record_runs.write_streamed`; a rerun writes the same bytes);
-  returns the group run's RunEntry."""
-  entry, part = group
+  at a time (`generator_steps.merged_run`), cut at its band runs' first
+  keys and written as them (`record_runs.write_streamed`, one after the
+  other, an empty one where no record falls; a rerun writes the same
+  bytes); returns the band runs' RunEntries."""
+  outs, part = group
+  cuts = [int(o[2]) for o in outs[1:]]
+  pieces = _cut_runs(generator_steps.merged_run(part), cuts)
+  done = 0
+  for i, runs in itertools.groupby(pieces, key=lambda x: x[0]):
+    for j in range(done, i):
+      _write_band(outs[j], [])
+    _write_band(outs[i], (run for _, run in runs))
+    done = i + 1
+  for j in range(done, len(outs)):
+    _write_band(outs[j], [])
+  return list(outs)
+
+
+def _write_band(entry: tuple, runs: Iterable[record_runs.Run]) -> None:
   with storage.open_write(entry[1]) as out:
-    count, size = record_runs.write_streamed(out, generator_steps.merged_run(part))
-  if size != int(entry[4]):
-    raise UserError(f"{entry[1]}: merged {size} bytes of records, expected {entry[4]}; "
-                    "rerun with --resume")
-  return entry
+    record_runs.write_streamed(out, runs)
+
+
+def _cut_runs(runs: Iterable[record_runs.Run],
+              cuts: Sequence[int]) -> Iterator[Tuple[int, record_runs.Run]]:
+  """(band, slice) for runs in key order cut before each key of `cuts`:
+  band i holds keys [cuts[i - 1], cuts[i])."""
+  for run in runs:
+    at = np.searchsorted(run.keys, cuts, side="left").tolist()
+    ends = [0, *at, len(run.keys)]
+    for i, (a, b) in enumerate(zip(ends[:-1], ends[1:])):
+      if b > a:
+        yield i, _slice(run, a, b)
+
+
+def _slice(run: record_runs.Run, a: int, b: int) -> record_runs.Run:
+  """Records [a, b) of a run."""
+  end = int(run.starts[b]) if b < len(run.keys) else len(run.data)
+  base = int(run.starts[a])
+  return record_runs.Run(run.keys[a:b], run.starts[a:b] - base, run.data[base:end])
 
 
 def write_file_segment(gen, values, file_index: int, bounds: Bounds, entries: Sequence[tuple],
