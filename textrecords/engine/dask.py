@@ -430,12 +430,15 @@ def _file_future(client, gen, values, dataset, file_index: int, target: record_f
     return client.submit(_write_file, gen, values, dataset, file_index, target, runs,
                          pure=False)
   levels = file_segments.group_levels(runs, plan)
-  merges: Dict[str, Any] = {}  # a group run's path -> the future of its merge
+  merges: Dict[str, Any] = {}  # a band run's path -> the future of the merge writing it
   for level in levels:
     for group in level:
-      merges[group[0][1]] = client.submit(
+      merged = client.submit(
           _merge_group, dataset, target, group,
-          *[merges[e[1]] for e in group[1] if e[1] in merges], pure=False)
+          *{merges[e[1]].key: merges[e[1]] for e in group[1] if e[1] in merges}.values(),
+          pure=False)
+      for out in group[0]:
+        merges[out[1]] = merged
   runs = file_segments.grouped(runs, levels)
   segments = []
   for j, bounds in enumerate(plan):
