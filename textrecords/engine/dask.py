@@ -314,8 +314,10 @@ def _partitioned_runs(client, gen, name: str, units, values: Dict[str, Any],
   before each partition but the first every worker gives its free heap
   pages back (`_trim_memory`). bert at 400 MB on 2 local workers: the
   per-worker peak 436 -> 378 MB (309 at 25 MB), the launcher's 800 -> 190
-  MB; the worker's peak still creeps up a partition at a time (live
-  memory, not free pages: not yet found).
+  MB. The creep a partition at a time was bert's tokenizer word cache
+  (a worker's for every unit: 25.6 MB of words at 400 MB), now bounded:
+  330 MB at 400 MB, 295 at 25 (1.12x; b22a2ee); what is left follows the
+  bench corpus, whose later copies give ~7% more word pieces a byte.
   Returns `_unit_runs` of every unit, in unit order."""
   by_partition: Dict[int, List[Any]] = {}
   for unit in units:
