@@ -348,6 +348,9 @@ def test_local_placement_copies_each_segment_at_its_offset(tmp_path, monkeypatch
     assert sum(n for _, n in calls[j]) == copied
     assert all(offsets[j] <= at and at + n <= offsets[j] + s["bytes"] for at, n in calls[j])
   assert [len(r) for r in reads] == [1, 1, 1]  # each placement read its own starts
+  assert not any(os.path.exists(s["path"]) for s in segments)  # removed as placed
+  reads.append([])
+  assert file_segments.place(started[1])["copied"] == 0  # a retry: found in place
   reads.append([])
   info = file_segments.finish_direct(dataset, str(out / "t.tfrecord"), placed)
   assert reads[-1] == []  # the last step read no segment's starts

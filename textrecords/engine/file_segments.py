@@ -620,20 +620,34 @@ def place(placement: dict) -> dict:
   index's temp file at its offset, or as its own object on a URL): a task
   per segment; a rerun writes the same bytes. Returns the placement with
   "copied" (record bytes this call copied) and "index_part" ({"bytes",
-  "sha256", "records": 0, "path"} of the index part, or None). On failure
-  the temp files are removed, so the file's last step and every later
-  placement fail too."""
+  "sha256", "records": 0, "path"} of the index part, or None). A local
+  segment's object is removed once placed (its starts stay for a retry).
+  On failure the temp files are removed, so the file's last step and
+  every later placement fail too."""
   try:
     s = placement["info"]
-    copied = storage.place_local(s["path"], placement["tmp"], placement["offset"],
-                                 s["bytes"]) if placement["copy"] else 0
+    copied = _copy_in(placement) if placement["copy"] else 0
     part = placement["index"]
     written = None if part is None else _write_index_part(
         part, index_part_chunks(s, placement["offset"], part))
+    if placement["tmp"] is not None:
+      storage.remove(s["path"])  # (its bytes freed here, a task a segment, not at the end)
   except BaseException:
     _remove_temps([placement])
     raise
   return dict(placement, copied=copied, index_part=written)
+
+
+def _copy_in(placement: dict) -> int:
+  """A segment's bytes copied into the temp file at its offset; a retried
+  placement whose segment object its first attempt removed copies nothing
+  if the temp file holds the segment there (its sha256 checked)."""
+  s, tmp, offset = placement["info"], placement["tmp"], placement["offset"]
+  if (not storage.exists(s["path"]) and storage.exists(tmp)
+      and storage.size(tmp) >= offset + s["bytes"]
+      and hashing.range_sha256(storage.local_path(tmp), offset, s["bytes"]) == s["sha256"]):
+    return 0
+  return storage.place_local(s["path"], tmp, offset, s["bytes"])
 
 
 def _write_index_part(part: dict, chunks: Iterable[bytes]) -> dict:
