@@ -149,8 +149,9 @@ def chunk_bytes(num_runs: int) -> int:
 def chunked_records(read_at: Callable[[int, int], bytes], size: int, chunk: int,
                     span: Optional[Tuple[int, int]] = None) -> Iterator[Tuple[int, bytes]]:
   """(key, framed record) pairs of a run `to_bytes` wrote (`size` bytes),
-  read through `read_at(start, end)` about `chunk` record bytes at a time;
-  `span`: only records [first, stop) of it (default: all).
+  read through `read_at(start, end)` about `chunk` record bytes at a time
+  (one ranged read each, after one of all the keys and starts where they
+  fit in a chunk); `span`: only records [first, stop) of it (default: all).
 
   >>> blob = to_bytes(from_keyed([(1, b"ab"), (2, b""), (7, b"cde")]))
   >>> list(chunked_records(lambda a, b: blob[a:b], len(blob), 1))
@@ -163,11 +164,18 @@ def chunked_records(read_at: Callable[[int, int], bytes], size: int, chunk: int,
   data_at = starts_at + 8 * n
   per_chunk = max(1, chunk * n // max(1, size - data_at))
   first, stop = span or (0, n)
+  held = None  # the keys and starts, read at once where they fit in a chunk
+  if 16 * n <= chunk and stop > first:
+    held = np.frombuffer(read_at(keys_at, data_at), "<i8")
   for a in range(first, stop, per_chunk):
     b = min(stop, a + per_chunk)
-    keys = np.frombuffer(read_at(keys_at + 8 * a, keys_at + 8 * b), "<i8").tolist()
-    starts = np.frombuffer(read_at(starts_at + 8 * a, starts_at + 8 * min(n, b + 1)),
-                           "<i8").tolist()
+    if held is not None:
+      keys = held[a:b].tolist()
+      starts = held[n + a:n + min(n, b + 1)].tolist()
+    else:
+      keys = np.frombuffer(read_at(keys_at + 8 * a, keys_at + 8 * b), "<i8").tolist()
+      starts = np.frombuffer(read_at(starts_at + 8 * a, starts_at + 8 * min(n, b + 1)),
+                             "<i8").tolist()
     if len(starts) == b - a:
       starts.append(size - data_at)
     base = starts[0]
