@@ -366,7 +366,7 @@ def read_chunk(path: str, start: int, end: int, last: bool,
   """
   kernel_loader.load_if_built()
   try:
-    with storage.open_read(path) as f:
+    with storage.open_read(path, block_size=text_input.URL_BLOCK_BYTES) as f:
       f.seek(start)
       data = f.read(end - start)
   except OSError as e:
@@ -394,7 +394,7 @@ def read_unit(path: str, start: int, end: int, mode: ReadMode = SENTENCES,
     UserError: an unreadable file.
   """
   try:
-    with storage.open_read(path) as f:
+    with storage.open_read(path, block_size=text_input.URL_BLOCK_BYTES) as f:
       size = f.seek(0, os.SEEK_END)
       lo, hi = text_input.whole_lines(f, start, end, size)
       last = end >= size

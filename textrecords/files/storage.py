@@ -357,8 +357,9 @@ def size(path: str) -> int:
   return os.path.getsize(local_path(path))
 
 
-def open_read(path: str):
-  """A binary file object for reading `path` (local or URL).
+def open_read(path: str, block_size: Optional[int] = None):
+  """A binary file object for reading `path` (local or URL; `block_size`:
+  a URL's read-ahead, else its filesystem's: s3fs's is 50 MiB).
 
   Raises:
     UserError: the file cannot be opened (named in the message).
@@ -366,6 +367,8 @@ def open_read(path: str):
   with reaching(path):
     try:
       if is_url(path):
+        if block_size:
+          return filesystem(path).open(path, "rb", block_size=block_size)
         return filesystem(path).open(path, "rb")
       return open(local_path(path), "rb")
     except (OSError, FileNotFoundError) as e:
