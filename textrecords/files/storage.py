@@ -522,12 +522,18 @@ def write_staged(path: str, data: bytes):
 
 # -- writing in place (Beam workers: `textrecords.datasets.direct_output`)
 
+# What a URL's writer buffers before it uploads a part: s3fs's default
+# (50 MiB) held up to 50 MiB per object written (a segment writes two).
+WRITE_BLOCK_BYTES = 8 << 20
+
+
 def open_write(path: str):
   """A binary file object writing `path` (local: parent folders made; URL:
-  the object appears, whole, when the file is closed)."""
+  the object appears, whole, when the file is closed; parts of
+  `WRITE_BLOCK_BYTES` uploaded as they fill)."""
   try:
     if is_url(path):
-      return filesystem(path).open(path, "wb")
+      return filesystem(path).open(path, "wb", block_size=WRITE_BLOCK_BYTES)
     path = local_path(path)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     return open(path, "wb")
