@@ -37,6 +37,7 @@ def test_unit_chunks_and_lines_equal_local(text):
     want, lo_local = corpus.read_unit(path, unit.start, unit.end)
     assert lo == lo_local and got.tokens == want.tokens and got.num_lines == want.num_lines
   assert unit.end == size
+  assert storage.sha256(url) == storage.sha256(path)  # streamed with a bounded read-ahead
 
 
 def test_unit_reads_fetch_the_range_not_the_file(text, monkeypatch):

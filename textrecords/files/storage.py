@@ -855,7 +855,11 @@ def stat(path: str) -> Tuple[int, object]:
   return int(info["size"]), str(version)
 
 
+STREAM_BLOCK_BYTES = 8 << 20  # a URL's read-ahead where a whole object is streamed:
+# s3fs's default (50 MiB) held 50 MiB and more in the launcher hashing an input
+
+
 def sha256(path: str) -> str:
   """The sha256 hex digest of a local file or URL (streamed)."""
-  with reaching(path), open_read(path) as f:
+  with reaching(path), open_read(path, block_size=STREAM_BLOCK_BYTES) as f:
     return hashing.stream_sha256(f)
