@@ -377,8 +377,8 @@ def merge_steps(units: int) -> int:
   """The levels of group merges a Beam graph has room for: enough for
   `units` runs a file at `file_segments.GROUP_FAN_IN` runs a merge.
 
-  >>> merge_steps(2), merge_steps(64), merge_steps(65), merge_steps(10 ** 6)
-  (1, 1, 2, 4)
+  >>> merge_steps(2), merge_steps(16), merge_steps(17), merge_steps(10 ** 6)
+  (1, 1, 2, 5)
   """
   levels, reach = 1, file_segments.GROUP_FAN_IN
   while reach < units:

@@ -387,7 +387,10 @@ def touching(entries: Sequence[tuple], bounds: Bounds) -> List[tuple]:
 
 # ---------------------------------------------------------------- merging runs in groups
 
-GROUP_FAN_IN = 64  # runs one group merge reads, and key bands it writes, at most
+GROUP_FAN_IN = 16  # runs one group merge reads, and key bands it writes, at most
+# record bytes a group merge reads ahead over its runs: ranged reads of
+# 4 MiB at `GROUP_FAN_IN` runs (see scripts/bench/estimate_requests.py)
+GROUP_MERGE_BUDGET = 64 << 20
 
 # (the band runs it writes: RunEntries of keys [first, last] and 0 bytes, in
 # key order; the runs it merges)
@@ -503,13 +506,14 @@ def grouped(entries: Sequence[tuple], levels: Sequence[Sequence[Group]]) -> List
 
 def merge_group(group: Group) -> List[tuple]:
   """One group merge: its runs merged in key order, a chunk of each held
-  at a time (`generator_steps.merged_run`), cut at its band runs' first
+  at a time (`generator_steps.merged_run`, `GROUP_MERGE_BUDGET` over them
+  all), cut at its band runs' first
   keys and written as them (`record_runs.write_streamed`, one after the
   other, an empty one where no record falls; a rerun writes the same
   bytes); returns the band runs' RunEntries."""
   outs, part = group
   cuts = [int(o[2]) for o in outs[1:]]
-  pieces = _cut_runs(generator_steps.merged_run(part), cuts)
+  pieces = _cut_runs(generator_steps.merged_run(part, GROUP_MERGE_BUDGET), cuts)
   done = 0
   for i, runs in itertools.groupby(pieces, key=lambda x: x[0]):
     for j in range(done, i):

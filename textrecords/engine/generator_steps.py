@@ -23,7 +23,7 @@ are made by the same code whichever engine runs them:
 """
 
 import pickle
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from textrecords.engine import protocol
 from textrecords.engine import record_files
@@ -167,17 +167,19 @@ def keyed_runs(parts_dir: str, unit_index: int,
   return out
 
 
-def merged_run(entries: Sequence[RunEntry]) -> Iterable[record_runs.Run]:
+def merged_run(entries: Sequence[RunEntry],
+               budget: Optional[int] = None) -> Iterable[record_runs.Run]:
   """The records of one file's runs in key order, as runs: runs whose key
   ranges do not overlap are read one at a time, in order; others are merged
-  record by record, each read a chunk at a time (`record_runs.chunk_bytes`),
-  so the merge holds a bounded part of the file, not all of it."""
+  record by record, each read a chunk at a time (`record_runs.chunk_bytes`
+  of `budget`, default `record_runs.MERGE_BUDGET`), so the merge holds a
+  bounded part of the file, not all of it."""
   order = record_runs.disjoint([(e[2], e[3]) for e in entries])
   if order or not entries:
     for i in order:
       yield record_runs.from_bytes(storage.read_bytes(entries[i][1]))
     return
-  chunk = record_runs.chunk_bytes(len(entries))
+  chunk = record_runs.chunk_bytes(len(entries), budget)
   yield from record_runs.merged_records(
       [record_runs.chunked_records(range_reader(e[1]), storage.size(e[1]), chunk)
        for e in sorted(entries, key=lambda e: e[1])])

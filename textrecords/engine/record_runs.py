@@ -141,47 +141,78 @@ def merged_records(streams: Sequence[Iterable[Tuple[int, bytes]]]) -> Iterator[R
     yield from_keyed(batch)
 
 
-def chunk_bytes(num_runs: int) -> int:
-  """The bytes of each ranged read when `num_runs` runs merge at once."""
-  return max(MIN_CHUNK, MERGE_BUDGET // max(1, num_runs))
+def chunk_bytes(num_runs: int, budget: Optional[int] = None) -> int:
+  """The bytes of each ranged read when `num_runs` runs merge at once
+  (`budget` over them all; default `MERGE_BUDGET`)."""
+  return max(MIN_CHUNK, (MERGE_BUDGET if budget is None else budget) // max(1, num_runs))
 
 
 def chunked_records(read_at: Callable[[int, int], bytes], size: int, chunk: int,
                     span: Optional[Tuple[int, int]] = None) -> Iterator[Tuple[int, bytes]]:
   """(key, framed record) pairs of a run `to_bytes` wrote (`size` bytes),
-  read through `read_at(start, end)` about `chunk` record bytes at a time
-  (one ranged read each, after one of all the keys and starts where they
-  fit in a chunk); `span`: only records [first, stop) of it (default: all).
+  read through `read_at(start, end)` about `chunk` record bytes at a time:
+  one ranged read of its first `chunk` bytes (the count, and the keys and
+  starts where they fit, with the first records), then one a chunk;
+  `span`: only records [first, stop) of it (default: all).
 
   >>> blob = to_bytes(from_keyed([(1, b"ab"), (2, b""), (7, b"cde")]))
   >>> list(chunked_records(lambda a, b: blob[a:b], len(blob), 1))
   [(1, b'ab'), (2, b''), (7, b'cde')]
   >>> list(chunked_records(lambda a, b: blob[a:b], len(blob), 1, (1, 3)))
   [(2, b''), (7, b'cde')]
+  >>> reads = []
+  >>> def logged(a, b):
+  ...   reads.append((a, b))
+  ...   return blob[a:b]
+  >>> list(chunked_records(logged, len(blob), 1 << 20)) == list(from_bytes(blob).records())
+  True
+  >>> reads
+  [(0, 61)]
   """
-  n = _COUNT.unpack(read_at(0, _COUNT.size))[0]
+  head = read_at(0, min(size, max(_COUNT.size, chunk)))
+  n = _COUNT.unpack_from(head, 0)[0]
   keys_at, starts_at = _COUNT.size, _COUNT.size + 8 * n
   data_at = starts_at + 8 * n
   per_chunk = max(1, chunk * n // max(1, size - data_at))
   first, stop = span or (0, n)
+  prefix = _Prefix(read_at, head)
   held = None  # the keys and starts, read at once where they fit in a chunk
   if 16 * n <= chunk and stop > first:
-    held = np.frombuffer(read_at(keys_at, data_at), "<i8")
+    held = np.frombuffer(prefix.read(keys_at, data_at), "<i8")
   for a in range(first, stop, per_chunk):
     b = min(stop, a + per_chunk)
     if held is not None:
       keys = held[a:b].tolist()
       starts = held[n + a:n + min(n, b + 1)].tolist()
     else:
-      keys = np.frombuffer(read_at(keys_at + 8 * a, keys_at + 8 * b), "<i8").tolist()
-      starts = np.frombuffer(read_at(starts_at + 8 * a, starts_at + 8 * min(n, b + 1)),
+      keys = np.frombuffer(prefix.read(keys_at + 8 * a, keys_at + 8 * b), "<i8").tolist()
+      starts = np.frombuffer(prefix.read(starts_at + 8 * a, starts_at + 8 * min(n, b + 1)),
                              "<i8").tolist()
     if len(starts) == b - a:
       starts.append(size - data_at)
     base = starts[0]
-    data = read_at(data_at + base, data_at + starts[-1])
+    data = prefix.read(data_at + base, data_at + starts[-1])
     for i, key in enumerate(keys):
       yield key, data[starts[i] - base:starts[i + 1] - base]
+
+
+class _Prefix:
+  """Ranged reads of an object whose first bytes are already read (`head`):
+  a range inside them costs no read, one that begins inside them reads
+  only the rest; the head is let go once a read passes its end."""
+
+  def __init__(self, read_at: Callable[[int, int], bytes], head: bytes):
+    self.read_at, self.head = read_at, head
+
+  def read(self, start: int, end: int) -> bytes:
+    """Bytes [start, end) of the object."""
+    held = len(self.head)
+    if end <= held:
+      return self.head[start:end]
+    rest = self.read_at(max(start, held), end)
+    out = self.head[start:] + rest if start < held else rest
+    self.head = b""
+    return out
 
 
 def concatenated(runs: Sequence[Run]) -> Run:
