@@ -10,8 +10,9 @@ segments; `file_segments.group_levels` merging the runs in groups before
 them; `file_segments.grouped` giving each segment's runs. Its requests are
 counted with this cost model of the code's reads and writes (every
 intermediate object on the store):
-  * an object written: 1 PUT up to `storage.WRITE_BLOCK_BYTES`, else a
-    multipart upload (create, a part per block, complete);
+  * an object written: 1 PUT up to `storage.WRITE_BLOCK_BYTES` (a band
+    run: `file_segments.BAND_WRITE_BLOCK`), else a multipart upload
+    (create, a part per block, complete);
   * a run read by a merge or a segment (`record_runs.chunked_records`):
     1 HEAD (its size), 1 GET of its first chunk (its count, its keys and
     starts where they fit, else 2 GETs a chunk, and its first records),
@@ -55,13 +56,12 @@ RUN_PREFIX = "s3://bucket/out/.parts/"
 ONE_TB_MB = 1 << 20
 
 
-def write_requests(size: float) -> int:
-  """Requests to write an object of `size` bytes.
+def write_requests(size: float, block: int = storage.WRITE_BLOCK_BYTES) -> int:
+  """Requests to write an object of `size` bytes in parts of `block`.
 
-  >>> write_requests(100), write_requests(20 << 20)
-  (1, 5)
+  >>> write_requests(100), write_requests(20 << 20), write_requests(13e6, 16 << 20)
+  (1, 5, 1)
   """
-  block = storage.WRITE_BLOCK_BYTES
   return 1 if size <= block else 2 + math.ceil(size / block)
 
 
@@ -126,7 +126,7 @@ def estimate(size_mb: float, fan_in: int = file_segments.GROUP_FAN_IN,
       for band in bands:
         lo, hi = int(band[2]), int(band[3]) + 1
         sizes[band[1]] = sum(_density(e, sizes) * _overlap(e, lo, hi) for e in part)
-        out["merge_writes"] += write_requests(sizes[band[1]])
+        out["merge_writes"] += write_requests(sizes[band[1]], file_segments.BAND_WRITE_BLOCK)
   runs = file_segments.grouped(entries, levels)
   touches = _segment_runs(runs, plan)
   for (lo, hi), mine in zip(plan, touches):

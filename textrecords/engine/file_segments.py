@@ -391,6 +391,9 @@ GROUP_FAN_IN = 16  # runs one group merge reads, and key bands it writes, at mos
 # record bytes a group merge reads ahead over its runs: ranged reads of
 # 4 MiB at `GROUP_FAN_IN` runs (see scripts/bench/estimate_requests.py)
 GROUP_MERGE_BUDGET = 64 << 20
+# a URL's band run is uploaded in parts of this: one request for a band
+# of a unit's size (bert at dupe 5: about 13 MB), four in 8 MiB parts
+BAND_WRITE_BLOCK = 16 << 20
 
 # (the band runs it writes: RunEntries of keys [first, last] and 0 bytes, in
 # key order; the runs it merges)
@@ -526,7 +529,7 @@ def merge_group(group: Group) -> List[tuple]:
 
 
 def _write_band(entry: tuple, runs: Iterable[record_runs.Run]) -> None:
-  with storage.open_write(entry[1]) as out:
+  with storage.open_write(entry[1], BAND_WRITE_BLOCK) as out:
     record_runs.write_streamed(out, runs)
 
 

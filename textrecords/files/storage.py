@@ -527,13 +527,14 @@ def write_staged(path: str, data: bytes):
 WRITE_BLOCK_BYTES = 8 << 20
 
 
-def open_write(path: str):
+def open_write(path: str, block_bytes: Optional[int] = None):
   """A binary file object writing `path` (local: parent folders made; URL:
   the object appears, whole, when the file is closed; parts of
-  `WRITE_BLOCK_BYTES` uploaded as they fill)."""
+  `block_bytes`, default `WRITE_BLOCK_BYTES`, uploaded as they fill: an
+  object of at most that many bytes is one request)."""
   try:
     if is_url(path):
-      return filesystem(path).open(path, "wb", block_size=WRITE_BLOCK_BYTES)
+      return filesystem(path).open(path, "wb", block_size=block_bytes or WRITE_BLOCK_BYTES)
     path = local_path(path)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     return open(path, "wb")
