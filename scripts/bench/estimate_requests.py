@@ -20,7 +20,8 @@ intermediate object on the store):
     record bytes (none where the run fits in its first chunk); a
     segment's run that is not inside its key range also reads its count
     and keys first (2 GETs);
-  * a unit: 1 GET of its input range and its run written;
+  * a unit: 1 GET of its input range and 1 PUT of its run
+    (`storage.write_staged`: one upload of the whole object);
   * a segment: its object and its record starts written, then its
     placement (its starts read 8 MiB at a time, its part of the index
     written) and the store-side join (a copied part each for the file and
@@ -114,7 +115,7 @@ def estimate(size_mb: float, fan_in: int = file_segments.GROUP_FAN_IN,
   sizes = {e[1]: float(run_bytes) for e in entries}
   plan = file_segments.plan(entries, range(1, KEYS), file_segments.SEGMENT_BYTES)
   levels = file_segments.group_levels(entries, plan, fan_in)
-  out = dict(units=units * (1 + write_requests(run_bytes)), merge_reads=0, merge_writes=0,
+  out = dict(units=2 * units, merge_reads=0, merge_writes=0,
              segment_reads=0, segment_writes=0, segments=len(plan), levels=len(levels),
              merge_bytes_max=0.0, merge_chunk=0)
   for level in levels:
