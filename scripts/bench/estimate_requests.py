@@ -17,6 +17,7 @@ intermediate object on the store):
     1 HEAD (its size), 1 GET of its first chunk (its count, its keys and
     starts where they fit, else 2 GETs a chunk, and its first records),
     1 GET per chunk of `record_runs.chunk_bytes(runs merged, budget)`
+    (`file_segments.GROUP_MERGE_BUDGET`, for merges and segments)
     record bytes (none where the run fits in its first chunk); a
     segment's run that is not inside its key range also reads its count
     and keys first (2 GETs);
@@ -133,7 +134,7 @@ def estimate(size_mb: float, fan_in: int = file_segments.GROUP_FAN_IN,
   runs = file_segments.grouped(entries, levels)
   touches = _segment_runs(runs, plan)
   for (lo, hi), mine in zip(plan, touches):
-    chunk = record_runs.chunk_bytes(len(mine))
+    chunk = record_runs.chunk_bytes(len(mine), budget)
     parts = [_density(e, sizes) * _overlap(e, lo, hi) for e in mine]
     out["segment_reads"] += sum(
         read_requests(b, chunk, _overlap(e, lo, hi) == int(e[3]) - int(e[2]) + 1)

@@ -180,12 +180,13 @@ def _touches(entry: tuple, lo: Optional[int], hi: Optional[int]) -> bool:
 def segment_records(entries: Sequence[tuple], lo: Optional[int],
                     hi: Optional[int]) -> Iterable[record_runs.Run]:
   """The file's records with keys in [lo, hi) in key order, as runs: runs
-  wholly inside as `generator_steps.merged_run` reads them; otherwise
+  wholly inside as `generator_steps.merged_run` reads them
+  (`GROUP_MERGE_BUDGET` over them); otherwise
   each run's records in the range, found from its keys and read a chunk
   at a time, merged record by record."""
   mine = [e for e in entries if _touches(e, lo, hi)]
   if all(_inside(e, lo, hi) for e in mine):
-    return generator_steps.merged_run(mine)
+    return generator_steps.merged_run(mine, GROUP_MERGE_BUDGET)
   return _ranged_merge(mine, lo, hi)
 
 
@@ -200,7 +201,7 @@ def _ranged_merge(entries: Sequence[tuple], lo: Optional[int],
     for i in order:
       yield _run_in_range(entries[i], lo, hi)
     return
-  chunk = record_runs.chunk_bytes(len(entries))
+  chunk = record_runs.chunk_bytes(len(entries), GROUP_MERGE_BUDGET)
   streams = []
   for e in sorted(entries, key=lambda e: e[1]):
     read_at = generator_steps.range_reader(e[1])
@@ -388,8 +389,9 @@ def touching(entries: Sequence[tuple], bounds: Bounds) -> List[tuple]:
 # ---------------------------------------------------------------- merging runs in groups
 
 GROUP_FAN_IN = 16  # runs one group merge reads, and key bands it writes, at most
-# record bytes a group merge reads ahead over its runs: ranged reads of
-# 4 MiB at `GROUP_FAN_IN` runs (see scripts/bench/estimate_requests.py)
+# record bytes a group merge, or a segment merging overlapping runs, reads
+# ahead over its runs: ranged reads of 4 MiB at `GROUP_FAN_IN` runs (see
+# scripts/bench/estimate_requests.py)
 GROUP_MERGE_BUDGET = 64 << 20
 # a URL's band run is uploaded in parts of this: one request for a band
 # of a unit's size (bert at dupe 5: about 13 MB), four in 8 MiB parts
