@@ -90,3 +90,15 @@ def test_growth_is_compared_on_one_storage():
       "(<= 1.2x)",
       "w2v/dask: per-worker peak memory 400 MB at 25 MB -> 440 MB at 100 MB: 1.1x (<= 1.2x)"]
   assert set(bench.growth(results)) == {"w2v/dask", "w2v/dask (disk)"}
+
+
+def test_requests_count_coloured_log_lines(tmp_path):
+  """moto's werkzeug log colours a ranged GET's line (206): still one request."""
+  bench = load_script("bench/bench_scale")
+  log = tmp_path / "moto.log"
+  log.write_bytes(b'127.0.0.1 - - [x] "GET /bkt?list-type=2 HTTP/1.1" 200 -\n'
+                  b'127.0.0.1 - - [x] "\x1b[35m\x1b[1mGET /bkt/in/a.txt HTTP/1.1\x1b[0m" 206 -\n'
+                  b'127.0.0.1 - - [x] "PUT /bkt/out/b HTTP/1.1" 200 -\n')
+  s3 = object.__new__(bench.S3)
+  s3.log_path = str(log)
+  assert s3.requests(0, log.stat().st_size) == {"GET": 2, "PUT": 1, "total": 3}

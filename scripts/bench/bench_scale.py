@@ -542,7 +542,8 @@ class S3:
       f.seek(start)
       text = f.read(end - start).decode("utf-8", "replace")
     out = {}
-    for m in re.finditer(r'"(GET|PUT|POST|HEAD|DELETE|PATCH) ', text):
+    # (werkzeug colours some lines, e.g. a ranged GET's 206: ANSI codes first)
+    for m in re.finditer(r'"(?:\x1b\[[0-9;]*m)*(GET|PUT|POST|HEAD|DELETE|PATCH) ', text):
       out[m.group(1)] = out.get(m.group(1), 0) + 1
     out["total"] = sum(out.values())
     return out
