@@ -33,6 +33,7 @@ to download and start the Prism runner, which needs the network.
 """
 
 import collections
+import ctypes
 import pickle
 import re
 import threading
@@ -45,6 +46,7 @@ from textrecords.files import storage
 from textrecords.engine import file_segments
 from textrecords.engine import generator_steps
 from textrecords.engine import parse_pipeline_options, require_beam
+from textrecords.engine import protocol
 from textrecords.engine import record_files
 from textrecords.engine import sharded_pass
 from textrecords.errors import UserError
@@ -122,31 +124,114 @@ class _PassCombine(beam.CombineFn):
     return generator_steps.finish_pass(self.gen, self.name, acc)
 
 
-class _ShardCombine(_PassCombine):
-  """A sharded pass's merge of one shard, its output the shard's selection."""
+def _trim_memory() -> int:
+  """glibc's `malloc_trim(0)` in this process: the free heap pages given
+  back (1 if any were; 0 where there is no glibc), so a worker's next big
+  step starts from what it holds, not from an earlier step's peak."""
+  try:
+    return ctypes.CDLL("libc.so.6").malloc_trim(0)
+  except (OSError, AttributeError):
+    return 0
+
+
+class _FinishCombine(_PassCombine):
+  """A pass's global merge, finished once the worker's free heap pages are
+  given back (`_trim_memory`)."""
 
   def extract_output(self, acc):
-    return sharded_pass.select_pass(generator_steps.pass_named(self.gen, self.name), acc)
+    _trim_memory()
+    return super().extract_output(acc)
 
 
-def _split_partial(partial, gen, name: str):
-  return sharded_pass.keyed_pieces(generator_steps.pass_named(gen, name), partial)
+STAGE_UNITS = 8  # units of a bundle whose partials are merged, split and staged together
 
 
-def _pass_value(spread, gen, ps, names, values, partials=None):
-  """A pass's value (a singleton): units mapped (unless `partials` are
-  given: `_staging_map`), partials merged globally; a sharded pass's
-  partials first split by token shard, merged per shard (CombinePerKey) and
-  selected, so the global merge sees selections only."""
-  if partials is None:
-    partials = spread | f"{ps.name}: map" >> beam.Map(
-        _map_unit, gen, ps.name, list(names), *[beam.pvalue.AsSingleton(v) for v in values])
+class _StageShards(beam.DoFn):
+  """A sharded pass's (unit index, partial), `STAGE_UNITS` of a bundle's
+  units at a time, merged and split by token shard, the pieces pickled one
+  after another into one object under `parts_dir` (named by the pass and
+  its units: a retry writes the same) -> (shard, (first unit, path, start,
+  end)) of each piece that is not None. The shuffle carries references,
+  and a worker holds a few units' partials, not every shard's counts of
+  its bundle (a combiner's lifted accumulators: 33 MB more per worker for
+  w2v at 400 MB)."""
+
+  def __init__(self, gen, name: str, parts_dir: str):
+    super().__init__()
+    self.gen, self.name, self.parts_dir = gen, name, parts_dir
+    self.held = []
+
+  def start_bundle(self):
+    self.held = []
+
+  def process(self, item):
+    self.held.append(item)
+    if len(self.held) >= STAGE_UNITS:
+      yield from self._staged()
+
+  def finish_bundle(self):
+    for shard_ref in self._staged():
+      yield beam.transforms.window.GlobalWindows.windowed_value(shard_ref)
+
+  def _staged(self):
+    held, self.held = sorted(self.held, key=lambda x: x[0]), []
+    if not held:
+      return
+    units = [u for u, _ in held]
+    pieces = sharded_pass.merge_split(generator_steps.pass_named(self.gen, self.name),
+                                      [x for _, x in held])
+    del held
+    path = storage.join(self.parts_dir, "shards-%s-u%s" % (
+        self.name, "-".join("%08d" % u for u in (units[0], units[-1], len(units)))))
+    blobs, refs, at = [], [], 0
+    for shard, piece in enumerate(pieces):
+      if piece is not None:
+        blobs.append(pickle.dumps(piece, protocol=pickle.HIGHEST_PROTOCOL))
+        refs.append((shard, (units[0], path, at, at + len(blobs[-1]))))
+        at += len(blobs[-1])
+    del pieces
+    storage.write_staged(path, b"".join(blobs))
+    yield from refs
+
+
+def _select_shard(item, gen, name: str):
+  """(shard, [(first unit, path, start, end)]) -> the shard's pieces read
+  one at a time (one ranged read each, in unit order) into a running
+  merge, then selected (`sharded_pass.select_pass`): a worker holds one
+  shard's counts and one piece."""
+  _, refs = item
+  p = generator_steps.pass_named(gen, name)
+  merged = None
+  for _, path, start, end in sorted(refs):
+    piece = pickle.loads(generator_steps.range_reader(path)(start, end))
+    merged = piece if merged is None else protocol.merge_all(p, [merged, piece])
+  return sharded_pass.select_pass(p, merged)
+
+
+def _keyed_partial(unit, map_fn, *args):
+  """(unit index, `map_fn(unit, *args)`): a unit's partial named by its unit."""
+  return unit.index, map_fn(unit, *args)
+
+
+def _pass_value(spread, gen, ps, names, values, parts_dir: str, staging: bool = False):
+  """A pass's value (a singleton): units mapped (`_staging_map` when
+  `staging`, else `_map_unit`), partials merged globally; a sharded pass's
+  partials staged by token shard (`_StageShards`), each shard merged from
+  its pieces and selected (`_select_shard`), so the global merge sees
+  selections only. The global merge finishes after `_trim_memory`."""
+  sides = [beam.pvalue.AsSingleton(v) for v in values]
+  args = (gen, ps.name, list(names)) + ((parts_dir,) if staging else ())
+  map_fn = _staging_map if staging else _map_unit
   if sharded_pass.is_sharded(ps):
-    partials = (partials
-                | f"{ps.name}: split" >> beam.FlatMap(_split_partial, gen, ps.name)
-                | f"{ps.name}: merge per shard" >> beam.CombinePerKey(_ShardCombine(gen, ps.name))
-                | f"{ps.name}: selected" >> beam.Values())
-  return partials | f"{ps.name}: merge" >> beam.CombineGlobally(_PassCombine(gen, ps.name))
+    partials = (spread
+                | f"{ps.name}: map" >> beam.Map(_keyed_partial, map_fn, *args, *sides)
+                | f"{ps.name}: stage shards" >> beam.ParDo(
+                    _StageShards(gen, ps.name, parts_dir))
+                | f"{ps.name}: group shards" >> beam.GroupByKey()
+                | f"{ps.name}: select shards" >> beam.Map(_select_shard, gen, ps.name))
+  else:
+    partials = spread | f"{ps.name}: map" >> beam.Map(map_fn, *args, *sides)
+  return partials | f"{ps.name}: merge" >> beam.CombineGlobally(_FinishCombine(gen, ps.name))
 
 
 class _TotalsCombine(beam.CombineFn):
@@ -211,6 +296,9 @@ class _UnitRecords(beam.DoFn):
   def __init__(self, gen, names, parts_dir: str):
     super().__init__()
     self.gen, self.names, self.parts_dir = gen, list(names), parts_dir
+
+  def setup(self):
+    _trim_memory()  # (the passes' merges before it freed their pages)
 
   def process(self, unit, *values):
     state = generator_steps.staged_state(self.gen, self.parts_dir, unit)
@@ -543,11 +631,9 @@ def run_generator(gen, datasets: Sequence, options_text: str,
       if ps.partitioned:  # (the last pass: never a side input)
         recs = _partition_records(spread, gen, ps, names, values, parts_dir)
         break
-      partials = None
-      if i == len(gen.passes) - 1:  # (the last pass's states go to the examples)
-        partials = spread | f"{ps.name}: map" >> beam.Map(
-            _staging_map, gen, ps.name, list(names), parts_dir, *[single(v) for v in values])
-      values.append(_pass_value(spread, gen, ps, names, values, partials))
+      # (the last pass's states go to the examples: `_staging_map`)
+      values.append(_pass_value(spread, gen, ps, names, values, parts_dir,
+                                staging=i == len(gen.passes) - 1))
       names.append(ps.name)
     sides = [single(v) for v in values]
     if recs is None:
