@@ -355,8 +355,10 @@ def local_ids_of(local_ids) -> np.ndarray:
 
 
 def read_chunk(path: str, start: int, end: int, last: bool,
-               mode: ReadMode = SENTENCES, on_decode_error: str = "strict") -> ChunkCounts:
-  """`count_chunk` of bytes [start, end) of `path` (the read unit of both engines).
+               mode: ReadMode = SENTENCES, on_decode_error: str = "strict",
+               data: Optional[bytes] = None) -> ChunkCounts:
+  """`count_chunk` of bytes [start, end) of `path` (the read unit of both
+  engines; `data`: those bytes, already read).
 
   Counts with the compiled splitter if it is loaded or quick to load (built
   ahead of time: a Beam worker loads it here once). A range that is not
@@ -365,12 +367,13 @@ def read_chunk(path: str, start: int, end: int, last: bool,
   binary (then `unclean`).
   """
   kernel_loader.load_if_built()
-  try:
-    with storage.open_read(path, block_size=text_input.URL_BLOCK_BYTES) as f:
-      f.seek(start)
-      data = f.read(end - start)
-  except OSError as e:
-    return _bad(0, f"cannot read: {e.strerror}")
+  if data is None:
+    try:
+      with storage.open_read(path, block_size=text_input.URL_BLOCK_BYTES) as f:
+        f.seek(start)
+        data = f.read(end - start)
+    except OSError as e:
+      return _bad(0, f"cannot read: {e.strerror}")
   binary = b"\x00" in data[:max(0, text_input.BINARY_PROBE_BYTES - start)]
   if start == 0:
     data = text_input.drop_bom(data)
@@ -380,6 +383,22 @@ def read_chunk(path: str, start: int, end: int, last: bool,
     return decoded_chunk(text_input.LineChunk(path, start, end), last and ends_line, mode,
                          on_decode_error)
   return result
+
+
+def _unit_line_ends(path: str, start: int, end: int, mode: ReadMode):
+  """`read_unit`'s (lo, hi, last, extra, None) read from an open file."""
+  try:
+    with storage.open_read(path, block_size=text_input.URL_BLOCK_BYTES) as f:
+      size = f.seek(0, os.SEEK_END)
+      lo, hi = text_input.whole_lines(f, start, end, size)
+      last = end >= size
+      extra = False
+      if hi == lo and last and mode.kind == "sentences" and size:
+        f.seek(size - 1)
+        extra = f.read(1) == b"\n"
+  except OSError as e:
+    raise UserError(f"cannot read {path}: {e.strerror}") from e
+  return lo, hi, last, extra, None
 
 
 def read_unit(path: str, start: int, end: int, mode: ReadMode = SENTENCES,
@@ -393,19 +412,15 @@ def read_unit(path: str, start: int, end: int, mode: ReadMode = SENTENCES,
   Raises:
     UserError: an unreadable file.
   """
-  try:
-    with storage.open_read(path, block_size=text_input.URL_BLOCK_BYTES) as f:
-      size = f.seek(0, os.SEEK_END)
-      lo, hi = text_input.whole_lines(f, start, end, size)
-      last = end >= size
-      extra = False
-      if hi == lo and last and mode.kind == "sentences" and size:
-        f.seek(size - 1)
-        extra = f.read(1) == b"\n"
-  except OSError as e:
-    raise UserError(f"cannot read {path}: {e.strerror}") from e
+  got = text_input.range_read(path, start, end) if storage.is_url(path) and start < end else None
+  if got is not None:  # one request
+    lo, hi, data = got.chunk.start, got.chunk.end, got.chunk.data
+    last = got.size is not None and end >= got.size
+    extra = hi == lo and last and mode.kind == "sentences" and got.last_byte == b"\n"
+  else:
+    lo, hi, last, extra, data = _unit_line_ends(path, start, end, mode)
   if hi > lo:
-    return read_chunk(path, lo, hi, last, mode, on_decode_error), lo
+    return read_chunk(path, lo, hi, last, mode, on_decode_error, data), lo
   if extra:  # one empty sentence
     return ChunkCounts([], np.zeros(0, np.int64), np.full(1, -1, np.int32), 1), lo
   return _empty(), lo

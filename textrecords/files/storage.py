@@ -377,6 +377,25 @@ def open_read(path: str, block_size: Optional[int] = None):
       raise UserError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from e
 
 
+def read_range(path: str, start: int, end: int) -> bytes:
+  """Bytes [start, end) of `path`, fewer where the file ends first (a URL:
+  one ranged GET, no HEAD; `start` must be inside the file).
+
+  Raises:
+    UserError: the file cannot be read (named in the message).
+  """
+  if not is_url(path):
+    with open_read(path) as f:
+      return os.pread(f.fileno(), end - start, start)
+  with reaching(path):
+    try:
+      return filesystem(path).cat_file(path, start=start, end=end)
+    except (OSError, FileNotFoundError) as e:
+      if is_unreachable_error(e):
+        raise
+      raise UserError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from e
+
+
 def read_bytes(path: str) -> bytes:
   """The whole file at `path` (a URL: one GET; on S3 without the HEAD that
   s3fs's whole-object read sends first to split a large object into

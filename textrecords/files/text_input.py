@@ -21,6 +21,7 @@ BINARY_PROBE_BYTES = 8192  # a NUL byte in a file's first bytes: a binary file, 
 # with s3fs's default (50 MiB) each 1 MiB unit fetched 50 MiB and more, and
 # held it (mt's Beam workers on S3: 360 -> 524 MB from 25 to 100 MB).
 URL_BLOCK_BYTES = 1 << 20
+UNIT_OVERHANG_BYTES = 1 << 16  # read past a URL range's end for its last line's end
 
 
 def drop_bom(data: bytes) -> bytes:
@@ -172,9 +173,13 @@ def _open_text_file(path: str, block_size: Optional[int] = None):
       raise UserError(f"cannot read {path}: {e.strerror}") from e
   if b"\x00" in f.read(BINARY_PROBE_BYTES):
     f.close()
-    raise UserError(f"{path}: looks like a binary file (NUL bytes), expected UTF-8 text")
+    raise _binary_error(path)
   f.seek(0)
   return f
+
+
+def _binary_error(path: str) -> UserError:
+  return UserError(f"{path}: looks like a binary file (NUL bytes), expected UTF-8 text")
 
 
 def _decode_error(path: str, lineno: int, byte: int) -> UserError:
@@ -184,10 +189,14 @@ def _decode_error(path: str, lineno: int, byte: int) -> UserError:
 
 @dataclasses.dataclass(frozen=True)
 class LineChunk:
-  """Bytes [start, end) of `path`: whole lines (ends just after a newline or at EOF)."""
+  """Bytes [start, end) of `path`: whole lines (ends just after a newline or at EOF).
+
+  `data`, when set, holds those bytes already read (`range_read`).
+  """
   path: str
   start: int
   end: int
+  data: Optional[bytes] = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def line_chunks(files: Sequence[str], chunk_bytes: int = 1 << 20) -> List[LineChunk]:
@@ -232,14 +241,72 @@ def whole_lines(f, start: int, end: int, size: int) -> Tuple[int, int]:
   return lo, max(lo, line_start_at_or_after(f, end, size))
 
 
+@dataclasses.dataclass(frozen=True)
+class RangeRead:
+  """A URL range's whole lines read in one request (`range_read`).
+
+  Attributes:
+    chunk: the lines that start in the range, with their bytes (`data`).
+    size: the file's size where the read reached its end, else None (the
+      file goes on past the range's end).
+    head: the file's first BINARY_PROBE_BYTES (fewer at its end) where the
+      range starts at 0, else b"".
+    last_byte: the file's last byte where `size` is known, else b"".
+  """
+  chunk: LineChunk
+  size: Optional[int]
+  head: bytes
+  last_byte: bytes
+
+
+def _window_line_start(data: bytes, base: int, pos: int, size: Optional[int]) -> Optional[int]:
+  """`line_start_at_or_after` on bytes `data` read from offset `base` (up
+  to `size` where known); None where they do not show it."""
+  if pos <= 0:
+    return 0
+  if size is not None and pos >= size:
+    return size
+  i = data.find(b"\n", pos - 1 - base)
+  if i >= 0:
+    return base + i + 1
+  return size
+
+
+def range_read(path: str, start: int, end: int) -> Optional[RangeRead]:
+  """The whole lines that start in bytes [start, end) of `path` (`start`
+  inside the file) from one ranged read of the range, the byte before it
+  and UNIT_OVERHANG_BYTES after it; None where a line runs past that
+  (then read them as `range_chunk` does)."""
+  base = max(0, start - 1)
+  stop = max(end + UNIT_OVERHANG_BYTES, BINARY_PROBE_BYTES if start <= 0 else 0)
+  data = storage.read_range(path, base, stop)
+  size = base + len(data) if len(data) < stop - base else None
+  lo = _window_line_start(data, base, start, size)
+  hi = _window_line_start(data, base, end, size)
+  if lo is None or hi is None:
+    return None
+  hi = max(lo, hi)
+  return RangeRead(LineChunk(path, lo, hi, data[lo - base:hi - base]), size,
+                   data[:BINARY_PROBE_BYTES] if base == 0 else b"",
+                   data[-1:] if size else b"")
+
+
 def range_chunk(path: str, start: int, end: int) -> LineChunk:
   """The whole lines that start in bytes [start, end) of `path`, as a chunk.
 
   Ranges cut from a file's size alone (`start`, `end` anywhere) give chunks
   that tile the file: each line belongs to the range it starts in, so
   reading the chunks of consecutive ranges in order gives `read_lines`'
-  lines. Only the bytes around both ends are read here.
+  lines. Only the bytes around both ends are read here; on a URL, the
+  range's bytes too, in one request (`range_read`), and the file is
+  checked for NUL bytes by its first range only.
   """
+  if storage.is_url(path) and start < end:
+    got = range_read(path, start, end)
+    if got is not None:
+      if b"\x00" in got.head:
+        raise _binary_error(path)
+      return got.chunk
   with _open_text_file(path, URL_BLOCK_BYTES) as f:
     size = f.seek(0, os.SEEK_END)
     lo, hi = whole_lines(f, start, end, size)
@@ -261,7 +328,9 @@ def chunk_lines(chunk: LineChunk, on_decode_error: str = "strict",
     UserError: invalid UTF-8 (strict), naming the file and the line's number
       in the file.
   """
-  data = _read_range(chunk.path, chunk.start, chunk.end - chunk.start)
+  data = chunk.data
+  if data is None:
+    data = _read_range(chunk.path, chunk.start, chunk.end - chunk.start)
   if chunk.start == 0:
     data = drop_bom(data)
   if not data:
