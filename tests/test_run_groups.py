@@ -213,3 +213,28 @@ def test_group_merge_on_s3_equals_local(tmp_path, s3_server, monkeypatch):
                       for o in file_segments.merge_group(g)]
   assert got["s3"] == got[str(tmp_path)[:2]] and any(got["s3"])
   assert fs.ls("bkt/groups")
+
+
+def test_unit_runs_read_without_asking_their_size(tmp_path, monkeypatch):
+  """A unit's run is read by a group merge or a segment with its size from
+  its entry's data bytes (no HEAD on a store); only band runs, planned before
+  they are written, are asked theirs."""
+  monkeypatch.setattr(file_segments, "GROUP_MERGE_BUDGET", 4096)
+  monkeypatch.setattr(record_runs, "MIN_CHUNK", 256)
+  entries = _spanning_runs(tmp_path / "runs", 6, 600)
+  plan = [(None, 150), (150, 300), (300, 450), (450, None)]
+  levels = file_segments.group_levels(entries, plan, 3)
+  want = _segments(entries, plan)  # the runs merged in one go
+  for e in entries:
+    run = record_runs.from_bytes(storage.read_bytes(e[1]))
+    assert record_runs.object_bytes(len(run.keys), e[4]) == os.path.getsize(e[1])
+  asked = []
+  size = storage.size
+  monkeypatch.setattr(storage, "size", lambda p: asked.append(p) or size(p))
+  for level in levels:
+    for g in level:
+      file_segments.merge_group(g)
+  got = _segments(file_segments.grouped(entries, levels), plan)
+  units = {e[1] for e in entries}
+  assert got == want and any(got)
+  assert asked and not units & set(asked)

@@ -205,9 +205,9 @@ def _ranged_merge(entries: Sequence[tuple], lo: Optional[int],
   streams = []
   for e in sorted(entries, key=lambda e: e[1]):
     read_at = generator_steps.range_reader(e[1])
-    size = storage.size(e[1])
     span = None if _inside(e, lo, hi) else _span(read_at, lo, hi)
-    streams.append(record_runs.chunked_records(read_at, size, chunk, span))
+    streams.append(record_runs.chunked_records(read_at, generator_steps.run_bytes(e),
+                                               chunk, span))
   yield from record_runs.merged_records(streams)
 
 
@@ -225,7 +225,8 @@ def _run_in_range(entry: tuple, lo: Optional[int], hi: Optional[int]) -> record_
   keys = np.frombuffer(read_at(8 + 8 * first, 8 + 8 * stop), "<i8").astype(np.int64)
   starts = np.frombuffer(read_at(starts_at + 8 * first, starts_at + 8 * min(n, stop + 1)),
                          "<i8").astype(np.int64)
-  end = int(starts[stop - first]) if stop < n else storage.size(entry[1]) - data_at
+  end = (int(starts[stop - first]) if stop < n
+         else generator_steps.run_bytes(entry)(n) - data_at)
   base = int(starts[0])
   return record_runs.Run(keys, starts[:stop - first] - base,
                          read_at(data_at + base, data_at + end))

@@ -23,7 +23,7 @@ are made by the same code whichever engine runs them:
 """
 
 import pickle
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from textrecords.engine import protocol
 from textrecords.engine import record_files
@@ -181,8 +181,19 @@ def merged_run(entries: Sequence[RunEntry],
     return
   chunk = record_runs.chunk_bytes(len(entries), budget)
   yield from record_runs.merged_records(
-      [record_runs.chunked_records(range_reader(e[1]), storage.size(e[1]), chunk)
+      [record_runs.chunked_records(range_reader(e[1]), run_bytes(e), chunk)
        for e in sorted(entries, key=lambda e: e[1])])
+
+
+def run_bytes(entry: RunEntry) -> Callable[[int], int]:
+  """A run object's bytes from its record count (`record_runs.chunked_records`):
+  from its entry's data bytes where it knows them (a unit's run: no request),
+  else its size asked of the store (a band run, planned before it is
+  written: 0)."""
+  path, data = entry[1], int(entry[4])
+  if data > 0:
+    return lambda count: record_runs.object_bytes(count, data)
+  return lambda count: storage.size(path)
 
 
 def range_reader(path: str):

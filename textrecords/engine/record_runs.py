@@ -27,7 +27,8 @@ import heapq
 import shutil
 import struct
 import tempfile
-from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 
@@ -82,6 +83,16 @@ def to_bytes(run: Run) -> bytes:
   """One object holding the run (count, keys, starts, data)."""
   return b"".join((_COUNT.pack(len(run.keys)), run.keys.astype("<i8").tobytes(),
                    run.starts.astype("<i8").tobytes(), run.data))
+
+
+def object_bytes(count: int, data_bytes: int) -> int:
+  """The bytes of the object `to_bytes` writes for a run of `count` records
+  of `data_bytes` framed bytes.
+
+  >>> object_bytes(3, 5) == len(to_bytes(from_keyed([(1, b"ab"), (2, b""), (7, b"cde")])))
+  True
+  """
+  return _COUNT.size + 16 * count + data_bytes
 
 
 def from_bytes(blob: bytes) -> Run:
@@ -147,13 +158,16 @@ def chunk_bytes(num_runs: int, budget: Optional[int] = None) -> int:
   return max(MIN_CHUNK, (MERGE_BUDGET if budget is None else budget) // max(1, num_runs))
 
 
-def chunked_records(read_at: Callable[[int, int], bytes], size: int, chunk: int,
+def chunked_records(read_at: Callable[[int, int], bytes],
+                    size: Union[int, Callable[[int], int]], chunk: int,
                     span: Optional[Tuple[int, int]] = None) -> Iterator[Tuple[int, bytes]]:
-  """(key, framed record) pairs of a run `to_bytes` wrote (`size` bytes),
-  read through `read_at(start, end)` about `chunk` record bytes at a time:
-  one ranged read of its first `chunk` bytes (the count, and the keys and
-  starts where they fit, with the first records), then one a chunk;
-  `span`: only records [first, stop) of it (default: all).
+  """(key, framed record) pairs of a run `to_bytes` wrote (`size` bytes, or
+  `size(count)` where the first read does not reach its end: `object_bytes`,
+  no request to ask its size), read through `read_at(start, end)` (short at
+  the object's end) about `chunk` record bytes at a time: one ranged read of
+  its first `chunk` bytes (the count, and the keys and starts where they
+  fit, with the first records), then one a chunk; `span`: only records
+  [first, stop) of it (default: all).
 
   >>> blob = to_bytes(from_keyed([(1, b"ab"), (2, b""), (7, b"cde")]))
   >>> list(chunked_records(lambda a, b: blob[a:b], len(blob), 1))
@@ -169,8 +183,11 @@ def chunked_records(read_at: Callable[[int, int], bytes], size: int, chunk: int,
   >>> reads
   [(0, 61)]
   """
-  head = read_at(0, min(size, max(_COUNT.size, chunk)))
+  want = max(_COUNT.size, chunk)
+  head = read_at(0, want if callable(size) else min(size, want))
   n = _COUNT.unpack_from(head, 0)[0]
+  if callable(size):
+    size = len(head) if len(head) < want else size(n)
   keys_at, starts_at = _COUNT.size, _COUNT.size + 8 * n
   data_at = starts_at + 8 * n
   per_chunk = max(1, chunk * n // max(1, size - data_at))
