@@ -135,7 +135,7 @@ class BertGenerator(protocol.Generator):
         self.sizes, sum(self.sizes) + 1 if config.reference_compatible else PARTITION_BYTES)
     self.partition_bytes = PARTITION_BYTES
     self.passes = (protocol.Pass("corpus", self._tokenize, _merge_units, self._corpus,
-                                 partitioned=self.num_partitions > 1),)
+                                 partitioned=self.num_partitions > 1, carries=False),)
 
   @property
   def num_partitions(self) -> int:

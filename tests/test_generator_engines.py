@@ -647,3 +647,18 @@ def test_bert_declares_its_generator_without_engines():
     assert not m.startswith(("textrecords.engine.beam", "textrecords.engine.dask")), (name, m)
     if m.startswith("textrecords.engine.local"):
       assert name in ("ordered_run.py", "reference_mode.py"), (name, m)
+
+
+def test_staged_state_is_looked_for_after_a_carrying_pass_only(tmp_path, monkeypatch):
+  """A unit's staged `Carry` state is looked for (one request on a store,
+  a miss where the unit had none) only where the last pass may carry one
+  (bert's `corpus` pass declares it never does)."""
+  from textrecords.files import storage
+  asked = []
+  monkeypatch.setattr(storage, "read_bytes_if_any", lambda p: asked.append(p))
+  unit = protocol.Unit(3, 0, str(tmp_path / "in.txt"), 0, 10)
+  for carries, want in ((False, []), (True, [generator_steps.carry_path(str(tmp_path), "p", 3)])):
+    gen = type("Gen", (), {"passes": (protocol.Pass("p", None, None, None, carries=carries),)})
+    asked.clear()
+    assert generator_steps.staged_state(gen, str(tmp_path), unit) is None
+    assert asked == want

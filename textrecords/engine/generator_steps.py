@@ -236,7 +236,7 @@ def map_pass_staged(gen: protocol.Generator, name: str, unit: protocol.Unit,
 def staged_state(gen: protocol.Generator, parts_dir: str, unit: protocol.Unit) -> Any:
   """The unit's state staged by the last pass's `map_pass_staged` (a later
   pass's state replaces an earlier one's, as on the local engine), or None."""
-  if not gen.passes:
+  if not gen.passes or not gen.passes[-1].carries:
     return None
   data = storage.read_bytes_if_any(carry_path(parts_dir, gen.passes[-1].name, unit.index))
   return None if data is None else pickle.loads(data)

@@ -163,6 +163,9 @@ class Pass:
       its partition's value as `values[name]`; `finish_file`, `small_files`
       and `metadata` get the values without it (`generator_steps.
       global_values`). It must be the last pass.
+    carries: False for a pass whose map never returns a `Carry`: the
+      engines that stage a unit's state then do not look for it (a request
+      a unit on an object store).
   """
   name: str
   map: Callable[[Unit, Dict[str, Any]], Any]
@@ -174,6 +177,7 @@ class Pass:
   split: Optional[Callable[[Any, int], Sequence[Any]]] = None
   select: Optional[Callable[[Any], Any]] = None
   partitioned: bool = False
+  carries: bool = True
 
 
 CARRY_BUDGET = 256 << 20  # state bytes an engine keeps between a pass and the examples
