@@ -23,6 +23,7 @@ The bytes are those of every earlier mt_data release. No TensorFlow here.
 """
 
 import bisect
+import collections
 import itertools
 import json
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -30,7 +31,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from textrecords import engine as engine_lib
-from textrecords.datasets import vocab as core_vocab
 from textrecords.datasets.layout import DatasetLayout
 from textrecords.engine import protocol
 from textrecords.engine import sharded_pass
@@ -209,7 +209,7 @@ class MTGenerator(protocol.Generator):
     counts = {unit.index: (block.lines, block.num_pairs, *skips)}
     sides = None
     if block.num_pairs:
-      sides = tuple((unit.index, side.tokens, side.counts)  # (see _first_seen_dict)
+      sides = tuple((unit.index, side.tokens, side.counts)  # (see _side_counts)
                     for side in (block.source, block.target))
     return protocol.Carry((counts, sides), block, _block_nbytes(block))
 
@@ -220,8 +220,7 @@ class MTGenerator(protocol.Generator):
   def _select_sides(self, merged: tuple) -> tuple:
     """Pass "vocab"'s select: of a shard's (source, target) counts, the tokens
     seen --min_freq times or more (the others cannot be in a vocabulary)."""
-    return tuple(sharded_pass.select_first_seen(_first_seen_dict(side), self.cfg.min_freq)
-                 for side in merged)
+    return tuple(_side_counts(side).select(self.cfg.min_freq) for side in merged)
 
   def _select_counts(self, merged: tuple) -> tuple:
     """Pass "counts"'s select: the unit counts, and `_select_sides`."""
@@ -229,9 +228,9 @@ class MTGenerator(protocol.Generator):
     return counts, (None if sides is None else self._select_sides(sides))
 
   def _vocabularies(self, merged: Optional[tuple]) -> dict:
-    merged = merged or ({}, {})
-    tokens = tuple(vocab_lib.word_vocab_from_counts(core_vocab.first_seen_counter(_first_seen_dict(acc)),
-                                                    self.cfg.min_freq) for acc in merged)
+    merged = merged or (sharded_pass.FirstSeenCounts(), sharded_pass.FirstSeenCounts())
+    tokens = tuple(vocab_lib.word_vocab_from_counts(_side_counts(acc).counter(), self.cfg.min_freq)
+                   for acc in merged)
     return {"tokens": tokens, "bpe": None, "files": {}}
 
   def _train_sentences(self, unit: protocol.Unit, values) -> Optional[dict]:
@@ -398,9 +397,13 @@ class MTGenerator(protocol.Generator):
 
 def _first_seen_sides(key, pairs: List[tuple]) -> tuple:
   """(source, target) first-seen counts of a unit's pairs (in corpus order),
-  the unit's place in the corpus being `key`."""
-  return tuple(core_vocab.first_seen_of(key, itertools.chain.from_iterable(
-      pair[side] for _, pair in pairs)) for side in (0, 1))
+  the unit's place in the corpus being `key`, in the compact form
+  `_side_counts` reads."""
+  out = []
+  for side in (0, 1):
+    counts = collections.Counter(itertools.chain.from_iterable(pair[side] for _, pair in pairs))
+    out.append((key, list(counts), list(counts.values())))  # (in first-occurrence order)
+  return tuple(out)
 
 
 def _flat(sentences: List[List[int]]) -> tuple:
@@ -425,8 +428,8 @@ def _merge_counts(parts: List[tuple]) -> tuple:
 def _split_sides(part: tuple, shards: int) -> List[Optional[tuple]]:
   """Pass "vocab"'s split: (source, target) counts cut by token shard
   (`sharded_pass.shard_of`); None for a shard with neither."""
-  cut = [sharded_pass.split_first_seen(_first_seen_dict(side), shards) for side in part]
-  return [pair if pair[0] or pair[1] else None for pair in zip(*cut)]
+  cut = [_side_counts(side).split(shards) for side in part]
+  return [pair if len(pair[0]) or len(pair[1]) else None for pair in zip(*cut)]
 
 
 def _split_counts(part: tuple, shards: int) -> List[Optional[tuple]]:
@@ -439,26 +442,24 @@ def _split_counts(part: tuple, shards: int) -> List[Optional[tuple]]:
 
 def _merge_sides(parts: List[tuple]) -> tuple:
   """(source, target) first-seen counts, merged side by side (each part's
-  side a dict, or the compact form `_first_seen_dict` reads)."""
+  side a `sharded_pass.FirstSeenCounts`, or the compact form `_side_counts`
+  reads), into the first part's when it is merged already."""
   out = []
   for side in (0, 1):
-    acc = _first_seen_dict(parts[0][side])
+    acc = _side_counts(parts[0][side])
     for p in parts[1:]:
-      if isinstance(p[side], dict):
-        acc = core_vocab.merge_first_seen([acc, p[side]])
-      else:
-        core_vocab.count_first_seen(acc, *p[side])
+      acc.add(_side_counts(p[side]))
     out.append(acc)
   return tuple(out)
 
 
-def _first_seen_dict(side) -> dict:
-  """First-seen counts as `core_vocab.first_seen_of` gives them, from that
-  dict or from a unit's compact (key, distinct tokens in first-occurrence
-  order, their counts): cheaper to send, merged into a dict as it comes."""
-  if isinstance(side, dict):
+def _side_counts(side) -> sharded_pass.FirstSeenCounts:
+  """A side's first-seen counts: itself when merged already, or made from a
+  unit's compact (key, distinct tokens in first-occurrence order, their
+  counts): cheaper to send."""
+  if isinstance(side, sharded_pass.FirstSeenCounts):
     return side
-  return core_vocab.first_seen_ranked(*side)
+  return sharded_pass.FirstSeenCounts.ranked(*side)
 
 
 def _merge_dicts(parts: List[dict]) -> dict:

@@ -159,6 +159,31 @@ def test_first_seen_top_k_per_shard_equals_global_top_k():
     assert got == want, (units, min_count, k)
 
 
+def test_first_seen_arrays_equal_first_seen_dicts():
+  """`FirstSeenCounts` (mt_data's merged counts) gives the dict helpers'
+  counts, first-seen order, split and min-count cut, merged in any order
+  and through a pickle."""
+  rng = random.Random(5)
+  for _ in range(STREAMS):
+    units = _stream(rng)
+    places = rng.sample(range(1 << 30), len(units))
+    accs = [core_vocab.first_seen_of(k, u) for k, u in zip(places, units)]
+    arrays = [sharded_pass.FirstSeenCounts.ranked(k, list(a), [e[0] for e in a.values()])
+              for k, a in zip(places, accs)]
+    rng.shuffle(arrays)
+    merged = pickle.loads(pickle.dumps(arrays[0]))
+    for a in arrays[1:]:
+      merged.add(a)
+    whole = core_vocab.merge_first_seen(copy.deepcopy(accs))
+    assert list(merged.counter().items()) == list(core_vocab.first_seen_counter(whole).items())
+    min_count, shards = rng.choice([1, 2, 4]), rng.choice([1, 2, 5, 32])
+    assert (list(merged.select(min_count).counter().items())
+            == list(core_vocab.first_seen_counter(
+                sharded_pass.select_first_seen(whole, min_count)).items()))
+    for piece, want in zip(merged.split(shards), sharded_pass.split_first_seen(whole, shards)):
+      assert sorted(piece.counter().items()) == sorted((t, e[0]) for t, e in want.items())
+
+
 def test_shard_of_is_stable():
   """The same shard in every process and release (no salted hash)."""
   tokens = ("the", "a", "é", "\udce9")

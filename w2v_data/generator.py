@@ -86,7 +86,7 @@ class UnitCounts(NamedTuple):
   doc_names: Optional[List[str]]
 
 
-class TokenCounts:
+class TokenCounts(sharded_pass.FirstSeenCounts):
   """Merged partials of pass "counts": token counts keyed by first
   occurrence ((unit index << 32) + rank in the unit), each unit's
   `UnitCounts` without its tokens, and `dropped`: the count of the tokens
@@ -94,9 +94,7 @@ class TokenCounts:
   gives the same."""
 
   def __init__(self):
-    self.slot: Dict[str, int] = {}
-    self.first = np.zeros(0, np.int64)
-    self.total = np.zeros(0, np.int64)
+    super().__init__()
     self.units: Dict[int, UnitCounts] = {}
     self.dropped = 0
 
@@ -110,22 +108,6 @@ class TokenCounts:
     out.total = np.array(total, np.int64)
     out.units, out.dropped = units, dropped
     return out
-
-  def arrays(self) -> Tuple[List[str], np.ndarray, np.ndarray]:
-    """(tokens, their first occurrences, their counts), in slot order."""
-    n = len(self.slot)
-    return list(self.slot), self.first[:n], self.total[:n]
-
-  def _add(self, tokens: Sequence[str], first: np.ndarray, counts: np.ndarray):
-    slot = self.slot
-    slots = np.array([slot.setdefault(t, len(slot)) for t in tokens], dtype=np.int64)
-    if len(slot) > len(self.total):
-      size = max(len(slot), 2 * len(self.total), 1024)
-      self.first = np.concatenate([self.first, np.full(size - len(self.first),
-                                                       np.iinfo(np.int64).max)])
-      self.total = np.concatenate([self.total, np.zeros(size - len(self.total), np.int64)])
-    self.first[slots] = np.minimum(self.first[slots], first)  # (tokens are distinct)
-    self.total[slots] += counts
 
   def add(self, part) -> "TokenCounts":
     """Merges a `UnitCounts` or another `TokenCounts` into this one."""

@@ -28,6 +28,7 @@ The helpers here are engine-free; `engine.beam` and `engine.dask` call
 `keyed_pieces`, `merge_split` and `select_pass`.
 """
 
+import collections
 import heapq
 import zlib
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -94,6 +95,84 @@ def select_first_seen(entries: Dict[str, list], min_count: int,
   if top_k is not None and len(kept) > top_k:
     kept = dict(heapq.nsmallest(top_k, kept.items(), key=lambda kv: (-kv[1][0], kv[1][1])))
   return kept
+
+
+# -------------------------------------------------- first-seen counts (arrays)
+
+_RANK_BITS = 32  # a first occurrence: (place << _RANK_BITS) + rank in the place
+
+
+class FirstSeenCounts:
+  """Token counts with each token's first occurrence, as arrays: what
+  `split_first_seen`'s dicts hold, merged with one dict lookup a token and
+  numpy, not a Python loop comparing (place, rank) tuples. A first
+  occurrence is (place << 32) + rank: a place (unit or pair number) below
+  2**31 and a rank below 2**32 order as the (place, rank) tuples do.
+
+  >>> a = FirstSeenCounts.ranked(1, ["x", "y"], [1, 1])
+  >>> a.add(FirstSeenCounts.ranked(0, ["y"], [2])).counter()
+  Counter({'y': 3, 'x': 1})
+  """
+
+  def __init__(self, tokens: Sequence[str] = (), first=(), counts=()):
+    self.slot: Dict[str, int] = dict(zip(tokens, range(len(tokens))))
+    self.first = np.array(first, np.int64)
+    self.total = np.array(counts, np.int64)
+
+  @classmethod
+  def ranked(cls, place: int, distinct: Sequence[str], counts) -> "FirstSeenCounts":
+    """One place's distinct tokens, in first-occurrence order, and their counts."""
+    ranks = np.arange(len(distinct), dtype=np.int64)
+    return cls(distinct, (int(place) << _RANK_BITS) + ranks, counts)
+
+  def __len__(self) -> int:
+    return len(self.slot)
+
+  def __getstate__(self) -> dict:
+    n = len(self.slot)  # (pickled without the spare capacity)
+    return dict(self.__dict__, first=self.first[:n], total=self.total[:n])
+
+  def arrays(self) -> Tuple[List[str], np.ndarray, np.ndarray]:
+    """(tokens, their first occurrences, their counts), in slot order."""
+    n = len(self.slot)
+    return list(self.slot), self.first[:n], self.total[:n]
+
+  def add(self, other: "FirstSeenCounts") -> "FirstSeenCounts":
+    """Merges `other` into this one (any order gives the same); returns it."""
+    self._add(*other.arrays())
+    return self
+
+  def _add(self, tokens: Sequence[str], first: np.ndarray, counts: np.ndarray) -> None:
+    """Adds distinct `tokens` with their first occurrences and counts."""
+    slot = self.slot
+    slots = np.fromiter([slot.setdefault(t, len(slot)) for t in tokens], np.int64, len(tokens))
+    if len(slot) > len(self.total):
+      size = max(len(slot), 2 * len(self.total), 1024)
+      self.first = np.concatenate([self.first, np.full(size - len(self.first),
+                                                       np.iinfo(np.int64).max)])
+      self.total = np.concatenate([self.total, np.zeros(size - len(self.total), np.int64)])
+    self.first[slots] = np.minimum(self.first[slots], first)  # (tokens are distinct)
+    self.total[slots] += counts
+
+  def take(self, where: np.ndarray) -> "FirstSeenCounts":
+    """The entries at slots `where` (in that order)."""
+    tokens, first, counts = self.arrays()
+    return FirstSeenCounts([tokens[i] for i in where.tolist()], first[where], counts[where])
+
+  def split(self, shards: int) -> List["FirstSeenCounts"]:
+    """Cut into `shards` parts by `shard_of` (as `split_first_seen`)."""
+    return [self.take(where) for where in positions_by_shard(list(self.slot), shards)]
+
+  def select(self, min_count: int) -> "FirstSeenCounts":
+    """The entries seen `min_count` times or more (as `select_first_seen`)."""
+    return self.take(np.flatnonzero(self.arrays()[2] >= min_count))
+
+  def counter(self) -> "collections.Counter":
+    """The counts as a Counter filled in first-occurrence order (as
+    `vocab.first_seen_counter`)."""
+    tokens, first, counts = self.arrays()
+    order = np.argsort(first, kind="stable").tolist()
+    return collections.Counter(dict(zip([tokens[i] for i in order], counts[order].tolist())))
 
 
 # -------------------------------------------------- what the engines call
