@@ -34,8 +34,10 @@ def test_cost_model_and_bad_flags(capsys):
   est = load_script("bench/estimate_requests")
   assert est.write_requests(est.storage.WRITE_BLOCK_BYTES) == 1
   assert est.write_requests(est.storage.WRITE_BLOCK_BYTES + 1) == 4
-  assert est.read_requests(1 << 20, 4 << 20) == 2  # HEAD + one GET of all of it
-  assert est.read_requests(1 << 20, 4 << 20, whole=False) == 5
+  assert est.read_requests(1 << 20, 4 << 20) == 1  # one GET of all of it (short: its size)
+  assert est.read_requests(1 << 20, 4 << 20, whole=False) == 4
+  assert est.read_requests(8 << 20, 4 << 20) == 1 + est.read_requests(8 << 20, 4 << 20, sized=True)
+  assert est.UNIT_READS == 1
   assert est.main(["--sizes_mb=25"]) == 0
   assert "25 MB:" in capsys.readouterr().out
   assert est.main(["--sizes_mb=a"]) == 2

@@ -14,16 +14,19 @@ intermediate object on the store):
     run: `file_segments.BAND_WRITE_BLOCK`), else a multipart upload
     (create, a part per block, complete);
   * a run read by a merge or a segment (`record_runs.chunked_records`):
-    1 HEAD (its size), 1 GET of its first chunk (its count, its keys and
+    1 HEAD (its size) for a band run that its first read does not hold
+    whole (a unit's run: none, its size from its entry's data bytes and
+    its count; a band run is planned before it is written and its size
+    is not passed on), 1 GET of its first chunk (its count, its keys and
     starts where they fit, else 2 GETs a chunk, and its first records),
     1 GET per chunk of `record_runs.chunk_bytes(runs merged, budget)`
     (`file_segments.GROUP_MERGE_BUDGET`, for merges and segments)
     record bytes (none where the run fits in its first chunk); a
     segment's run that is not inside its key range also reads its count
     and keys first (2 GETs);
-  * a unit: `UNIT_READS` GETs of its input range (bench_scale's moto log,
-    bert 25 MB on Dask at 48dec9e: 75 ranged GETs of the input for 25
-    units) and 1 PUT of its run (`storage.write_staged`: one upload);
+  * a unit: `UNIT_READS` GET of its input range, the byte before it and
+    `text_input.UNIT_OVERHANG_BYTES` after it (`text_input.range_read`;
+    no HEAD) and 1 PUT of its run (`storage.write_staged`: one upload);
   * a segment: its object and its record starts written, then its
     placement (its starts read 8 MiB at a time, its part of the index
     written) and the store-side join (a copied part each for the file and
@@ -54,7 +57,7 @@ MB = 1 << 20
 RECORD_BYTES_PER_INPUT_BYTE = 1344622013 / 104857578  # bert, dupe 5 (bench_scale)
 RECORD_BYTES = 1344622013 / 1638635  # framed bytes of one record
 UNIT_BYTES = 1 << 20
-UNIT_READS = 3  # ranged GETs of a unit's input (measured)
+UNIT_READS = 1  # ranged GETs of a unit's input (`text_input.range_read`)
 KEYS = 1 << 40  # the order keys a file's runs span
 RUN_PREFIX = "s3://bucket/out/.parts/"
 ONE_TB_MB = 1 << 20
@@ -69,19 +72,25 @@ def write_requests(size: float, block: int = storage.WRITE_BLOCK_BYTES) -> int:
   return 1 if size <= block else 2 + math.ceil(size / block)
 
 
-def read_requests(size: float, chunk: int, whole: bool = True) -> int:
+def read_requests(size: float, chunk: int, whole: bool = True, sized: bool = False) -> int:
   """Requests to read a run of `size` record bytes a chunk at a time
   (`record_runs.chunked_records`); not `whole`: a slice of it, its keys
-  read first to find the slice (2 more).
+  read first to find the slice (2 more); `sized`: its size known from its
+  entry (a unit's run), else a HEAD where its first read does not reach
+  its end.
 
   >>> read_requests(1 << 20, 4 << 20), read_requests(13 << 20, 4 << 20)
-  (2, 6)
+  (1, 6)
+  >>> read_requests(13 << 20, 4 << 20, sized=True)
+  5
   """
   index = 16 * size / RECORD_BYTES
   chunks = max(1, math.ceil(size / chunk))
-  data = 0 if whole and 8 + index + size <= chunk else chunks
+  fits = 8 + index + size < chunk
+  head = 0 if sized or fits else 1
+  data = 0 if whole and fits else chunks
   keys = 0 if index <= chunk else 2 * chunks
-  return 2 + data + keys + (0 if whole else 2)
+  return head + 1 + data + keys + (0 if whole else 2)
 
 
 def _density(entry: tuple, sizes: Dict[str, float]) -> float:
@@ -126,7 +135,8 @@ def estimate(size_mb: float, fan_in: int = file_segments.GROUP_FAN_IN,
       chunk = record_runs.chunk_bytes(len(part), budget)
       out["merge_chunk"] = max(out["merge_chunk"], chunk)
       out["merge_bytes_max"] = max(out["merge_bytes_max"], sum(sizes[e[1]] for e in part))
-      out["merge_reads"] += sum(read_requests(sizes[e[1]], chunk) for e in part)
+      out["merge_reads"] += sum(read_requests(sizes[e[1]], chunk, sized=int(e[4]) > 0)
+                                for e in part)
       for band in bands:
         lo, hi = int(band[2]), int(band[3]) + 1
         sizes[band[1]] = sum(_density(e, sizes) * _overlap(e, lo, hi) for e in part)
@@ -137,7 +147,8 @@ def estimate(size_mb: float, fan_in: int = file_segments.GROUP_FAN_IN,
     chunk = record_runs.chunk_bytes(len(mine), budget)
     parts = [_density(e, sizes) * _overlap(e, lo, hi) for e in mine]
     out["segment_reads"] += sum(
-        read_requests(b, chunk, _overlap(e, lo, hi) == int(e[3]) - int(e[2]) + 1)
+        read_requests(b, chunk, _overlap(e, lo, hi) == int(e[3]) - int(e[2]) + 1,
+                      int(e[4]) > 0)
         for e, b in zip(mine, parts))
     segment = sum(parts)
     starts = 8 * segment / RECORD_BYTES
