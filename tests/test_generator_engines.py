@@ -457,7 +457,7 @@ def test_staged_runs_merge_a_chunk_at_a_time(tmp_path, monkeypatch):
     path = str(tmp_path / f"run-{u}")
     with open(path, "wb") as f:
       f.write(record_runs.to_bytes(run))
-    entries.append((0, path, *record_runs.bounds(run)))
+    entries.append((0, path, *record_runs.bounds(run), len(run.data)))  # a RunEntry
   got = [rec for r in generator_steps.merged_run(entries) for rec in r.records()]
   assert got == sorted(rec for r in runs for rec in r.records())
   blob = record_runs.to_bytes(runs[0])

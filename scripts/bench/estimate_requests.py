@@ -40,7 +40,6 @@ metadata: a few hundred) are left out.
   python scripts/bench/estimate_requests.py [--sizes_mb=100,400,1048576] [--fan_in=N]
 """
 
-import argparse
 import bisect
 import math
 import os
@@ -161,8 +160,9 @@ def estimate(size_mb: float, fan_in: int = file_segments.GROUP_FAN_IN,
   return out
 
 
-def _parse(argv: Sequence[str]) -> argparse.Namespace:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def _parse(argv: Sequence[str]):
+  from textrecords.runs import script_args  # pylint: disable=import-outside-toplevel
+  p = script_args.ScriptParser(description=__doc__.split("\n")[0])
   p.add_argument("--sizes_mb", default="100,400,%d" % ONE_TB_MB,
                  help="Input sizes in MB (2**20 bytes), comma separated.")
   p.add_argument("--fan_in", type=int, default=file_segments.GROUP_FAN_IN,
