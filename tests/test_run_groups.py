@@ -6,8 +6,6 @@ merged in groups (a task each), so that the reads stay about units +
 segments, and the file's bytes stay those of one writer.
 """
 
-import hashlib
-import json
 import os
 
 import pytest
@@ -114,17 +112,7 @@ def test_narrow_runs_are_not_grouped(tmp_path):
 
 # ---------------------------------------------------------------- engines
 
-def _files(out) -> dict:
-  got = {}
-  for n in sorted(os.listdir(out)):
-    data = open(os.path.join(out, n), "rb").read()
-    if n.endswith("meta.json"):
-      meta = json.loads(data.decode().replace(str(out), "OUT"))
-      meta.pop("fingerprint", None)
-      got[n] = meta
-    else:
-      got[n] = hashlib.sha256(data).hexdigest()
-  return got
+from test_file_segments import _files  # noqa: E402  pylint: disable=wrong-import-position
 
 
 @pytest.fixture
